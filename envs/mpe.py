@@ -1,0 +1,56 @@
+"""MPE (multi-particle environments) scenarios from jaxmarl, discrete actions."""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import jaxmarl
+
+from envs.adapter import Env, Hooks
+from envs.base import EnvSpec
+from envs.errors import UserError
+
+SCENARIOS = {
+    "simple_spread": "MPE_simple_spread_v3",
+    "simple_reference": "MPE_simple_reference_v3",
+    "simple_speaker_listener": "MPE_simple_speaker_listener_v4",
+}
+
+
+def make_mpe(scenario: str, num_agents: int | None = None) -> Env:
+    kwargs = {}
+    if num_agents is not None:
+        if scenario != "simple_spread":
+            raise UserError(f"mpe:{scenario} has a fixed team size; num_agents applies only to mpe:simple_spread")
+        if num_agents < 1:
+            raise UserError(f"num_agents must be >= 1, got {num_agents}")
+        kwargs = dict(num_agents=num_agents, num_landmarks=num_agents)
+    inner = jaxmarl.make(SCENARIOS[scenario], **kwargs)
+    agents = list(inner.agents)
+    n = len(agents)
+    obs_dims = tuple(int(inner.observation_spaces[a].shape[0]) for a in agents)
+    acts = tuple(int(inner.action_spaces[a].n) for a in agents)
+    o, a_max = max(obs_dims), max(acts)
+    # Agents with fewer actions than the widest one see the extra actions masked out.
+    avail_np = jnp.array([[j < k for j in range(a_max)] for k in acts], dtype=bool)
+
+    def world_state(obs, s):
+        return jnp.concatenate([jnp.pad(obs[a].astype(jnp.float32), (0, o - d)) for a, d in zip(agents, obs_dims)])
+
+    hooks = Hooks(
+        avail=lambda s: avail_np,
+        world_state=world_state,
+        team_reward=lambda r: jnp.sum(r),  # team return = sum over agents
+        won=lambda r, done: jnp.zeros((), bool),
+        alive=lambda s: jnp.ones((n,), bool),
+    )
+    name = f"mpe:{scenario}" if num_agents is None else f"mpe:{scenario}:{n}"
+    spec = EnvSpec(
+        name=name,
+        num_agents=n,
+        obs_dim=o,
+        state_dim=n * o + n,
+        num_actions=a_max,
+        max_steps=int(inner.max_steps) + 1,  # done is checked before the counter moves: 26 steps
+        has_win=False,
+    )
+    return Env(inner, spec, hooks, obs_dims, acts)

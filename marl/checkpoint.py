@@ -1,0 +1,188 @@
+"""Run folders and orbax checkpoints.
+
+A run is ``runs/<name>/`` with ``config.toml``, ``metrics.jsonl`` and ``checkpoints/<update>/``
+(orbax CheckpointManager, items ``state`` and ``meta``). A reference to a checkpoint is
+``RUN[/checkpoints/STEP][#SEED]``: the latest step and seed 0 unless named.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import re
+from importlib import metadata as importlib_metadata
+from pathlib import Path
+
+import jax
+import numpy as np
+
+from envs.base import EnvSpec
+from envs.errors import UserError
+from marl.config import NetworkConfig, TrainConfig
+
+CONFIG_FILE = "config.toml"
+METRICS_FILE = "metrics.jsonl"
+CKPT_DIR = "checkpoints"
+
+logging.getLogger("absl").setLevel(logging.ERROR)
+
+
+def _ocp():
+    import orbax.checkpoint as ocp
+
+    return ocp
+
+
+def package_version() -> str:
+    try:
+        return importlib_metadata.version("marl-suite")
+    except importlib_metadata.PackageNotFoundError:  # pragma: no cover - running from a source tree
+        return "0+unknown"
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckpointRef:
+    run: Path
+    step: int | None = None  # None: latest
+    seed: int = 0
+
+    def __str__(self) -> str:
+        s = str(self.run)
+        if self.step is not None:
+            s += f"/{CKPT_DIR}/{self.step}"
+        return s + (f"#{self.seed}" if self.seed else "")
+
+
+def parse_ref(ref: str | Path) -> CheckpointRef:
+    """``runs/x``, ``runs/x/checkpoints/40``, ``runs/x#2`` -> CheckpointRef (the run must exist)."""
+    text = str(ref)
+    seed = 0
+    if "#" in text:
+        text, _, s = text.rpartition("#")
+        if not s.isdigit():
+            raise UserError(f"bad seed in {ref!r}: write RUN#SEED with an integer seed")
+        seed = int(s)
+    path = Path(text)
+    step = None
+    m = re.fullmatch(r"(.*)/" + CKPT_DIR + r"/(\d+)/?", text)
+    if m:
+        path, step = Path(m.group(1)), int(m.group(2))
+    if not (path / CONFIG_FILE).is_file():
+        if not path.exists():
+            raise UserError(f"run {path} does not exist; pass a run folder made by `marl train`")
+        raise UserError(f"{path} is not a run folder (no {CONFIG_FILE}); pass a run folder made by `marl train`")
+    return CheckpointRef(path.resolve(), step, seed)
+
+
+def manager(run: Path, create: bool = False):
+    ocp = _ocp()
+    options = ocp.CheckpointManagerOptions(max_to_keep=None, create=create, enable_async_checkpointing=False)
+    return ocp.CheckpointManager(Path(run).resolve() / CKPT_DIR, options=options, item_names=("state", "meta"))
+
+
+def save(mngr, step: int, state, meta: dict) -> None:
+    ocp = _ocp()
+    state = jax.tree.map(np.asarray, state)
+    mngr.save(step, args=ocp.args.Composite(state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(meta)))
+    mngr.wait_until_finished()
+
+
+def steps(run: Path) -> list[int]:
+    d = Path(run) / CKPT_DIR
+    if not d.is_dir():
+        return []
+    return sorted(int(p.name) for p in d.iterdir() if p.name.isdigit() and (p / "meta").exists())
+
+
+def resolve_step(ref: CheckpointRef) -> int:
+    available = steps(ref.run)
+    if not available:
+        raise UserError(f"run {ref.run} has no checkpoint yet; train it (or resume it) first")
+    if ref.step is None:
+        return available[-1]
+    if ref.step not in available:
+        raise UserError(f"run {ref.run} has no checkpoint at step {ref.step}; available: {', '.join(map(str, available))}")
+    return ref.step
+
+
+def read_meta(run: Path, step: int) -> dict:
+    p = Path(run) / CKPT_DIR / str(step) / "meta" / "metadata"
+    try:
+        return json.loads(p.read_text())
+    except FileNotFoundError:
+        raise UserError(f"checkpoint {run}/{CKPT_DIR}/{step} has no metadata; it is incomplete or corrupted") from None
+    except json.JSONDecodeError:
+        raise UserError(f"checkpoint {run}/{CKPT_DIR}/{step} has corrupted metadata; pick another step") from None
+
+
+def load_config(run: Path) -> TrainConfig:
+    return TrainConfig.from_toml(Path(run) / CONFIG_FILE)
+
+
+def restore_state(run: Path, step: int, abstract_state):
+    """Restore the TrainState saved at ``step`` into the structure of ``abstract_state``."""
+    ocp = _ocp()
+    mngr = manager(run)
+    try:
+        out = mngr.restore(step, args=ocp.args.Composite(state=ocp.args.StandardRestore(abstract_state)))
+    except Exception as e:  # orbax raises many types for damaged files
+        msg = str(e).splitlines()[0][:160] if str(e) else type(e).__name__
+        raise UserError(f"checkpoint {run}/{CKPT_DIR}/{step} is unreadable or corrupted ({msg}); "
+                        f"pick another step with RUN/{CKPT_DIR}/STEP") from None
+    finally:
+        mngr.close()
+    state = out["state"]
+    want = jax.tree.map(lambda x: (tuple(x.shape), str(x.dtype)), abstract_state)
+    got = jax.tree.map(lambda x: (tuple(np.shape(x)), str(np.asarray(x).dtype)), state)
+    if want != got:
+        raise UserError(f"checkpoint {run}/{CKPT_DIR}/{step} does not match its config.toml; the run folder was edited")
+    return state
+
+
+def make_meta(config: TrainConfig, spec: EnvSpec, update: int, parent: dict | None) -> dict:
+    return {
+        "env_spec": spec.to_dict(),
+        "network": dataclasses.asdict(config.network),
+        "algo": config.algo,
+        "share_actor": config.share_actor,
+        "seed": config.seed,
+        "num_seeds": config.num_seeds,
+        "update": update,
+        "env_steps": update * config.steps_per_update,
+        "version": package_version(),
+        "parent": parent,
+        "config": config.to_dict(),
+    }
+
+
+def load_state(ref: CheckpointRef | str):
+    """(trainer, state with a leading seed axis, meta, step) of a checkpoint."""
+    from marl.trainer import Trainer, seed_keys
+
+    ref = parse_ref(ref) if not isinstance(ref, CheckpointRef) else ref
+    step = resolve_step(ref)
+    meta = read_meta(ref.run, step)
+    config = load_config(ref.run)
+    trainer = Trainer(config)
+    abstract = jax.eval_shape(jax.vmap(trainer.init), seed_keys(config))
+    state = restore_state(ref.run, step, abstract)
+    return trainer, state, meta, step
+
+
+def load_team(ref: CheckpointRef | str):
+    """The Team of one seed of a checkpoint, and a dict describing where it came from."""
+    ref = parse_ref(ref) if not isinstance(ref, CheckpointRef) else ref
+    trainer, state, meta, step = load_state(ref)
+    n_seeds = trainer.config.num_seeds
+    if not 0 <= ref.seed < n_seeds:
+        raise UserError(f"run {ref.run} has seeds 0..{n_seeds - 1}; seed {ref.seed} does not exist")
+    actor = jax.tree.map(lambda x: x[ref.seed], state.actor_params)
+    team = trainer.team(actor)
+    source = {"run": str(ref.run), "step": step, "seed": ref.seed, "algo": meta["algo"],
+              "env_steps": meta["env_steps"], "shared": trainer.shared}
+    return team, source
+
+
+def spec_from_meta(meta: dict) -> tuple[EnvSpec, NetworkConfig]:
+    return EnvSpec.from_dict(meta["env_spec"]), NetworkConfig(**meta["network"])

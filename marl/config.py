@@ -1,0 +1,211 @@
+"""Frozen, validated configuration dataclasses; TOML in and out; ``key=value`` overrides."""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+import types
+import typing
+from pathlib import Path
+
+import tomli_w
+
+from envs.errors import UserError
+
+ACTIVATIONS = ("relu", "tanh", "gelu")
+ALGOS = ("mappo", "happo")
+
+
+def _check(cond: bool, msg: str) -> None:
+    if not cond:
+        raise UserError(f"bad config: {msg}")
+
+
+@dataclasses.dataclass(frozen=True)
+class NetworkConfig:
+    """Actor and critic shapes. The actor reads obs ++ one-hot agent id (++ latent z, weights start at 0)."""
+
+    hidden: int = 128
+    recurrent: bool = True  # GRU actor; feed-forward when False
+    activation: str = "relu"
+    agent_id: bool = True
+    latent_dim: int = 0  # 0: no latent input
+    critic_hidden: int = 128
+
+    def __post_init__(self):
+        _check(self.hidden >= 1, f"network.hidden must be >= 1, got {self.hidden}")
+        _check(self.critic_hidden >= 1, f"network.critic_hidden must be >= 1, got {self.critic_hidden}")
+        _check(self.activation in ACTIVATIONS, f"network.activation must be one of {ACTIVATIONS}, got {self.activation!r}")
+        _check(self.latent_dim >= 0, f"network.latent_dim must be >= 0, got {self.latent_dim}")
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+    """One training run (all seeds). Env steps count vectorised env transitions, not agent steps."""
+
+    env: str = "smax:3m"
+    num_agents: int = 0  # team size for mpe:simple_spread; 0 = the scenario's own
+    algo: str = "mappo"
+    share_actor: bool = True  # MAPPO: one actor tiled over agents; False: one actor per agent
+    seed: int = 0
+    num_seeds: int = 1  # seeds trained at once (vmapped)
+    total_steps: int = 2_000_000  # env steps per seed
+    num_envs: int = 128
+    rollout_len: int = 128
+    epochs: int = 4
+    minibatches: int = 4  # split over environments, so recurrent sequences stay whole
+    lr: float = 2e-3
+    critic_lr: float = 0.0  # 0: same as lr
+    anneal_lr: bool = True
+    gamma: float = 0.99
+    gae_lambda: float = 0.95
+    clip_eps: float = 0.2
+    value_clip_eps: float = 0.2
+    ent_coef: float = 0.0
+    max_grad_norm: float = 0.25
+    value_norm: bool = True
+    updates_per_chunk: int = 8  # updates per compiled chunk: progress and checkpoints happen between chunks
+    checkpoint_every: int = 1  # chunks between checkpoints
+    num_latents: int = 0  # K latents per instance for latent-conditioned (best-of-K) training; 0: off
+    network: NetworkConfig = NetworkConfig()
+
+    def __post_init__(self):
+        from envs.registry import names
+
+        family, _, rest = self.env.partition(":")
+        base = f"{family}:{rest.split(':')[0]}"
+        if base not in names():
+            import difflib
+
+            close = difflib.get_close_matches(self.env, names(), n=3, cutoff=0.5)
+            hint = f"; did you mean {', '.join(close)}?" if close else "; run `marl envs` for the list"
+            raise UserError(f"unknown environment {self.env!r}{hint}")
+        _check(self.algo in ALGOS, f"algo must be one of {ALGOS}, got {self.algo!r}")
+        _check(not (self.algo == "happo" and self.share_actor), "happo trains one actor per agent: set share_actor=false")
+        _check(self.num_agents >= 0, f"num_agents must be >= 0, got {self.num_agents}")
+        _check(self.num_agents == 0 or self.env.startswith("mpe:simple_spread"), "num_agents applies only to mpe:simple_spread")
+        for name in ("num_seeds", "num_envs", "rollout_len", "epochs", "minibatches", "updates_per_chunk", "checkpoint_every"):
+            _check(getattr(self, name) >= 1, f"{name} must be >= 1, got {getattr(self, name)}")
+        _check(self.total_steps >= self.num_envs * self.rollout_len,
+               f"total_steps ({self.total_steps}) is less than one update (num_envs*rollout_len = {self.num_envs * self.rollout_len})")
+        _check(self.num_envs % self.minibatches == 0, f"num_envs ({self.num_envs}) must be divisible by minibatches ({self.minibatches})")
+        _check(self.lr > 0, f"lr must be > 0, got {self.lr}")
+        _check(self.critic_lr >= 0, f"critic_lr must be >= 0, got {self.critic_lr}")
+        _check(0 < self.gamma <= 1, f"gamma must be in (0, 1], got {self.gamma}")
+        _check(0 <= self.gae_lambda <= 1, f"gae_lambda must be in [0, 1], got {self.gae_lambda}")
+        _check(self.clip_eps > 0, f"clip_eps must be > 0, got {self.clip_eps}")
+        _check(self.value_clip_eps >= 0, f"value_clip_eps must be >= 0, got {self.value_clip_eps}")
+        _check(self.ent_coef >= 0, f"ent_coef must be >= 0, got {self.ent_coef}")
+        _check(self.max_grad_norm > 0, f"max_grad_norm must be > 0, got {self.max_grad_norm}")
+        _check(self.num_latents >= 0, f"num_latents must be >= 0, got {self.num_latents}")
+        if self.num_latents:
+            _check(self.network.latent_dim > 0, "num_latents > 0 needs network.latent_dim > 0")
+            _check(self.num_envs % self.num_latents == 0,
+                   f"num_envs ({self.num_envs}) must be divisible by num_latents ({self.num_latents})")
+
+    # -- derived quantities -------------------------------------------------------------------
+    @property
+    def steps_per_update(self) -> int:
+        return self.num_envs * self.rollout_len
+
+    @property
+    def num_updates(self) -> int:
+        return -(-self.total_steps // self.steps_per_update)
+
+    @property
+    def num_chunks(self) -> int:
+        return -(-self.num_updates // self.updates_per_chunk)
+
+    def env_kwargs(self) -> dict:
+        return {"num_agents": self.num_agents} if self.num_agents else {}
+
+    # -- (de)serialisation ---------------------------------------------------------------------
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "TrainConfig":
+        d = dict(d)
+        net = d.pop("network", {}) or {}
+        _reject_unknown(d, cls, "")
+        _reject_unknown(net, NetworkConfig, "network.")
+        d = {k: _coerce(k, v, _field_types(cls)[k]) for k, v in d.items()}
+        net = {k: _coerce("network." + k, v, _field_types(NetworkConfig)[k]) for k, v in net.items()}
+        return cls(**d, network=NetworkConfig(**net))
+
+    def to_toml(self, path: Path) -> None:
+        Path(path).write_text(tomli_w.dumps(self.to_dict()))
+
+    @classmethod
+    def from_toml(cls, path: Path) -> "TrainConfig":
+        try:
+            data = tomllib.loads(Path(path).read_text())
+        except FileNotFoundError:
+            raise UserError(f"config file {path} does not exist") from None
+        except tomllib.TOMLDecodeError as e:
+            raise UserError(f"config file {path} is not valid TOML: {e}") from None
+        return cls.from_dict(data)
+
+    def with_overrides(self, overrides: list[str] | dict) -> "TrainConfig":
+        """Apply ``["lr=1e-3", "network.hidden=64"]`` (strings are parsed to each field's type)."""
+        items = overrides.items() if isinstance(overrides, dict) else [_split(o) for o in overrides]
+        d = self.to_dict()
+        for key, value in items:
+            if key.startswith("network."):
+                d["network"][key.split(".", 1)[1]] = value
+            else:
+                d[key] = value
+        return TrainConfig.from_dict(d)
+
+
+def _split(item: str) -> tuple[str, str]:
+    if "=" not in item:
+        raise UserError(f"bad override {item!r}: write key=value, e.g. lr=1e-3 or network.hidden=64")
+    k, v = item.split("=", 1)
+    return k.strip(), v.strip()
+
+
+def _field_types(cls) -> dict:
+    hints = typing.get_type_hints(cls)
+    return {f.name: hints[f.name] for f in dataclasses.fields(cls)}
+
+
+def _reject_unknown(d: dict, cls, prefix: str) -> None:
+    known = _field_types(cls)
+    for k in d:
+        if k not in known:
+            import difflib
+
+            close = difflib.get_close_matches(k, known, n=1)
+            hint = f"; did you mean {prefix}{close[0]}?" if close else ""
+            raise UserError(f"bad config: unknown key {prefix}{k!r}{hint}")
+
+
+def _coerce(name: str, value, typ):
+    """Parse CLI strings (and TOML values) into the field's type, with a one-line error."""
+    if isinstance(typ, types.UnionType) or typing.get_origin(typ) is typing.Union:
+        typ = next(t for t in typing.get_args(typ) if t is not type(None))
+    try:
+        if typ is bool:
+            if isinstance(value, bool):
+                return value
+            s = str(value).lower()
+            if s in ("1", "true", "yes", "on"):
+                return True
+            if s in ("0", "false", "no", "off"):
+                return False
+            raise ValueError
+        if typ is int:
+            if isinstance(value, bool):
+                raise ValueError
+            f = float(value)
+            if f != int(f):
+                raise ValueError
+            return int(f)
+        if typ is float:
+            return float(value)
+        if typ is str:
+            return str(value)
+    except (TypeError, ValueError):
+        raise UserError(f"bad config: {name} must be {typ.__name__}, got {value!r}") from None
+    return value

@@ -1,0 +1,138 @@
+"""PPO pieces, each written once and reused by MAPPO, HAPPO, latent training and evaluation.
+
+Shapes: time is the leading axis where there is one. Masks are float or bool weights that select
+which samples count (dead agents, padding).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import optax
+from flax import struct
+
+NEG_INF = -1e9
+
+
+# -- action masking and the categorical policy ----------------------------------------------
+def masked_logits(logits: jax.Array, avail: jax.Array) -> jax.Array:
+    """Unavailable actions get a large negative logit (probability exactly 0 in float32)."""
+    return jnp.where(avail, logits, NEG_INF)
+
+
+def log_prob(logits: jax.Array, actions: jax.Array) -> jax.Array:
+    """logits [..., A] (already masked), actions [...] -> [...]."""
+    logp = jax.nn.log_softmax(logits)
+    return jnp.take_along_axis(logp, actions[..., None].astype(jnp.int32), axis=-1)[..., 0]
+
+
+def entropy(logits: jax.Array) -> jax.Array:
+    logp = jax.nn.log_softmax(logits)
+    return -jnp.sum(jnp.where(logp > NEG_INF / 2, jnp.exp(logp) * logp, 0.0), axis=-1)
+
+
+def sample(key: jax.Array, logits: jax.Array, greedy: bool | jax.Array = False) -> jax.Array:
+    """Sample (or take the argmax of) masked logits [..., A] -> int32 [...]."""
+    stochastic = jax.random.categorical(key, logits)
+    return jnp.where(greedy, jnp.argmax(logits, axis=-1), stochastic).astype(jnp.int32)
+
+
+# -- advantages -------------------------------------------------------------------------------
+def gae(rewards, values, dones, last_value, gamma: float, lam: float):
+    """Generalised advantage estimation.
+
+    rewards, dones: [T, ...] (dones[t] = the transition t ended the episode); values [T, ...]
+    (V of the state the transition started from); last_value [...] (V after the last transition).
+    Returns (advantages [T, ...], targets [T, ...]).
+    """
+    not_done = 1.0 - dones.astype(jnp.float32)
+    next_values = jnp.concatenate([values[1:], last_value[None]], axis=0)
+    deltas = rewards + gamma * next_values * not_done - values
+
+    def back(carry, xs):
+        delta, nd = xs
+        carry = delta + gamma * lam * nd * carry
+        return carry, carry
+
+    _, adv = jax.lax.scan(back, jnp.zeros_like(last_value), (deltas, not_done), reverse=True)
+    return adv, adv + values
+
+
+def normalize(x: jax.Array, mask: jax.Array | None = None, eps: float = 1e-8) -> jax.Array:
+    """Zero-mean, unit-std over all entries (only masked-in ones count)."""
+    m = jnp.ones_like(x) if mask is None else mask.astype(x.dtype)
+    n = jnp.maximum(m.sum(), 1.0)
+    mean = (x * m).sum() / n
+    var = (((x - mean) ** 2) * m).sum() / n
+    return (x - mean) / (jnp.sqrt(var) + eps)
+
+
+# -- losses -----------------------------------------------------------------------------------
+def _masked_mean(x, mask):
+    m = mask.astype(x.dtype)
+    return (x * m).sum() / jnp.maximum(m.sum(), 1.0)
+
+
+def clipped_surrogate(logp, old_logp, adv, clip_eps: float, mask, factor=1.0):
+    """PPO policy loss, -mean(factor * min(r A, clip(r, 1-eps, 1+eps) A)); factor is HAPPO's M."""
+    ratio = jnp.exp(logp - old_logp)
+    surr = jnp.minimum(ratio * adv, jnp.clip(ratio, 1.0 - clip_eps, 1.0 + clip_eps) * adv)
+    return -_masked_mean(factor * surr, mask)
+
+
+def value_loss(values, old_values, targets, clip_eps: float, mask):
+    """Clipped value loss 0.5 * max((v - t)^2, (v_old + clip(v - v_old) - t)^2); clip_eps 0 = unclipped."""
+    err = (values - targets) ** 2
+    if clip_eps > 0:
+        clipped = old_values + jnp.clip(values - old_values, -clip_eps, clip_eps)
+        err = jnp.maximum(err, (clipped - targets) ** 2)
+    return 0.5 * _masked_mean(err, mask)
+
+
+def masked_mean(x, mask):
+    return _masked_mean(x, mask)
+
+
+# -- value normalisation (running mean/std of targets, debiased EMA as in MAPPO) -----------
+@struct.dataclass
+class ValueNorm:
+    mean: jax.Array
+    mean_sq: jax.Array
+    debias: jax.Array
+
+    @classmethod
+    def create(cls) -> "ValueNorm":
+        z = jnp.zeros((), jnp.float32)
+        return cls(mean=z, mean_sq=z, debias=z)
+
+    def stats(self, eps: float = 1e-5):
+        d = jnp.maximum(self.debias, eps)
+        mean = self.mean / d
+        var = jnp.maximum(self.mean_sq / d - mean**2, 1e-2)
+        return mean, jnp.sqrt(var)
+
+    def update(self, x: jax.Array, beta: float = 0.99999) -> "ValueNorm":
+        return ValueNorm(
+            mean=beta * self.mean + (1 - beta) * x.mean(),
+            mean_sq=beta * self.mean_sq + (1 - beta) * (x**2).mean(),
+            debias=beta * self.debias + (1 - beta),
+        )
+
+    def normalize(self, x, enabled: bool = True):
+        if not enabled:
+            return x
+        m, s = self.stats()
+        return (x - m) / s
+
+    def denormalize(self, x, enabled: bool = True):
+        if not enabled:
+            return x
+        m, s = self.stats()
+        return x * s + m
+
+
+# -- optimiser ------------------------------------------------------------------------------
+def make_optimizer(lr: float, max_grad_norm: float, anneal_steps: int | None) -> optax.GradientTransformation:
+    """Adam with global-norm clipping; the rate falls linearly to 0 over ``anneal_steps`` optimiser steps."""
+    schedule = optax.linear_schedule(lr, 0.0, anneal_steps) if anneal_steps else lr
+    return optax.chain(optax.clip_by_global_norm(max_grad_norm), optax.adam(schedule, eps=1e-5))

@@ -1,0 +1,86 @@
+"""Vectorised experience collection: ``lax.scan`` over time, ``vmap`` over environments."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+from envs import Env, EnvState, EpisodeInfo, TimeStep
+from marl import ppo
+
+
+@struct.dataclass
+class Runner:
+    """Where collection stands between rollouts (E parallel environments)."""
+
+    env_state: EnvState  # [E]
+    ts: TimeStep  # [E], the current observation; ts.done marks the start of a new episode
+    carry: jax.Array  # [E, N, H] actor recurrent state
+    latent: jax.Array | None  # [E, N, d] latent each agent acts on; None without latent conditioning
+
+
+@struct.dataclass
+class Transition:
+    obs: jax.Array  # [T, E, N, O]
+    world_state: jax.Array  # [T, E, N, S]
+    avail: jax.Array  # [T, E, N, A]
+    alive: jax.Array  # [T, E, N]
+    reset: jax.Array  # [T, E] obs starts an episode (resets the recurrent state)
+    latent: jax.Array | None  # [T, E, N, d] or None
+    action: jax.Array  # [T, E, N]
+    logp: jax.Array  # [T, E, N]
+    value: jax.Array  # [T, E, N] critic output (normalised scale when value norm is on)
+    reward: jax.Array  # [T, E] team reward
+    done: jax.Array  # [T, E]
+    info: EpisodeInfo  # [T, E]
+
+
+def reset_runner(env: Env, key: jax.Array, num_envs: int, hidden: int, latent_dim: int = 0) -> Runner:
+    ts, state = jax.vmap(env.reset)(jax.random.split(key, num_envs))
+    ts = ts.replace(done=jnp.ones_like(ts.done))  # first obs starts an episode
+    n = env.spec.num_agents
+    carry = jnp.zeros((num_envs, n, hidden), jnp.float32)
+    latent = jnp.zeros((num_envs, n, latent_dim), jnp.float32) if latent_dim else None
+    return Runner(env_state=state, ts=ts, carry=carry, latent=latent)
+
+
+PolicyFn = Callable  # (carry[E,N,H], obs[E,N,O], reset[E], latent) -> (carry, logits[E,N,A])
+ValueFn = Callable  # world_state[E,N,S] -> values[E,N]
+
+
+def collect(env: Env, policy: PolicyFn, value_fn: ValueFn, runner: Runner, key: jax.Array,
+            length: int) -> tuple[Runner, Transition]:
+    """Run ``length`` steps of every environment with sampled, masked actions (latents held fixed)."""
+
+    def step(r: Runner, k):
+        k_act, k_env = jax.random.split(k)
+        ts = r.ts
+        carry, logits = policy(r.carry, ts.obs, ts.done, r.latent)
+        logits = ppo.masked_logits(logits, ts.avail)
+        action = ppo.sample(k_act, logits)
+        logp = ppo.log_prob(logits, action)
+        value = value_fn(ts.world_state)
+        env_keys = jax.random.split(k_env, ts.done.shape[0])
+        ts2, state2 = jax.vmap(env.step)(env_keys, r.env_state, action)
+        tr = Transition(obs=ts.obs, world_state=ts.world_state, avail=ts.avail, alive=ts.alive, reset=ts.done, latent=r.latent,
+                        action=action, logp=logp, value=value, reward=ts2.reward, done=ts2.done, info=ts2.info)
+        return r.replace(env_state=state2, ts=ts2, carry=carry), tr
+
+    return jax.lax.scan(step, runner, jax.random.split(key, length))
+
+
+def episode_stats(tr: Transition) -> dict:
+    """Mean return / win rate / length of the episodes that finished inside a rollout (NaN if none)."""
+    d = tr.done.astype(jnp.float32)
+    n = d.sum()
+    safe = jnp.maximum(n, 1.0)
+    nan = jnp.where(n > 0, 1.0, jnp.nan)
+    return {
+        "episodes": n,
+        "return": nan * (tr.info.episode_return * d).sum() / safe,
+        "win_rate": nan * (tr.info.won * d).sum() / safe,
+        "length": nan * (tr.info.episode_length * d).sum() / safe,
+    }

@@ -1,0 +1,177 @@
+"""The host loop of a training run: compiled chunks, metrics, progress, checkpoints, resume."""
+
+from __future__ import annotations
+
+import json
+import math
+import signal
+import time
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from envs.errors import UserError
+from marl import checkpoint as ckpt
+from marl.config import TrainConfig
+from marl.team import tile
+from marl.trainer import METRIC_KEYS, Trainer, TrainState, seed_keys
+
+
+class _Stop(Exception):
+    """SIGTERM arrived: stop like Ctrl-C, keeping the last checkpoint."""
+
+
+def _raise_stop(signum, frame):
+    raise _Stop()
+
+
+def _metrics_lines(metrics: dict, first_update: int, config: TrainConfig, elapsed: float) -> list[str]:
+    """One JSON line per update (values are per-seed lists); skipped padding updates are dropped."""
+    m = {k: np.asarray(v) for k, v in metrics.items()}  # [S, U]
+    lines = []
+    for j in range(m["return"].shape[1]):
+        update = first_update + j + 1
+        if update > config.num_updates:
+            break
+        row = {"update": update, "env_steps": update * config.steps_per_update, "time": round(elapsed, 2)}
+        for k in METRIC_KEYS:
+            row[k] = [None if not math.isfinite(x) else round(float(x), 6) for x in m[k][:, j]]
+        lines.append(json.dumps(row))
+    return lines
+
+
+def _truncate_metrics(path: Path, last_update: int) -> None:
+    """Keep only the metric lines up to ``last_update`` (a resumed run rewrites the rest)."""
+    if not path.exists():
+        return
+    keep = [ln for ln in path.read_text().splitlines() if ln.strip() and json.loads(ln)["update"] <= last_update]
+    path.write_text("".join(ln + "\n" for ln in keep))
+
+
+def warm_start(trainer: Trainer, state: TrainState, source: str) -> tuple[TrainState, dict]:
+    """Copy actor, critic and value-norm statistics from another run's checkpoint into ``state``.
+
+    A shared source actor is tiled into N rows when the new run trains separate actors.
+    """
+    src_trainer, src, meta, step = ckpt.load_state(source)
+    ref = ckpt.parse_ref(source)
+    if src_trainer.spec != trainer.spec:
+        raise UserError(f"cannot start from {ref.run}: it was trained on {src_trainer.spec.name}, this run is {trainer.spec.name}")
+    if src_trainer.net != trainer.net:
+        raise UserError(f"cannot start from {ref.run}: its network config differs ({src_trainer.net} vs {trainer.net})")
+    if not src_trainer.shared and trainer.shared:
+        raise UserError(f"cannot start a shared-actor run from {ref.run}: it has separate actors")
+    s_src, s_new = src_trainer.config.num_seeds, trainer.config.num_seeds
+    if "#" in str(source):
+        pick = lambda x: jnp.broadcast_to(x[ref.seed], (s_new,) + x.shape[1:])
+    elif s_src == s_new:
+        pick = lambda x: x
+    elif s_src == 1:
+        pick = lambda x: jnp.broadcast_to(x[0], (s_new,) + x.shape[1:])
+    else:
+        raise UserError(f"{ref.run} has {s_src} seeds and this run {s_new}: name one source seed with RUN#SEED")
+    actor = jax.tree.map(pick, src.actor_params)
+    if src_trainer.shared and not trainer.shared:
+        actor = jax.vmap(lambda p: tile(p, trainer.n))(actor)
+    actor_opt = jax.vmap(lambda p: trainer.algo.init_opt(trainer, p))(actor)
+    state = state.replace(actor_params=actor, actor_opt=actor_opt,
+                          critic_params=jax.tree.map(pick, src.critic_params),
+                          value_norm=jax.tree.map(pick, src.value_norm))
+    parent = {"run": str(ref.run), "step": step, "seed": ref.seed if "#" in str(source) else None}
+    return state, parent
+
+
+def train_run(config: TrainConfig, out: str | Path, *, resume: bool = False, init_from: str | None = None,
+              progress: bool = True, stop_after_chunks: int | None = None) -> Path:
+    """Train (or resume) the run in ``out``; returns the run folder.
+
+    ``stop_after_chunks`` stops early as an interruption would (for tests of exact resume).
+    """
+    out = Path(out)
+    trainer = Trainer(config)
+    init = jax.jit(jax.vmap(trainer.init))
+    chunk = jax.jit(jax.vmap(trainer.chunk), donate_argnums=0)
+    metrics_path = out / ckpt.METRICS_FILE
+    parent = None
+    if resume:
+        ref = ckpt.parse_ref(out)
+        step = ckpt.resolve_step(ref)
+        meta = ckpt.read_meta(out, step)
+        parent = meta.get("parent")
+        abstract = jax.eval_shape(init, seed_keys(config))
+        state = jax.tree.map(jnp.asarray, ckpt.restore_state(out, step, abstract))
+        _truncate_metrics(metrics_path, step)
+    else:
+        if (out / ckpt.CONFIG_FILE).exists() or ckpt.steps(out):
+            raise UserError(f"run folder {out} already exists; resume it with --resume {out} or pick another --out")
+        state = init(seed_keys(config))
+        if init_from:
+            state, parent = warm_start(trainer, state, init_from)
+        out.mkdir(parents=True, exist_ok=True)
+        config.to_toml(out / ckpt.CONFIG_FILE)
+        metrics_path.write_text("")
+    mngr = ckpt.manager(out, create=True)
+    old_handler = signal.signal(signal.SIGTERM, _raise_stop)
+    start_chunk = int(np.asarray(state.update).reshape(-1)[0]) // config.updates_per_chunk
+    bar = _Progress(config, enabled=progress, start_update=start_chunk * config.updates_per_chunk)
+    done_chunks = 0
+    try:
+        with bar:
+            for c in range(start_chunk, config.num_chunks):
+                t0 = time.time()
+                first = c * config.updates_per_chunk
+                state, metrics = chunk(state)
+                metrics = jax.device_get(metrics)
+                with metrics_path.open("a") as f:
+                    f.writelines(ln + "\n" for ln in _metrics_lines(metrics, first, config, time.time() - t0))
+                update = min(first + config.updates_per_chunk, config.num_updates)
+                bar.advance(update, metrics, time.time() - t0)
+                if (c + 1) % config.checkpoint_every == 0 or c + 1 == config.num_chunks:
+                    ckpt.save(mngr, update, state, ckpt.make_meta(config, trainer.spec, update, parent))
+                done_chunks += 1
+                if stop_after_chunks is not None and done_chunks >= stop_after_chunks:
+                    break
+    except (KeyboardInterrupt, _Stop):
+        last = ckpt.steps(out)
+        raise UserError(f"interrupted; resume from step {last[-1] if last else 0} with `marl train --resume {out}`") from None
+    finally:
+        signal.signal(signal.SIGTERM, old_handler)
+        mngr.close()
+    return out
+
+
+class _Progress:
+    """Rich progress bar: env steps, steps/s, return and win rate (mean over seeds, last update)."""
+
+    def __init__(self, config: TrainConfig, enabled: bool, start_update: int):
+        self.config = config
+        self.enabled = enabled
+        self.bar = None
+        if enabled:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+            self.bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                TextColumn("{task.fields[stats]}"), TimeElapsedColumn(), transient=False)
+            self.task = self.bar.add_task(config.env, total=config.num_updates * config.steps_per_update,
+                                          completed=start_update * config.steps_per_update, stats="compiling...")
+
+    def __enter__(self):
+        if self.bar:
+            self.bar.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        if self.bar:
+            self.bar.__exit__(*exc)
+
+    def advance(self, update: int, metrics: dict, seconds: float):
+        if not self.bar:
+            return
+        c = self.config
+        ret = np.nanmean(np.asarray(metrics["return"])[:, -1]) if np.isfinite(np.asarray(metrics["return"])[:, -1]).any() else float("nan")
+        win = np.nanmean(np.asarray(metrics["win_rate"])[:, -1]) if np.isfinite(np.asarray(metrics["win_rate"])[:, -1]).any() else float("nan")
+        sps = c.updates_per_chunk * c.steps_per_update * c.num_seeds / max(seconds, 1e-9)
+        stats = f"{sps:,.0f} steps/s  return {ret:.3f}" + (f"  win {win:.2f}" if c.env.startswith("smax") else "")
+        self.bar.update(self.task, completed=update * c.steps_per_update, stats=stats)
