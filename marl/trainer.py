@@ -89,6 +89,13 @@ class ActorAlgo(Protocol):
 class Trainer:
     """Static pieces of a run (env, networks, optimisers) and its pure functions."""
 
+    def __new__(cls, config: TrainConfig, algo: ActorAlgo | None = None):
+        if cls is Trainer and config.num_latents > 0:  # best-of-K latent training (marl/latent.py)
+            from marl.latent import LatentTrainer
+
+            cls = LatentTrainer
+        return super().__new__(cls)
+
     def __init__(self, config: TrainConfig, algo: ActorAlgo | None = None):
         from marl.algos import get_algo
 

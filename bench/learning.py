@@ -1,0 +1,101 @@
+"""Learning curve of one training config: train with checkpoints, evaluate every checkpoint greedily.
+
+    python bench/learning.py --env smax:3m --total-steps 2e6 --name mappo_smax_3m [key=value ...]
+
+Writes bench/results/<name>.csv (training return/win per update and greedy evaluation per
+checkpoint) and <name>.png, and prints the final greedy figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import jax
+import numpy as np
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parent
+sys.path.insert(0, str(ROOT.parent))
+
+from marl import checkpoint as ckpt  # noqa: E402
+from marl.config import TrainConfig, _split  # noqa: E402
+from marl.evaluate import evaluate, mean_ci  # noqa: E402
+from marl.runs import train_run  # noqa: E402
+
+
+def greedy_curve(run: Path, episodes: int, seed: int = 0) -> pd.DataFrame:
+    rows = []
+    fn = None
+    for step in ckpt.steps(run):
+        trainer, state, meta, _ = ckpt.load_state(f"{run}/checkpoints/{step}")
+        if fn is None:
+            fn = jax.jit(lambda p, k: evaluate(trainer.env, trainer.team(p), k, episodes, True))
+        for s in range(trainer.config.num_seeds):
+            res = jax.device_get(fn(jax.tree.map(lambda x: x[s], state.actor_params), jax.random.PRNGKey(10_000 + seed)))
+            r, lo, hi = mean_ci(res.returns)
+            w, wlo, whi = mean_ci(res.won.astype(float))
+            rows.append(dict(env_steps=meta["env_steps"], seed=s, kind="greedy eval", **{"return": r}, return_lo=lo,
+                             return_hi=hi, win_rate=w, win_lo=wlo, win_hi=whi))
+    return pd.DataFrame(rows)
+
+
+def training_curve(run: Path) -> pd.DataFrame:
+    rows = []
+    for line in (run / ckpt.METRICS_FILE).read_text().splitlines():
+        m = json.loads(line)
+        for s, (r, w) in enumerate(zip(m["return"], m["win_rate"])):
+            rows.append(dict(env_steps=m["env_steps"], seed=s, kind="training (sampled)", **{"return": r}, win_rate=w))
+    return pd.DataFrame(rows)
+
+
+def plot(df: pd.DataFrame, title: str, path: Path, has_win: bool) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    cols = ["return", "win_rate"] if has_win else ["return"]
+    fig, axes = plt.subplots(1, len(cols), figsize=(6 * len(cols), 4), squeeze=False)
+    for ax, col in zip(axes[0], cols):
+        sns.lineplot(data=df, x="env_steps", y=col, hue="kind", ax=ax, errorbar=("ci", 95))
+        ax.set_title(f"{title}: {col}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--env", required=True)
+    p.add_argument("--total-steps", type=lambda s: int(float(s)), default=2_000_000)
+    p.add_argument("--name", required=True)
+    p.add_argument("--episodes", type=int, default=256)
+    p.add_argument("--runs-dir", default="runs/bench")
+    p.add_argument("overrides", nargs="*")
+    a = p.parse_args()
+    cfg = TrainConfig().with_overrides({"env": a.env, "total_steps": a.total_steps, **dict(_split(o) for o in a.overrides)})
+    run = Path(a.runs_dir) / a.name
+    if run.exists():
+        shutil.rmtree(run)
+    train_run(cfg, run, progress=False)
+    df = pd.concat([training_curve(run), greedy_curve(run, a.episodes)], ignore_index=True)
+    out = ROOT / "results"
+    out.mkdir(exist_ok=True)
+    df.to_csv(out / f"{a.name}.csv", index=False)
+    has_win = cfg.env.startswith("smax")
+    plot(df, f"{cfg.algo} {cfg.env}", out / f"{a.name}.png", has_win)
+    last = df[df.kind == "greedy eval"].sort_values("env_steps").groupby("seed").tail(1)
+    for _, r in last.iterrows():
+        msg = f"{a.name} seed {r.seed}: greedy return {r['return']:.3f} [{r.return_lo:.3f}, {r.return_hi:.3f}]"
+        if has_win:
+            msg += f", win rate {r.win_rate:.3f} [{r.win_lo:.3f}, {r.win_hi:.3f}]"
+        print(msg + f" at {int(r.env_steps):,} env steps")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,134 @@
+"""HAPPO actor update (Kuba et al. 2022): sequential per-agent PPO with the factor M.
+
+One actor per agent (rows of the stacked params [N, ...]), one centralised critic (trained once per
+iteration by ``Trainer.critic_update``, after the actors). Per iteration:
+
+1. one random permutation of the agents, drawn once from the iteration's key;
+2. advantages A normalised once over the whole batch (alive samples), before any factor;
+3. M = 1 per (timestep, env);
+4. for each agent i in permutation order: its PPO epochs x minibatches on its own slice of the
+   batch with loss ``-mean(M * min(r A, clip(r) A)) - ent_coef * entropy`` (M detached, not
+   clipped; entropy not weighted); then its log-probs are recomputed on the whole batch with its
+   new params and ``M <- M * exp(logp_new - logp_old)`` (``happo_factor``).
+
+The agent loop is a ``lax.scan`` over the permutation with dynamic indexing into the stack, so it is
+one compiled body, not N copies; each agent trains on 1/N of the data, so an iteration costs about
+what a MAPPO iteration costs plus one extra forward pass per agent.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+from marl import ppo
+from marl.rollout import Transition
+from marl.team import agent_unroll
+from marl.trainer import Batch, policy_terms, run_minibatches
+
+# Transition fields that carry an agent axis (at position 2 of [T, E, N, ...]).
+_AGENT_FIELDS = ("obs", "world_state", "avail", "alive", "latent", "action", "logp", "value")
+
+
+def happo_factor(factor, logp_new, logp_old):
+    """M <- M * exp(logp_new - logp_old): the factor the next agent in the permutation trains with.
+
+    All arrays [T, E] (one agent's log-probabilities of the actions it took, after and before its
+    update). Multi-dimensional actions would take the product over action dims, i.e. the sum of
+    log-prob differences; SMAX/MPE actions are a single categorical.
+    """
+    return factor * jnp.exp(logp_new - logp_old)
+
+
+def happo_permutation(key, n: int) -> jax.Array:
+    """The order in which the agents are updated in one iteration ([n] int32)."""
+    return jax.random.permutation(key, n).astype(jnp.int32)
+
+
+def agent_slice(batch: Batch, i) -> Batch:
+    """Agent i's part of the batch (i may be traced): tr fields [T, E, ...], init_carry [E, H],
+    advantages/targets/weight [T, E]."""
+    take = lambda x: jax.lax.dynamic_index_in_dim(x, i, axis=2, keepdims=False)
+    tr = batch.tr
+    tr = tr.replace(**{f: (None if getattr(tr, f) is None else take(getattr(tr, f))) for f in _AGENT_FIELDS})
+    return Batch(tr=tr, init_carry=jax.lax.dynamic_index_in_dim(batch.init_carry, i, axis=1, keepdims=False),
+                 advantages=take(batch.advantages), targets=take(batch.targets), weight=take(batch.weight))
+
+
+@struct.dataclass
+class AgentBatch:
+    """One agent's batch plus the factor M [T, E] it trains with; minibatches select envs of both."""
+
+    batch: Batch
+    factor: jax.Array  # [T, E]
+
+    @property
+    def init_carry(self):
+        return self.batch.init_carry
+
+    def select(self, idx) -> "AgentBatch":
+        return AgentBatch(batch=self.batch.select(idx), factor=jnp.take(self.factor, idx, axis=1))
+
+
+def _row(tree, i):
+    return jax.tree.map(lambda x: jax.lax.dynamic_index_in_dim(x, i, axis=0, keepdims=False), tree)
+
+
+def _set_row(tree, i, row):
+    return jax.tree.map(lambda x, r: jax.lax.dynamic_update_index_in_dim(x, r, i, axis=0), tree, row)
+
+
+class HAPPO:
+    name = "happo"
+
+    def init_opt(self, trainer, actor_params):
+        """One optimiser state per agent (stacked [N, ...], like the params)."""
+        return jax.vmap(trainer.actor_tx.init)(actor_params)
+
+    def update(self, trainer, state, batch: Batch, key):
+        """Sequential actor update. Returns (params [N, ...], opt [N, ...], metrics); metrics also hold
+        ``order`` [N] (agents in the order they were updated) and ``factors`` [N, T, E] (the M each
+        update step trained with, in that order) for inspection and tests."""
+        c = trainer.config
+        spec, net = trainer.spec, trainer.net
+        n = trainer.n
+        k_perm, k_agents = jax.random.split(key)
+        order = happo_permutation(k_perm, n)  # drawn once per iteration
+        adv = ppo.normalize(batch.advantages, batch.weight)  # once, before the factor
+        batch = batch.replace(advantages=adv)
+        factor0 = jnp.ones(batch.tr.reward.shape, jnp.float32)  # [T, E]
+
+        def logits_of(p, i, b: Batch):
+            tr = b.tr
+            return agent_unroll(spec, net, p, i, b.init_carry, tr.obs, tr.reset, tr.latent)
+
+        def agent_update(carry, xs):
+            params, opt, factor = carry
+            i, k = xs
+            ab = agent_slice(batch, i)
+
+            def step(cs, mb: AgentBatch):
+                p, o = cs
+
+                def loss_fn(p_):
+                    pg, aux = policy_terms(logits_of(p_, i, mb.batch), mb.batch, mb.batch.advantages, c.clip_eps,
+                                           factor=jax.lax.stop_gradient(mb.factor))
+                    return pg - c.ent_coef * aux["entropy"], {"actor_loss": pg, **aux}
+
+                grads, aux = jax.grad(loss_fn, has_aux=True)(p)
+                updates, o = trainer.actor_tx.update(grads, o, p)
+                return (jax.tree.map(jnp.add, p, updates), o), aux
+
+            (p_i, o_i), metrics = run_minibatches(k, AgentBatch(ab, factor), c.epochs, c.minibatches, step,
+                                                  (_row(params, i), _row(opt, i)))
+            logits = ppo.masked_logits(logits_of(p_i, i, ab), ab.tr.avail)
+            logp_new = ppo.log_prob(logits, ab.tr.action)
+            new_factor = happo_factor(factor, logp_new, ab.tr.logp)
+            carry = (_set_row(params, i, p_i), _set_row(opt, i, o_i), new_factor)
+            return carry, (metrics, i, factor)
+
+        (params, opt, _), (metrics, visited, factors) = jax.lax.scan(
+            agent_update, (state.actor_params, state.actor_opt, factor0), (order, jax.random.split(k_agents, n)))
+        metrics = jax.tree.map(jnp.mean, metrics)
+        return params, opt, {**metrics, "order": visited, "factors": factors}

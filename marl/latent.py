@@ -1,0 +1,123 @@
+"""Latent-conditioned training, best-of-K (COMPASS recipe) on the shared PPO machinery.
+
+Every update is one *episode-synchronous* rollout: all E = I x K environments start a fresh episode
+at step 0. The E environments are I problem instances (a reset key each, hence one initial state)
+times K latents: env ``e = i * K + k`` is instance i under latent k. Each copy draws its latent
+uniformly from [-1, 1]^d, one latent for the whole team (broadcast over the N agents).
+
+The score of a copy is the team return of its first episode inside the rollout (truncated at the
+end of the rollout if it has not finished: all K copies of an instance share that horizon, so the
+comparison stays fair). Per instance, only the copy with the best score trains the actor; if the
+best score is shared by several copies (within ``TIE_TOL``), none of them does (COMPASS masks
+ties). The critic trains on every alive sample of the rollout, including steps after a copy's first
+episode ended (the env auto-resets; those samples are valid on-policy data for V but belong to no
+instance, so they never train the actor).
+
+The rollout length is ``config.rollout_len``; one whole episode per update is
+``rollout_len = spec.max_steps + 1`` at most (MPE episodes last exactly 26 = spec.max_steps steps;
+SMAX episodes last up to 101 steps although spec.max_steps says 100: jaxmarl checks the time limit
+before the counter moves). Longer rollouts only add critic samples; shorter ones truncate the
+scored window (allowed, with a warning).
+
+Selected automatically: ``Trainer(config)`` returns a ``LatentTrainer`` when
+``config.num_latents > 0`` (hook in ``Trainer.__new__``), so ``train_run``, checkpoints, resume
+and ``load_state`` work unchanged. Any actor algorithm (MAPPO, HAPPO) receives the masked batch.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import jax
+import jax.numpy as jnp
+
+from marl.rollout import Runner, Transition
+from marl.trainer import Trainer, TrainState
+
+TIE_TOL = 1e-5  # scores within TIE_TOL * max(1, |best|) of the best count as a tie
+
+
+def instance_keys(key: jax.Array, num_instances: int, num_latents: int) -> jax.Array:
+    """[I * K] reset keys: instance i's key repeated for its K copies (env e = i * K + k)."""
+    return jnp.repeat(jax.random.split(key, num_instances), num_latents, axis=0)
+
+
+def sample_latents(key: jax.Array, num_envs: int, num_agents: int, dim: int) -> jax.Array:
+    """One uniform [-1, 1]^d latent per env, shared by the team: [E, N, d] (equal rows)."""
+    z = jax.random.uniform(key, (num_envs, 1, dim), minval=-1.0, maxval=1.0)
+    return jnp.broadcast_to(z, (num_envs, num_agents, dim))
+
+
+def first_episode_mask(done: jax.Array) -> jax.Array:
+    """done [T, E] -> [T, E] float: 1 on the steps of the episode that starts at step 0
+    (including the step that ends it), 0 afterwards."""
+    ended_before = jnp.cumsum(done.astype(jnp.int32), axis=0) - done.astype(jnp.int32)
+    return (ended_before == 0).astype(jnp.float32)
+
+
+def first_episode_return(reward: jax.Array, done: jax.Array) -> jax.Array:
+    """reward, done [T, E] -> [E]: return of each env's first episode inside the rollout."""
+    return (reward * first_episode_mask(done)).sum(axis=0)
+
+
+def best_of_k(scores: jax.Array, tie_tol: float = TIE_TOL) -> jax.Array:
+    """scores [I, K] -> [I, K] float mask: 1 for the unique argmax of each row, all 0 on a tie."""
+    best = scores.max(axis=1, keepdims=True)
+    is_best = scores >= best - tie_tol * jnp.maximum(1.0, jnp.abs(best))
+    unique = is_best.sum(axis=1, keepdims=True) == 1
+    return (is_best & unique).astype(jnp.float32)
+
+
+class LatentTrainer(Trainer):
+    """``Trainer`` whose update is an episode-synchronous best-of-K rollout (see module doc)."""
+
+    def __init__(self, config, algo=None):
+        super().__init__(config, algo)
+        if not config.num_latents or not self.net.latent_dim:
+            raise ValueError("LatentTrainer needs num_latents > 0 and network.latent_dim > 0")
+        self.num_latents = config.num_latents
+        self.num_instances = config.num_envs // config.num_latents
+        if config.rollout_len < self.spec.max_steps:
+            warnings.warn(f"latent training scores one episode per update; rollout_len={config.rollout_len} truncates "
+                          f"{self.spec.name} episodes (up to {self.spec.max_steps}+ steps): use "
+                          f"rollout_len={self.spec.max_steps + 1}", stacklevel=2)
+
+    def fresh_runner(self, key: jax.Array, carry_like: jax.Array) -> Runner:
+        """All E envs at the start of an episode: K copies per instance, one uniform latent per copy."""
+        k_inst, k_lat = jax.random.split(key)
+        keys = instance_keys(k_inst, self.num_instances, self.num_latents)
+        ts, env_state = jax.vmap(self.env.reset)(keys)
+        ts = ts.replace(done=jnp.ones_like(ts.done))
+        latent = sample_latents(k_lat, self.config.num_envs, self.n, self.net.latent_dim)
+        return Runner(env_state=env_state, ts=ts, carry=jnp.zeros_like(carry_like), latent=latent)
+
+    def weights(self, tr: Transition) -> tuple[jax.Array, jax.Array]:
+        """(actor weight, critic weight), each [T, E, N]."""
+        alive = tr.alive.astype(jnp.float32)
+        first = first_episode_mask(tr.done)  # [T, E]
+        scores = first_episode_return(tr.reward, tr.done).reshape(self.num_instances, self.num_latents)
+        best = best_of_k(scores).reshape(-1)  # [E]
+        actor_w = alive * (first * best[None, :])[..., None]
+        return actor_w, alive
+
+    def update(self, state: TrainState) -> tuple[TrainState, dict]:
+        key, k_fresh, k_roll, k_actor, k_critic = jax.random.split(state.key, 5)
+        start = state.replace(runner=self.fresh_runner(k_fresh, state.runner.carry))
+        runner, tr = self.collect(start, k_roll)
+        actor_w, critic_w = self.weights(tr)
+        batch, vn = self.make_batch(start, runner, tr, weight=critic_w)
+        actor_params, actor_opt, am = self.algo.update(self, start, batch.replace(weight=actor_w), k_actor)
+        critic_params, critic_opt, cm = self.critic_update(start, batch, k_critic)
+        new = state.replace(actor_params=actor_params, actor_opt=actor_opt, critic_params=critic_params,
+                            critic_opt=critic_opt, value_norm=vn, runner=runner, key=key, update=state.update + 1)
+        return new, self.metrics(tr, am, cm)
+
+    def metrics(self, tr: Transition, am: dict, cm: dict) -> dict:
+        """Standard metrics; return/win/length are over the scored (first) episodes of the rollout."""
+        from marl.rollout import episode_stats
+        from marl.trainer import METRIC_KEYS
+
+        first_done = tr.done & (first_episode_mask(tr.done) > 0)
+        stats = episode_stats(tr.replace(done=first_done))
+        m = {**stats, **am, **cm}
+        return {k: jnp.asarray(m[k], jnp.float32) for k in METRIC_KEYS}

@@ -1,0 +1,352 @@
+"""Inference-time latent search: one shared latent (COMPASS) vs one latent per agent (ATLAS).
+
+An *instance* is a fixed reset key, hence a fixed initial state. For every instance a method spends
+a budget of B episodes and keeps the best team return seen. All instances and all P candidates of
+a generation are one vmapped program (``evaluate`` vmapped over instances x candidates); the whole
+search is a ``lax.scan`` over the B / P generations inside one jitted call.
+
+Methods (``METHODS``):
+- ``zero-shot``: z = 0, greedy actions, budget 1.
+- ``sampling``: B episodes with sampled actions at z = 0 (fresh action noise each), best kept.
+- ``random-shared`` / ``random-per-agent``: B latents uniform in [-1, 1]^d, one for the team
+  ([P, 1, d], broadcast) / one per agent ([P, N, d]).
+- ``cmaes-shared`` (COMPASS): CMA-ES over one d-dim latent (population P = 16).
+- ``cmaes-per-agent`` (ATLAS): full CMA-ES over N*d; ``sep-cmaes-per-agent``: separable CMA-ES
+  over N*d (diagonal covariance, O(N d) per generation); ``cmaes-independent``: N small d-dim
+  CMA-ES, one per agent, each told the team return of the joint candidate it took part in.
+
+Noise and "not a lucky draw". Latent methods act greedily and every candidate of an instance
+shares one episode key (common random numbers): on MPE (deterministic dynamics) a greedy episode is
+a deterministic function of (instance, latent), so the best return seen is exactly what that
+latent achieves; on SMAX the dynamics are stochastic and the search could exploit the one noise
+draw it was scored on. ``sampling`` is a lucky draw by construction: its best episode is one
+realisation of the action noise. So after the search the best latent per instance is
+re-evaluated on R fresh episode keys from the *same initial state* (greedy at the found latent;
+sampled actions at z = 0 for ``sampling``), and the mean of those R episodes is the reported
+score (``reeval``) beside the best return seen (``best_seen``, the budget curve).
+
+Latents are searched unbounded but clipped to the training box [-1, 1]^d before they reach the
+actor. CMA-ES starts at z = 0 (the zero-shot point) with ``sigma`` (default 0.5: with the box
+half-width 1.0 about a third of the coordinates of every draw land on the boundary).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from envs import Env
+from envs.errors import UserError
+from marl.evaluate import evaluate, mean_ci
+from marl.team import Team
+
+METHODS = ("zero-shot", "sampling", "random-shared", "random-per-agent", "cmaes-shared", "cmaes-per-agent",
+           "sep-cmaes-per-agent", "cmaes-independent")
+PER_AGENT = ("random-per-agent", "cmaes-per-agent", "sep-cmaes-per-agent", "cmaes-independent")
+
+
+# -- strategies: pure ask/tell over one instance (vmapped over instances by the loop) ---------
+@dataclasses.dataclass(frozen=True)
+class Strategy:
+    """A search method for one instance. ``ask(key, state) -> (cands [P, R, d], state)`` with R = 1
+    (shared latent) or N (per agent); ``tell(cands, returns [P], state) -> state`` (maximises)."""
+
+    name: str
+    pop: int
+    rows: int  # 1: one latent for the team, N: one per agent
+    dim: int
+    greedy: bool = True
+    common_noise: bool = True  # every candidate of an instance uses the same episode key
+    init: Callable = None
+    ask: Callable = None
+    tell: Callable = None
+
+
+def _fixed(name, pop, rows, dim, greedy=True, common_noise=True):
+    zeros = lambda key, state: (jnp.zeros((pop, rows, dim)), state)
+    return Strategy(name, pop, rows, dim, greedy, common_noise, init=lambda key: jnp.zeros(()), ask=zeros,
+                    tell=lambda c, f, s: s)
+
+
+def _random(name, pop, rows, dim):
+    ask = lambda key, state: (jax.random.uniform(key, (pop, rows, dim), minval=-1.0, maxval=1.0), state)
+    return Strategy(name, pop, rows, dim, init=lambda key: jnp.zeros(()), ask=ask, tell=lambda c, f, s: s)
+
+
+def _evosax(name, cls, pop, rows, dim, sigma, groups: int = 1):
+    """evosax strategy over rows*dim numbers; ``groups`` > 1: that many independent strategies, each
+    over (rows // groups) * dim numbers, all told the same (team) fitness."""
+    per = rows // groups * dim
+    es = cls(population_size=pop, solution=jnp.zeros((per,)))
+    params = es.default_params.replace(std_init=jnp.asarray(sigma, jnp.float32))
+
+    def init(key):
+        ks = jax.random.split(key, groups)
+        return jax.vmap(lambda k: es.init(k, jnp.zeros((per,)), params))(ks)
+
+    def ask(key, state):
+        x, state = jax.vmap(lambda k, s: es.ask(k, s, params))(jax.random.split(key, groups), state)  # [G, P, per]
+        return jnp.swapaxes(x, 0, 1).reshape(pop, rows, dim), state
+
+    def tell(cands, returns, state):
+        x = jnp.swapaxes(cands.reshape(pop, groups, per), 0, 1)  # [G, P, per]
+        key = jax.random.PRNGKey(0)  # CMA-ES tell is deterministic; evosax wants a key
+        return jax.vmap(lambda xg, s: es.tell(key, xg, -returns, s, params)[0])(x, state)
+
+    return Strategy(name, pop, rows, dim, init=init, ask=ask, tell=tell)
+
+
+def make_strategy(method: str, num_agents: int, dim: int, pop: int = 16, sigma: float = 0.5) -> Strategy:
+    from evosax.algorithms import CMA_ES, Sep_CMA_ES
+
+    n = num_agents
+    if method == "zero-shot":
+        return _fixed(method, 1, 1, dim)
+    if method == "sampling":
+        return _fixed(method, pop, 1, dim, greedy=False, common_noise=False)
+    if method == "random-shared":
+        return _random(method, pop, 1, dim)
+    if method == "random-per-agent":
+        return _random(method, pop, n, dim)
+    if method == "cmaes-shared":
+        return _evosax(method, CMA_ES, pop, 1, dim, sigma)
+    if method == "cmaes-per-agent":
+        return _evosax(method, CMA_ES, pop, n, dim, sigma)
+    if method == "sep-cmaes-per-agent":
+        return _evosax(method, Sep_CMA_ES, pop, n, dim, sigma)
+    if method == "cmaes-independent":
+        return _evosax(method, CMA_ES, pop, n, dim, sigma, groups=n)
+    raise UserError(f"unknown search method {method!r}; choose from {', '.join(METHODS)}")
+
+
+# -- the search loop ------------------------------------------------------------------------
+FitnessFn = Callable  # (cands [I, P, R, d], episode_keys [I, P, 2]) -> returns [I, P]
+
+
+@jax.tree_util.register_pytree_node_class
+@dataclasses.dataclass
+class SearchResult:
+    returns: jax.Array  # [I, G * P] return of every evaluated candidate, in evaluation order
+    best_return: jax.Array  # [I] best return seen
+    best_latent: jax.Array  # [I, R, d] the (clipped) latent that achieved it
+
+    def tree_flatten(self):
+        return (self.returns, self.best_return, self.best_latent), None
+
+    @classmethod
+    def tree_unflatten(cls, aux, children):
+        return cls(*children)
+
+    def curve(self) -> jax.Array:
+        """[I, G * P] best return seen after b = 1.. evaluated episodes."""
+        return jax.lax.cummax(self.returns, axis=1)
+
+
+def run_search(strategy: Strategy, fitness: FitnessFn, key: jax.Array, num_instances: int,
+               budget: int) -> SearchResult:
+    """Spend ``budget`` evaluations per instance in generations of ``strategy.pop`` (pure, jittable).
+
+    ``fitness`` scores all instances x candidates of a generation in one call: it is where the
+    episodes run (``episode_fitness``) or an injected test function.
+    """
+    pop = strategy.pop
+    gens = max(1, budget // pop)
+    k_init, k_loop, k_noise = jax.random.split(key, 3)
+    state = jax.vmap(strategy.init)(jax.random.split(k_init, num_instances))
+    common = jax.random.split(k_noise, num_instances)  # [I, 2] one episode key per instance
+
+    def generation(carry, g):
+        state, best, best_z = carry
+        kg = jax.random.fold_in(k_loop, g)
+        cands, state = jax.vmap(strategy.ask)(jax.random.split(kg, num_instances), state)
+        z = jnp.clip(cands, -1.0, 1.0)
+        if strategy.common_noise:
+            ep_keys = jnp.broadcast_to(common[:, None], (num_instances, pop) + common.shape[1:])
+        else:
+            ep_keys = jax.random.split(jax.random.fold_in(k_noise, g), num_instances * pop).reshape(
+                num_instances, pop, -1)
+        ret = fitness(z, ep_keys)  # [I, P]
+        state = jax.vmap(strategy.tell)(cands, ret, state)
+        j = jnp.argmax(ret, axis=1)
+        gen_best = jnp.take_along_axis(ret, j[:, None], axis=1)[:, 0]
+        gen_z = jnp.take_along_axis(z, j[:, None, None, None], axis=1)[:, 0]
+        better = gen_best > best
+        best = jnp.where(better, gen_best, best)
+        best_z = jnp.where(better[:, None, None], gen_z, best_z)
+        return (state, best, best_z), ret
+
+    init = (state, jnp.full((num_instances,), -jnp.inf), jnp.zeros((num_instances, strategy.rows, strategy.dim)))
+    (_, best, best_z), rets = jax.lax.scan(generation, init, jnp.arange(gens))
+    returns = jnp.swapaxes(rets, 0, 1).reshape(num_instances, gens * pop)
+    return SearchResult(returns=returns, best_return=best, best_latent=best_z)
+
+
+# -- episodes on fixed instances -----------------------------------------------------------
+class FixedResetEnv:
+    """``env`` whose reset ignores its key and always starts the instance ``instance_key``."""
+
+    def __init__(self, env: Env, instance_key: jax.Array):
+        self.env, self.instance_key, self.spec = env, instance_key, env.spec
+
+    def reset(self, key):
+        return self.env.reset(self.instance_key)
+
+    def step(self, key, state, actions):
+        return self.env.step(key, state, actions)
+
+
+def episode_return(env: Env, team: Team, instance_key, latent, episode_key, greedy: bool):
+    """Team return of one episode from instance ``instance_key`` with latent [R, d] (R = 1 or N)."""
+    res = evaluate(FixedResetEnv(env, instance_key), team, episode_key, 1, greedy, latent)
+    return res.returns[0]
+
+
+def episode_fitness(env: Env, team: Team, instance_keys: jax.Array, greedy: bool) -> FitnessFn:
+    """All instances x candidates of a generation as one vmapped program."""
+    one = lambda ik, z, ek: episode_return(env, team, ik, z, ek, greedy)
+    per_instance = jax.vmap(one, in_axes=(None, 0, 0))  # over candidates
+    return lambda cands, keys: jax.vmap(per_instance)(instance_keys, cands, keys)
+
+
+def reevaluate(env: Env, team: Team, instance_keys, latents, key, episodes: int, greedy: bool) -> jax.Array:
+    """Mean return of ``episodes`` fresh episodes per instance at its latent [I, R, d] -> [I]."""
+    keys = jax.random.split(key, instance_keys.shape[0] * episodes).reshape(instance_keys.shape[0], episodes, -1)
+    one = lambda ik, z, ek: episode_return(env, team, ik, z, ek, greedy)
+    rets = jax.vmap(jax.vmap(one, in_axes=(None, None, 0)))(instance_keys, latents, keys)
+    return rets.mean(axis=1)
+
+
+# -- a full comparison ----------------------------------------------------------------------
+def check_latent_team(team: Team, run: str = "the run") -> None:
+    if not team.network.latent_dim:
+        raise UserError(f"run {run} was trained without a latent; train with --latent-dim 16 --latents 16 "
+                        f"to search over latents")
+
+
+def search_methods(env: Env, team: Team, methods, num_instances: int, budget: int, seed: int = 0,
+                   pop: int = 16, sigma: float = 0.5, reeval_episodes: int = 16, log=print) -> dict:
+    """Run each method on the same instances; returns per-method arrays and timings (host numbers)."""
+    check_latent_team(team)
+    if budget < pop:
+        raise UserError(f"--budget ({budget}) must be at least the population size ({pop})")
+    if budget % pop:
+        raise UserError(f"--budget ({budget}) must be a multiple of the population size ({pop})")
+    d, n = team.network.latent_dim, team.spec.num_agents
+    base = jax.random.PRNGKey(seed)
+    instance_keys = jax.random.split(jax.random.fold_in(base, 0), num_instances)
+    k_search = jax.random.fold_in(base, 1)
+    k_reeval = jax.random.fold_in(base, 2)  # fresh episode keys, shared by all methods
+    out = {}
+    for method in methods:
+        strat = make_strategy(method, n, d, pop, sigma)
+        b = 1 if method == "zero-shot" else budget
+        fit = episode_fitness(env, team, instance_keys, strat.greedy)
+        prog = jax.jit(lambda k, s=strat, f=fit, b=b: run_search(s, f, k, num_instances, b))
+        t0 = time.time()
+        compiled = prog.lower(k_search).compile()
+        t1 = time.time()
+        res = jax.block_until_ready(compiled(k_search))
+        t2 = time.time()
+        re = jax.jit(lambda z, g=strat.greedy: reevaluate(env, team, instance_keys, z, k_reeval, reeval_episodes, g))
+        reeval = np.asarray(re(res.best_latent))
+        curve = np.asarray(res.curve())
+        if method == "zero-shot":  # budget 1: the curve is flat
+            curve = np.repeat(curve[:, :1], budget, axis=1)
+        out[method] = {"curve": curve, "best_seen": np.asarray(res.best_return), "reeval": reeval,
+                       "best_latent": np.asarray(res.best_latent), "compile_s": t1 - t0, "search_s": t2 - t1}
+        log(f"  {method:<20} best seen {curve[:, -1].mean():9.3f}  re-evaluated {reeval.mean():9.3f}  "
+            f"({t2 - t1:.2f} s, compile {t1 - t0:.1f} s)")
+    return out
+
+
+def summarize(results: dict, budget_points=None) -> dict:
+    """JSON-ready summary: per method the mean/95% CI of the curve, best seen and re-evaluated score,
+    and the paired differences used by the claims (vs zero-shot, cmaes vs random, per-agent vs shared)."""
+    summary = {"methods": {}, "comparisons": {}}
+    for m, r in results.items():
+        curve = r["curve"]
+        B = curve.shape[1]
+        pts = budget_points or list(range(1, B + 1))
+        cis = [mean_ci(curve[:, b - 1]) for b in pts]
+        summary["methods"][m] = {
+            "budget": pts,
+            "curve_mean": [c[0] for c in cis], "curve_lo": [c[1] for c in cis], "curve_hi": [c[2] for c in cis],
+            "best_seen": list(mean_ci(r["best_seen"])), "reeval": list(mean_ci(r["reeval"])),
+            "search_s": r["search_s"], "compile_s": r["compile_s"],
+        }
+
+    def diff(a, b, key):
+        if a in results and b in results:
+            summary["comparisons"][f"{a} - {b} ({key})"] = list(mean_ci(results[a][key] - results[b][key]))
+
+    for m in results:
+        if m != "zero-shot":
+            for key in ("best_seen", "reeval"):
+                diff(m, "zero-shot", key)
+    for key in ("best_seen", "reeval"):
+        diff("cmaes-shared", "random-shared", key)
+        per = [m for m in PER_AGENT if m in results and m != "random-per-agent"] or \
+              [m for m in PER_AGENT if m in results]
+        if per and "cmaes-shared" in results:
+            best = max(per, key=lambda m: results[m][key].mean())
+            diff(best, "cmaes-shared", key)
+    return summary
+
+
+def table(summary: dict) -> str:
+    rows = [f"{'method':<20} {'best seen [95% CI]':>30} {'re-evaluated [95% CI]':>30} {'search s':>9}"]
+    for m, s in summary["methods"].items():
+        b, r = s["best_seen"], s["reeval"]
+        rows.append(f"{m:<20} {b[0]:>10.3f} [{b[1]:8.3f}, {b[2]:8.3f}] {r[0]:>10.3f} [{r[1]:8.3f}, {r[2]:8.3f}] "
+                    f"{s['search_s']:>9.2f}")
+    rows.append("")
+    for k, v in summary["comparisons"].items():
+        rows.append(f"{k:<60} {v[0]:>9.3f} [{v[1]:8.3f}, {v[2]:8.3f}]")
+    return "\n".join(rows)
+
+
+def write_outputs(summary: dict, out_dir, title: str = "") -> None:
+    """summary.json, curves.csv (method, budget, mean, lo, hi) and curves.png (seaborn)."""
+    import csv
+    import json
+    from pathlib import Path
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    with (out / "curves.csv").open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["method", "budget", "mean", "ci_lo", "ci_hi"])
+        for m, s in summary["methods"].items():
+            for b, mu, lo, hi in zip(s["budget"], s["curve_mean"], s["curve_lo"], s["curve_hi"]):
+                w.writerow([m, b, f"{mu:.6g}", f"{lo:.6g}", f"{hi:.6g}"])
+    (out / "table.txt").write_text(table(summary) + "\n")
+    plot_curves(summary, out / "curves.png", title)
+
+
+def plot_curves(summary: dict, path, title: str = "") -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import pandas as pd
+    import seaborn as sns
+
+    rows = [{"method": m, "budget (episodes)": b, "best return so far": mu, "lo": lo, "hi": hi}
+            for m, s in summary["methods"].items()
+            for b, mu, lo, hi in zip(s["budget"], s["curve_mean"], s["curve_lo"], s["curve_hi"])]
+    df = pd.DataFrame(rows)
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    sns.lineplot(data=df, x="budget (episodes)", y="best return so far", hue="method", ax=ax)
+    for m, g in df.groupby("method"):
+        ax.fill_between(g["budget (episodes)"], g["lo"], g["hi"], alpha=0.15)
+    ax.set_xscale("log", base=2)
+    ax.set_title(title or "latent search: best return vs budget (mean, 95% CI over instances)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

@@ -1,0 +1,77 @@
+"""Adapter shapes for every SMAX map and the MPE scenarios; names and errors."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import envs
+from envs import UserError
+
+
+@pytest.mark.parametrize("name", envs.names())
+def test_adapter_shapes(name):
+    env = envs.make(name)
+    s = env.spec
+    n, o, st, a = s.num_agents, s.obs_dim, s.state_dim, s.num_actions
+    ts, state = jax.eval_shape(env.reset, jax.random.PRNGKey(0))
+    assert ts.obs.shape == (n, o) and ts.world_state.shape == (n, st) and ts.avail.shape == (n, a)
+    assert ts.avail.dtype == jnp.bool_ and ts.alive.shape == (n,) and ts.reward.shape == () and ts.done.shape == ()
+    ts2, _ = jax.eval_shape(env.step, jax.random.PRNGKey(0), state, jnp.zeros((n,), jnp.int32))
+    assert jax.tree.map(lambda x: (x.shape, x.dtype), ts2) == jax.tree.map(lambda x: (x.shape, x.dtype), ts)
+    assert s.has_win == name.startswith("smax")
+
+
+def test_smax_3m_step_values():
+    env = envs.make("smax:3m")
+    ts, state = env.reset(jax.random.PRNGKey(0))
+    assert env.spec.num_agents == 3 and env.spec.num_actions == 8 and env.spec.max_steps == 100
+    # world state = jaxmarl's world state (12 features x 6 units) ++ one-hot seat
+    np.testing.assert_array_equal(ts.world_state[:, -3:], np.eye(3))
+    np.testing.assert_array_equal(ts.world_state[0, :-3], ts.world_state[2, :-3])
+    assert bool(ts.alive.all()) and bool(ts.avail[:, 4].all())  # "stop" is always available
+    ts, state = env.step(jax.random.PRNGKey(1), state, jnp.array([4, 4, 4]))
+    assert int(state.episode_length) == 1
+
+
+def test_mpe_masks_and_team_reward():
+    env = envs.make("mpe:simple_spread", num_agents=4)
+    assert env.spec.num_agents == 4 and env.spec.name == "mpe:simple_spread:4"
+    ts, state = env.reset(jax.random.PRNGKey(0))
+    assert bool(ts.avail.all())
+    ts, state = env.step(jax.random.PRNGKey(1), state, jnp.zeros((4,), jnp.int32))
+    _, _, rewards, _, _ = env.inner.step(jax.random.PRNGKey(1), env.reset(jax.random.PRNGKey(0))[1].inner,
+                                         {a: jnp.int32(0) for a in env.agents})
+    np.testing.assert_allclose(ts.reward, sum(float(rewards[a]) for a in env.agents), rtol=1e-5)
+    # speaker (3 actions) and listener (5): padded to 5 with the speaker's extra actions masked
+    sl = envs.make("mpe:simple_speaker_listener")
+    ts, _ = sl.reset(jax.random.PRNGKey(0))
+    np.testing.assert_array_equal(ts.avail, [[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]])
+    assert ts.obs.shape == (2, 11) and float(jnp.abs(ts.obs[0, 3:]).sum()) == 0.0
+
+
+def test_episode_info_on_done():
+    env = envs.make("mpe:simple_spread")
+    ts, state = env.reset(jax.random.PRNGKey(0))
+    total = 0.0
+    for t in range(env.spec.max_steps):
+        ts, state = env.step(jax.random.PRNGKey(t), state, jnp.zeros((3,), jnp.int32))
+        total += float(ts.reward)
+        if bool(ts.done):
+            break
+    assert bool(ts.done) and t + 1 == 26  # MPE: 26 steps with max_steps=25
+    np.testing.assert_allclose(ts.info.episode_return, total, rtol=1e-4)
+    assert int(ts.info.episode_length) == 26 and int(state.episode_length) == 0
+
+
+@pytest.mark.parametrize("bad", ["smax:3mm", "mpe:simple_sprad", "nope", "smax:"])
+def test_unknown_name_is_clear(bad):
+    with pytest.raises(UserError, match="unknown environment"):
+        envs.make(bad)
+
+
+def test_unknown_name_suggests_close_ones():
+    with pytest.raises(UserError, match="did you mean smax:3m"):
+        envs.make("smax:3mm")
+    with pytest.raises(UserError, match="num_agents applies only"):
+        envs.make("mpe:simple_reference", num_agents=3)

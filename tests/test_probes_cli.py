@@ -1,0 +1,98 @@
+"""``marl probe barrier|teams|weights`` on tiny trained runs: outputs and one-line errors (exit 2)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from marl.cli import main
+from marl.config import NetworkConfig, TrainConfig
+from marl.runs import train_run
+
+TINY = dict(num_envs=8, rollout_len=16, total_steps=8 * 16 * 2, updates_per_chunk=2, epochs=1, minibatches=2,
+            network=NetworkConfig(hidden=16, critic_hidden=16))
+
+
+@pytest.fixture(scope="session")
+def runs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("probe_runs")
+    out = {}
+    out["shared"] = train_run(TrainConfig(env="smax:3m", num_seeds=2, **TINY), root / "shared", progress=False)
+    out["separate"] = train_run(TrainConfig(env="smax:3m", share_actor=False, **TINY), root / "separate",
+                                init_from=str(out["shared"]) + "#0", progress=False)
+    out["mpe"] = train_run(TrainConfig(env="mpe:simple_spread", **TINY), root / "mpe", progress=False)
+    return out
+
+
+def _error_line(capsys, argv) -> str:
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("marl: error: "), err
+    return err[0]
+
+
+def test_barrier_cli(runs, tmp_path, capsys):
+    out = tmp_path / "barrier"
+    a, b = str(runs["shared"]) + "#0", str(runs["separate"])
+    assert main(["probe", "barrier", a, b, "--alphas", "3", "--episodes", "8", "--boot", "50", "--align",
+                 "--sample", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "barrier" in printed and "aligned" in printed
+    rep = json.loads((out / "barrier.json").read_text())
+    assert rep["a"]["run"] == str(runs["shared"].resolve()) and rep["a"]["step"] == 2 and rep["b"]["step"] == 2
+    assert rep["naive"]["alphas"] == [0.0, 0.5, 1.0] and rep["naive"]["greedy"] is False
+    for k in ("naive", "aligned"):
+        for m in ("return", "win_rate"):
+            s = rep[k][m]
+            assert len(s["mean"]) == 3 and s["barrier"] >= 0 and len(s["barrier_ci"]) == 2
+    # aligned B acts like B: the endpoint alpha = 1 is the same team up to float rounding
+    assert rep["aligned"]["return"]["mean"][-1] == pytest.approx(rep["naive"]["return"]["mean"][-1], abs=1e-4)
+    assert rep["weight_distance"]["aligned"] <= rep["weight_distance"]["naive"] + 1e-6
+    assert "probe barrier" in rep["command"] or "pytest" in rep["command"]
+    lines = (out / "barrier.csv").read_text().splitlines()
+    assert len(lines) == 4 and lines[0].startswith("alpha,return,return_lo,return_hi")
+    assert (out / "barrier.png").stat().st_size > 1000
+
+
+def test_teams_cli(runs, tmp_path, capsys):
+    out = tmp_path / "teams"
+    assert main(["probe", "teams", str(runs["shared"]) + "#0", str(runs["shared"]) + "#1", "--episodes", "8",
+                 "--boot", "50", "--out", str(out)]) == 0
+    assert "mixed teams" in capsys.readouterr().out
+    rep = json.loads((out / "teams.json").read_text())
+    assert rep["a"]["seed"] == 0 and rep["b"]["seed"] == 1
+    assert len(rep["mixed"]["masks"]) == 8 and [g["count"] for g in rep["mixed"]["by_k"]] == [1, 3, 3, 1]
+    assert len(rep["role_swap"]["perms"]) == 6
+    for name, rows in (("mixed.csv", 8), ("hot_swap.csv", 6), ("clone_all.csv", 6), ("role_swap.csv", 12)):
+        assert len((out / name).read_text().splitlines()) == rows + 1
+    assert (out / "teams.png").stat().st_size > 1000
+
+
+def test_weights_cli(runs, tmp_path, capsys):
+    out = tmp_path / "weights"
+    assert main(["probe", "weights", str(runs["separate"]), str(runs["shared"]) + "#1",
+                 "--reference", str(runs["shared"]) + "#0", "--out", str(out)]) == 0
+    assert "layer" in capsys.readouterr().out
+    rep = json.loads((out / "weights.json").read_text())
+    assert rep["reference"]["seed"] == 0 and rep["displacement"]["across"]["all"]["l2"]
+    # the shared team is tiled: its agents are identical
+    assert max(max(r) for r in rep["within_b"]["all"]["l2"]) == 0.0
+    assert (out / "weights.png").stat().st_size > 1000
+    assert main(["probe", "weights", str(runs["shared"]), "--out", str(tmp_path / "w1")]) == 0
+
+
+def test_cli_errors(runs, tmp_path, capsys):
+    a = str(runs["shared"])
+    out = str(tmp_path / "x")
+    assert "does not exist" in _error_line(capsys, ["probe", "barrier", a, str(tmp_path / "nope"), "--out", out])
+    assert "does not exist" in _error_line(capsys, ["probe", "teams", str(tmp_path / "nope"), a, "--out", out])
+    msg = _error_line(capsys, ["probe", "barrier", a, str(runs["mpe"]), "--episodes", "4", "--out", out])
+    assert "incompatible" in msg and "smax:3m" in msg and "mpe" in msg
+    assert "incompatible" in _error_line(capsys, ["probe", "teams", a, str(runs["mpe"]), "--out", out])
+    assert "incompatible" in _error_line(capsys, ["probe", "weights", a, str(runs["mpe"]), "--out", out])
+    assert "[0, 1]" in _error_line(capsys, ["probe", "barrier", a, a, "--alphas", "0,1.5", "--out", out])
+    assert "at least 2" in _error_line(capsys, ["probe", "barrier", a, a, "--alphas", "1", "--out", out])
+    assert "--alphas" in _error_line(capsys, ["probe", "barrier", a, a, "--alphas", "many", "--out", out])
+    assert "seed" in _error_line(capsys, ["probe", "barrier", a + "#5", a, "--out", out])
+    assert "--episodes" in _error_line(capsys, ["probe", "barrier", a, a, "--episodes", "1", "--out", out])

@@ -1,0 +1,127 @@
+"""Training program, masks in rollouts, checkpoints, exact resume, and the CLI's errors."""
+
+import json
+import shutil
+import subprocess
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from envs import UserError
+from marl import checkpoint as ckpt
+from marl.cli import main
+from marl.runs import train_run
+from marl.trainer import Trainer, seed_keys
+
+
+def test_rollout_actions_are_always_available(tiny_cfg):
+    tr = Trainer(tiny_cfg)
+    state = tr.init(jax.random.PRNGKey(0))
+    # push the policy towards unavailable actions: huge bias on every attack logit
+    bias = state.actor_params["params"]["policy"]["bias"]
+    state = state.replace(actor_params=jax.tree.map(lambda x: x, state.actor_params))
+    state.actor_params["params"]["policy"]["bias"] = bias.at[5:].set(50.0)
+    _, trn = jax.jit(tr.collect)(state, jax.random.PRNGKey(1))
+    chosen = jnp.take_along_axis(trn.avail, trn.action[..., None], axis=-1)[..., 0]
+    assert trn.action.shape == (tiny_cfg.rollout_len, tiny_cfg.num_envs, 3)
+    assert bool(chosen.all())
+    assert bool((trn.action >= 5).any())  # attacks were chosen when they were available
+
+
+def test_train_program_vmaps_over_seeds(tiny_cfg):
+    tr = Trainer(tiny_cfg)
+    cfg2 = tiny_cfg.with_overrides({"num_seeds": 2})
+    state, metrics = jax.jit(jax.vmap(tr.train))(seed_keys(cfg2))
+    assert metrics["return"].shape == (2, tiny_cfg.num_updates)
+    assert np.asarray(state.update).tolist() == [tiny_cfg.num_updates] * 2
+    w = state.actor_params["params"]["policy"]["kernel"]
+    assert w.shape[0] == 2 and float(jnp.abs(w[0] - w[1]).max()) > 0  # seeds differ
+
+
+def test_checkpoint_round_trip_and_team(tiny_run, tiny_cfg):
+    assert ckpt.steps(tiny_run) == [2, 4]
+    trainer, state, meta, step = ckpt.load_state(str(tiny_run))
+    assert step == 4 and meta["env_steps"] == 4 * tiny_cfg.steps_per_update and meta["algo"] == "mappo"
+    assert meta["env_spec"]["name"] == "smax:3m" and meta["parent"] is None and meta["num_seeds"] == 2
+    team, src = ckpt.load_team(f"{tiny_run}#1")
+    assert src["seed"] == 1 and team.shared
+    leaf = jax.tree.leaves(team.params)[0]
+    assert leaf.shape[0] == 3
+    np.testing.assert_array_equal(jax.tree.leaves(team.params)[0][0], jax.tree.leaves(state.actor_params)[0][1])
+    lines = [json.loads(x) for x in (tiny_run / "metrics.jsonl").read_text().splitlines()]
+    assert [x["update"] for x in lines] == [1, 2, 3, 4] and len(lines[0]["return"]) == 2
+
+
+def test_exact_resume_is_bitwise(tmp_path, tiny_cfg):
+    cfg = tiny_cfg.with_overrides({"total_steps": tiny_cfg.steps_per_update * 6, "updates_per_chunk": 2})
+    full = train_run(cfg, tmp_path / "full", progress=False)
+    part = train_run(cfg, tmp_path / "part", progress=False, stop_after_chunks=1)
+    assert ckpt.steps(part) == [2]
+    train_run(cfg, part, resume=True, progress=False)
+    _, a, _, _ = ckpt.load_state(str(full))
+    _, b, _, _ = ckpt.load_state(str(part))
+    for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+    la = (full / "metrics.jsonl").read_text().splitlines()
+    lb = (part / "metrics.jsonl").read_text().splitlines()
+    strip = lambda ls: [{k: v for k, v in json.loads(x).items() if k != "time"} for x in ls]
+    assert strip(la) == strip(lb)
+
+
+def test_existing_run_folder_is_not_overwritten(tiny_run, tiny_cfg):
+    before = (tiny_run / "metrics.jsonl").read_text()
+    with pytest.raises(UserError, match="already exists"):
+        train_run(tiny_cfg, tiny_run, progress=False)
+    assert (tiny_run / "metrics.jsonl").read_text() == before and ckpt.steps(tiny_run) == [2, 4]
+
+
+def _cli(capsys, *argv):
+    code = main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_cli_bad_env_name(capsys, tmp_path):
+    code, _, err = _cli(capsys, "train", "--env", "smax:3mm", "--out", str(tmp_path / "x"))
+    assert code == 2 and err.count("\n") == 1 and "unknown environment 'smax:3mm'" in err and "smax:3m" in err
+    assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize("override,msg", [("lr=-1", "lr must be > 0"), ("num_envs=abc", "num_envs must be int"),
+                                          ("bogus=1", "unknown key 'bogus'"), ("minibatches=3", "divisible")])
+def test_cli_bad_config_value(capsys, tmp_path, override, msg):
+    code, _, err = _cli(capsys, "train", "--env", "smax:3m", "--out", str(tmp_path / "x"), override)
+    assert code == 2 and msg in err and err.startswith("marl: error:") and err.count("\n") == 1
+
+
+def test_cli_missing_and_corrupted_checkpoints(capsys, tmp_path, tiny_run):
+    code, _, err = _cli(capsys, "eval", str(tmp_path / "nope"))
+    assert code == 2 and "does not exist" in err
+    code, _, err = _cli(capsys, "eval", f"{tiny_run}/checkpoints/3")
+    assert code == 2 and "no checkpoint at step 3" in err
+    bad = tmp_path / "bad"
+    shutil.copytree(tiny_run, bad)
+    for f in (bad / "checkpoints" / "4" / "state").rglob("*"):
+        if f.is_file() and f.stat().st_size > 0 and "manifest" not in f.name:
+            f.write_bytes(b"\x00garbage" * 8)
+    code, _, err = _cli(capsys, "eval", str(bad))
+    assert code == 2 and "corrupted" in err and err.count("\n") == 1
+    (bad / "checkpoints" / "2" / "meta" / "metadata").write_text("{not json")
+    code, _, err = _cli(capsys, "eval", f"{bad}/checkpoints/2")
+    assert code == 2 and "corrupted metadata" in err
+
+
+def test_cli_eval_and_lineage(capsys, tiny_run):
+    code, out, _ = _cli(capsys, "eval", str(tiny_run), "--episodes", "8")
+    assert code == 0 and "seed 0: return" in out and "seed 1: return" in out and "win rate" in out
+    code, out, _ = _cli(capsys, "lineage", str(tiny_run))
+    assert code == 0 and "mappo" in out and "update 4" in out
+
+
+def test_marl_command_exits_nonzero_without_traceback(tmp_path):
+    p = subprocess.run([sys.executable, "-m", "marl.cli", "eval", str(tmp_path / "missing")], capture_output=True, text=True)
+    assert p.returncode == 2 and "Traceback" not in p.stderr and p.stderr.strip().startswith("marl: error:")
+    assert p.stdout == ""
