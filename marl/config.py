@@ -110,7 +110,8 @@ class TrainConfig:
 
     @property
     def num_updates(self) -> int:
-        return -(-self.total_steps // self.steps_per_update)
+        """Whole updates that fit in total_steps (a run never exceeds its step budget)."""
+        return self.total_steps // self.steps_per_update
 
     @property
     def num_chunks(self) -> int:

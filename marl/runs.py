@@ -115,7 +115,8 @@ def train_run(config: TrainConfig, out: str | Path, *, resume: bool = False, ini
     mngr = ckpt.manager(out, create=True)
     old_handler = signal.signal(signal.SIGTERM, _raise_stop)
     start_chunk = int(np.asarray(state.update).reshape(-1)[0]) // config.updates_per_chunk
-    bar = _Progress(config, enabled=progress, start_update=start_chunk * config.updates_per_chunk)
+    bar = _Progress(config, enabled=progress, start_update=start_chunk * config.updates_per_chunk,
+                    has_win=trainer.spec.has_win)
     done_chunks = 0
     try:
         with bar:
@@ -145,8 +146,9 @@ def train_run(config: TrainConfig, out: str | Path, *, resume: bool = False, ini
 class _Progress:
     """Rich progress bar: env steps, steps/s, return and win rate (mean over seeds, last update)."""
 
-    def __init__(self, config: TrainConfig, enabled: bool, start_update: int):
+    def __init__(self, config: TrainConfig, enabled: bool, start_update: int, has_win: bool):
         self.config = config
+        self.has_win = has_win
         self.enabled = enabled
         self.bar = None
         if enabled:
@@ -170,8 +172,14 @@ class _Progress:
         if not self.bar:
             return
         c = self.config
-        ret = np.nanmean(np.asarray(metrics["return"])[:, -1]) if np.isfinite(np.asarray(metrics["return"])[:, -1]).any() else float("nan")
-        win = np.nanmean(np.asarray(metrics["win_rate"])[:, -1]) if np.isfinite(np.asarray(metrics["win_rate"])[:, -1]).any() else float("nan")
+        ret, win = (_last_mean(metrics[k]) for k in ("return", "win_rate"))
         sps = c.updates_per_chunk * c.steps_per_update * c.num_seeds / max(seconds, 1e-9)
-        stats = f"{sps:,.0f} steps/s  return {ret:.3f}" + (f"  win {win:.2f}" if c.env.startswith("smax") else "")
+        stats = f"{sps:,.0f} steps/s  return {ret:.3f}" + (f"  win {win:.2f}" if self.has_win else "")
         self.bar.update(self.task, completed=update * c.steps_per_update, stats=stats)
+
+
+def _last_mean(x) -> float:
+    """Mean over seeds of the last update that had finished episodes (NaN if none did)."""
+    x = np.asarray(x)  # [S, U]
+    finite = np.isfinite(x).all(axis=0)
+    return float(x[:, np.flatnonzero(finite)[-1]].mean()) if finite.any() else float("nan")
