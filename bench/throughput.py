@@ -55,7 +55,7 @@ def train_sps(name: str, num_seeds: int = 1, chunks: int = 2, updates_per_chunk:
     """Total env steps/s (all seeds) of the compiled MAPPO training chunk."""
     cfg = TrainConfig(env=name, num_seeds=num_seeds, updates_per_chunk=updates_per_chunk)
     tr = Trainer(cfg)
-    state = jax.jit(jax.vmap(tr.init))(seed_keys(cfg))
+    state = jax.jit(tr.init_seeds)(seed_keys(cfg))
     chunk = jax.jit(jax.vmap(tr.chunk), donate_argnums=0)
     state, _ = chunk(state)
     jax.block_until_ready(state)

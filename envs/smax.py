@@ -61,7 +61,7 @@ def make_smax(map_name: str) -> Env:
         obs_dim=max(obs_dims),
         state_dim=state_dim + n,
         num_actions=max(acts),
-        max_steps=int(inner.max_steps),
+        max_steps=int(inner.max_steps) + 1,  # the time limit is checked before the counter moves: 101 steps
         has_win=True,
     )
     return Env(inner, spec, hooks, obs_dims, acts)

@@ -133,8 +133,10 @@ def restore_state(run: Path, step: int, abstract_state):
     finally:
         mngr.close()
     state = out["state"]
-    want = jax.tree.map(lambda x: (tuple(x.shape), str(x.dtype)), abstract_state)
-    got = jax.tree.map(lambda x: (tuple(np.shape(x)), str(np.asarray(x).dtype)), state)
+    # Compare flat leaf lists: comparing the dataclasses themselves would compare static fields
+    # that hold jax arrays (jaxmarl's), which blocks.
+    want = [(tuple(x.shape), str(x.dtype)) for x in jax.tree.leaves(abstract_state)]
+    got = [(tuple(np.shape(x)), str(np.asarray(x).dtype)) for x in jax.tree.leaves(state)]
     if want != got:
         raise UserError(f"checkpoint {run}/{CKPT_DIR}/{step} does not match its config.toml; the run folder was edited")
     return state
@@ -165,7 +167,7 @@ def load_state(ref: CheckpointRef | str):
     meta = read_meta(ref.run, step)
     config = load_config(ref.run)
     trainer = Trainer(config)
-    abstract = jax.eval_shape(jax.vmap(trainer.init), seed_keys(config))
+    abstract = jax.eval_shape(trainer.init_seeds, seed_keys(config))
     state = restore_state(ref.run, step, abstract)
     return trainer, state, meta, step
 

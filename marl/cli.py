@@ -74,7 +74,7 @@ def _cmd_train(args) -> int:
             args.init_from = init_from
         else:
             cfg = build_config(args)
-        out = Path(args.out or f"runs/{cfg.env.replace(':', '-')}-{cfg.algo}")
+        out = Path(args.out or f"runs/{cfg.env.replace(':', '-')}-{args.history or cfg.algo}")
     print(f"run {out}: {cfg.env} {cfg.algo}{'' if cfg.share_actor else ' (separate actors)'}, "
           f"{cfg.num_seeds} seed(s), {cfg.num_updates} updates of {cfg.steps_per_update} env steps")
     train_run(cfg, out, resume=bool(args.resume), init_from=args.init_from, progress=not args.quiet)

@@ -139,13 +139,7 @@ class TrainConfig:
 
     @classmethod
     def from_toml(cls, path: Path) -> "TrainConfig":
-        try:
-            data = tomllib.loads(Path(path).read_text())
-        except FileNotFoundError:
-            raise UserError(f"config file {path} does not exist") from None
-        except tomllib.TOMLDecodeError as e:
-            raise UserError(f"config file {path} is not valid TOML: {e}") from None
-        return cls.from_dict(data)
+        return cls.from_dict(read_toml(path, "config file"))
 
     def with_overrides(self, overrides: list[str] | dict) -> "TrainConfig":
         """Apply ``["lr=1e-3", "network.hidden=64"]`` (strings are parsed to each field's type)."""
@@ -157,6 +151,16 @@ class TrainConfig:
             else:
                 d[key] = value
         return TrainConfig.from_dict(d)
+
+
+def read_toml(path, what: str) -> dict:
+    """Parse a TOML file; a missing or malformed file is a one-line UserError naming ``what``."""
+    try:
+        return tomllib.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise UserError(f"{what} {path} does not exist") from None
+    except tomllib.TOMLDecodeError as e:
+        raise UserError(f"{what} {path} is not valid TOML: {e}") from None
 
 
 def _split(item: str) -> tuple[str, str]:

@@ -23,7 +23,6 @@ import jax.numpy as jnp
 from flax import struct
 
 from marl import ppo
-from marl.rollout import Transition
 from marl.team import agent_unroll
 from marl.trainer import Batch, policy_terms, run_minibatches
 
@@ -51,7 +50,7 @@ def agent_slice(batch: Batch, i) -> Batch:
     advantages/targets/weight [T, E]."""
     take = lambda x: jax.lax.dynamic_index_in_dim(x, i, axis=2, keepdims=False)
     tr = batch.tr
-    tr = tr.replace(**{f: (None if getattr(tr, f) is None else take(getattr(tr, f))) for f in _AGENT_FIELDS})
+    tr = tr.replace(**{f: take(getattr(tr, f)) for f in _AGENT_FIELDS if getattr(tr, f, None) is not None})
     return Batch(tr=tr, init_carry=jax.lax.dynamic_index_in_dim(batch.init_carry, i, axis=1, keepdims=False),
                  advantages=take(batch.advantages), targets=take(batch.targets), weight=take(batch.weight))
 

@@ -13,11 +13,9 @@ ties). The critic trains on every alive sample of the rollout, including steps a
 episode ended (the env auto-resets; those samples are valid on-policy data for V but belong to no
 instance, so they never train the actor).
 
-The rollout length is ``config.rollout_len``; one whole episode per update is
-``rollout_len = spec.max_steps + 1`` at most (MPE episodes last exactly 26 = spec.max_steps steps;
-SMAX episodes last up to 101 steps although spec.max_steps says 100: jaxmarl checks the time limit
-before the counter moves). Longer rollouts only add critic samples; shorter ones truncate the
-scored window (allowed, with a warning).
+The rollout length is ``config.rollout_len``; one whole episode per update needs
+``rollout_len >= spec.max_steps`` (26 on MPE, 101 on SMAX). Longer rollouts only add critic
+samples; shorter ones truncate the scored window (allowed, with a warning).
 
 Selected automatically: ``Trainer(config)`` returns a ``LatentTrainer`` when
 ``config.num_latents > 0`` (hook in ``Trainer.__new__``), so ``train_run``, checkpoints, resume
@@ -79,8 +77,8 @@ class LatentTrainer(Trainer):
         self.num_instances = config.num_envs // config.num_latents
         if config.rollout_len < self.spec.max_steps:
             warnings.warn(f"latent training scores one episode per update; rollout_len={config.rollout_len} truncates "
-                          f"{self.spec.name} episodes (up to {self.spec.max_steps}+ steps): use "
-                          f"rollout_len={self.spec.max_steps + 1}", stacklevel=2)
+                          f"{self.spec.name} episodes (up to {self.spec.max_steps} steps): use "
+                          f"rollout_len={self.spec.max_steps}", stacklevel=2)
 
     def fresh_runner(self, key: jax.Array, carry_like: jax.Array) -> Runner:
         """All E envs at the start of an episode: K copies per instance, one uniform latent per copy."""

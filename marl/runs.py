@@ -91,7 +91,7 @@ def train_run(config: TrainConfig, out: str | Path, *, resume: bool = False, ini
     """
     out = Path(out)
     trainer = Trainer(config)
-    init = jax.jit(jax.vmap(trainer.init))
+    init = jax.jit(trainer.init_seeds)
     chunk = jax.jit(jax.vmap(trainer.chunk), donate_argnums=0)
     metrics_path = out / ckpt.METRICS_FILE
     parent = None

@@ -25,6 +25,15 @@ re-evaluated on R fresh episode keys from the *same initial state* (greedy at th
 sampled actions at z = 0 for ``sampling``), and the mean of those R episodes is the reported
 score (``reeval``) beside the best return seen (``best_seen``, the budget curve).
 
+Which per-agent CMA-ES scales best: the full CMA-ES over N*d numbers keeps an (N d)^2 covariance,
+pays an O((N d)^3) eigendecomposition per generation and its rank-mu learning rate falls like
+1 / (N d)^2, so with population 16 and B <= 256 it barely adapts beyond its isotropic start at
+N = 8 (128 dims) and not at all at N = 32 (512 dims). Separable CMA-ES adapts N d variances at a
+rate ~ 1 / (N d) for O(N d) work; N independent d-dim CMA-ES keep the small-problem learning rates
+(d = 16) and O(N d^3) work, but each agent's strategy sees the team return, i.e. its own effect
+plus the noise of the other N - 1 agents' draws. At these budgets separable and independent are the
+ones that scale (see bench/results/search_scale.* for the measured gaps).
+
 Latents are searched unbounded but clipped to the training box [-1, 1]^d before they reach the
 actor. CMA-ES starts at z = 0 (the zero-shot point) with ``sigma`` (default 0.5: with the box
 half-width 1.0 about a third of the coordinates of every draw land on the boundary).
@@ -245,15 +254,17 @@ def search_methods(env: Env, team: Team, methods, num_instances: int, budget: in
     for method in methods:
         strat = make_strategy(method, n, d, pop, sigma)
         b = 1 if method == "zero-shot" else budget
-        fit = episode_fitness(env, team, instance_keys, strat.greedy)
-        prog = jax.jit(lambda k, s=strat, f=fit, b=b: run_search(s, f, k, num_instances, b))
+        # team params and keys are arguments, not closed-over constants (XLA would constant-fold them)
+        prog = jax.jit(lambda params, ik, k, s=strat, b=b: run_search(
+            s, episode_fitness(env, team.replace(params=params), ik, s.greedy), k, num_instances, b))
         t0 = time.time()
-        compiled = prog.lower(k_search).compile()
+        compiled = prog.lower(team.params, instance_keys, k_search).compile()
         t1 = time.time()
-        res = jax.block_until_ready(compiled(k_search))
+        res = jax.block_until_ready(compiled(team.params, instance_keys, k_search))
         t2 = time.time()
-        re = jax.jit(lambda z, g=strat.greedy: reevaluate(env, team, instance_keys, z, k_reeval, reeval_episodes, g))
-        reeval = np.asarray(re(res.best_latent))
+        re = jax.jit(lambda params, ik, z, k, g=strat.greedy: reevaluate(
+            env, team.replace(params=params), ik, z, k, reeval_episodes, g))
+        reeval = np.asarray(re(team.params, instance_keys, res.best_latent, k_reeval))
         curve = np.asarray(res.curve())
         if method == "zero-shot":  # budget 1: the curve is flat
             curve = np.repeat(curve[:, :1], budget, axis=1)

@@ -118,7 +118,7 @@ class Trainer:
         if self.shared:
             actor = init_actor(k_actor, self.spec, self.net)
         else:  # each agent's actor initialised independently
-            actor = jax.vmap(lambda k: init_actor(k, self.spec, self.net))(jax.random.split(k_actor, self.n))
+            actor = jax.lax.map(lambda k: init_actor(k, self.spec, self.net), jax.random.split(k_actor, self.n))
         critic = init_critic(k_critic, self.spec, self.net)
         c = self.config
         return TrainState(
@@ -131,6 +131,14 @@ class Trainer:
             key=k_state,
             update=jnp.zeros((), jnp.int32),
         )
+
+    def init_seeds(self, keys: jax.Array) -> TrainState:
+        """TrainStates of many seeds, stacked on a leading axis.
+
+        ``lax.map`` rather than ``vmap``: XLA:CPU (jax 0.10.2) was seen to hang forever running a
+        vmapped init of a GRU actor with hidden >= 64. Initialisation runs once, so sequential is free.
+        """
+        return jax.lax.map(self.init, keys)
 
     def team(self, actor_params) -> Team:
         return Team(params=stacked_params(actor_params, self.shared, self.n), spec=self.spec, network=self.net,

@@ -25,7 +25,7 @@ def test_adapter_shapes(name):
 def test_smax_3m_step_values():
     env = envs.make("smax:3m")
     ts, state = env.reset(jax.random.PRNGKey(0))
-    assert env.spec.num_agents == 3 and env.spec.num_actions == 8 and env.spec.max_steps == 100
+    assert env.spec.num_agents == 3 and env.spec.num_actions == 8 and env.spec.max_steps == 101
     # world state = jaxmarl's world state (12 features x 6 units) ++ one-hot seat
     np.testing.assert_array_equal(ts.world_state[:, -3:], np.eye(3))
     np.testing.assert_array_equal(ts.world_state[0, :-3], ts.world_state[2, :-3])

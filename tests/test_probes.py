@@ -26,7 +26,7 @@ NET = NetworkConfig(hidden=16, critic_hidden=16)
 
 
 def _separate(key, spec, net=NET):
-    return Team(jax.vmap(lambda k: init_actor(k, spec, net))(jax.random.split(key, spec.num_agents)), spec, net, False)
+    return Team(jax.lax.map(lambda k: init_actor(k, spec, net), jax.random.split(key, spec.num_agents)), spec, net, False)
 
 
 def _shared(key, spec, net=NET):

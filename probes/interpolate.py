@@ -1,0 +1,119 @@
+"""Teams as arrays: interpolation of two stacks and batched evaluation of many teams at once.
+
+All probes reduce to: build a stack of teams ``params[M, N, ...]`` (M teams, N seats), then run
+``marl.evaluate.evaluate`` for all M teams over the same episode keys in one jitted, vmapped
+program. ``evaluate_rows`` does the row picking (hot-swap, clone-all, role-swap, mixed teams)
+inside that program from an index matrix, so only the small index array crosses to the device.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from envs import Env
+from envs.errors import UserError
+from marl.evaluate import EvalResult, evaluate
+from marl.team import Team, check_compatible
+
+DEFAULT_ALPHAS = 21
+
+
+def alpha_grid(alphas) -> np.ndarray:
+    """An int K >= 2 -> linspace(0, 1, K); a sequence -> sorted unique values with 0, 0.5 and 1 added.
+
+    Raises UserError for values outside [0, 1] or fewer than 2 values/points.
+    """
+    if isinstance(alphas, (int, np.integer)):
+        if alphas < 2:
+            raise UserError(f"--alphas must be at least 2 points (the endpoints), got {alphas}")
+        grid = np.linspace(0.0, 1.0, int(alphas))
+    else:
+        vals = np.asarray(list(alphas), np.float64)
+        if vals.size < 2:
+            raise UserError(f"need at least 2 alphas, got {vals.size}")
+        if not np.all(np.isfinite(vals)) or vals.min() < 0 or vals.max() > 1:
+            bad = [v for v in vals if not (0 <= v <= 1)]
+            raise UserError(f"alphas must lie in [0, 1], got {bad[0]}")
+        grid = vals
+    return np.unique(np.concatenate([grid, [0.0, 0.5, 1.0]]))
+
+
+def parse_alphas(text: str) -> np.ndarray:
+    """CLI form: ``21`` (a count) or ``0,0.25,0.5,1`` (explicit values)."""
+    text = str(text).strip()
+    try:
+        if "," not in text and "." not in text:
+            return alpha_grid(int(text))
+        return alpha_grid([float(t) for t in text.split(",") if t.strip()])
+    except ValueError:
+        raise UserError(f"--alphas must be a count (e.g. 21) or a comma list of values in [0, 1], got {text!r}") from None
+
+
+def interpolate(params_a, params_b, alphas) -> dict:
+    """theta(alpha) = (1 - alpha) A + alpha B for each alpha: leaves [N, ...] -> [K, N, ...].
+
+    alpha = 0 and alpha = 1 reproduce A and B exactly (x*1 + y*0 is exact in floating point).
+    """
+    al = jnp.asarray(alphas, jnp.float32)
+
+    def lerp(a, b):
+        w = al.reshape((-1,) + (1,) * a.ndim).astype(a.dtype)
+        return (1 - w) * a[None] + w * b[None]
+
+    return jax.tree.map(lerp, params_a, params_b)
+
+
+def stack_teams(*teams: Team) -> dict:
+    """Concatenate teams' stacks along the agent axis: [N_1 + N_2 + ..., ...] (the row source)."""
+    for t in teams[1:]:
+        check_compatible(teams[0], t)
+    return jax.tree.map(lambda *xs: jnp.concatenate(xs, axis=0), *[t.params for t in teams])
+
+
+_CACHE: dict = {}
+
+
+def _batch_eval(env: Env, template: Team, num_episodes: int, greedy: bool, mode: str):
+    key = (id(env), template.spec, template.network, num_episodes, greedy, mode)
+    if key not in _CACHE:
+        def one(params, k):
+            return evaluate(env, template.replace_params(params), k, num_episodes, greedy)
+
+        if mode == "rows":
+            def fn(source, idx, k):  # source [R, ...], idx [M, N] -> rows source[idx] [M, N, ...]
+                params = jax.tree.map(lambda x: x[idx], source)
+                return jax.vmap(one, in_axes=(0, None))(params, k)
+        elif mode == "lerp":
+            def fn(params_a, params_b, alphas, k):  # the K interpolated teams are built in the program
+                return jax.vmap(one, in_axes=(0, None))(interpolate(params_a, params_b, alphas), k)
+        else:
+            def fn(params, k):  # params [M, N, ...]
+                return jax.vmap(one, in_axes=(0, None))(params, k)
+        _CACHE[key] = (jax.jit(fn), env)  # keep env alive so its id is not reused
+    return _CACHE[key][0]
+
+
+def evaluate_stack(env: Env, template: Team, params, key: jax.Array, num_episodes: int,
+                   greedy: bool = True) -> EvalResult:
+    """Evaluate M teams params [M, N, ...] on the same ``num_episodes`` episodes (one program).
+
+    Returns EvalResult with fields [M, E]. ``template`` supplies spec and network.
+    """
+    return _batch_eval(env, template, num_episodes, greedy, "stack")(params, key)
+
+
+def evaluate_rows(env: Env, template: Team, source, idx, key: jax.Array, num_episodes: int,
+                  greedy: bool = True) -> EvalResult:
+    """Evaluate the teams ``source[idx[m]]`` (source leaves [R, ...], idx [M, N] int) in one program."""
+    idx = jnp.asarray(np.asarray(idx, np.int32))
+    return _batch_eval(env, template, num_episodes, greedy, "rows")(source, idx, key)
+
+
+def evaluate_interpolation(env: Env, team_a: Team, team_b: Team, alphas, key: jax.Array,
+                           num_episodes: int, greedy: bool = True) -> EvalResult:
+    """Evaluate theta(alpha) for every alpha on the same episodes: fields [K, E]."""
+    check_compatible(team_a, team_b)
+    fn = _batch_eval(env, team_a, num_episodes, greedy, "lerp")
+    return fn(team_a.params, team_b.params, jnp.asarray(alphas, jnp.float32), key)

@@ -1,0 +1,204 @@
+"""The probe commands as functions: load checkpoints, run the probe, write JSON, CSV and figures.
+
+``probe_barrier``, ``probe_teams`` and ``probe_weights`` are what ``marl probe ...`` calls; the
+end-to-end study (sweeps/connectivity.py) calls them too. Each returns its report dict.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+from pathlib import Path
+
+import jax
+import numpy as np
+
+from envs.errors import UserError
+from marl.team import check_compatible
+from probes import plots, stats
+from probes.align import align_team
+from probes.barrier import barrier_probe
+from probes.interpolate import alpha_grid
+from probes.load import load
+from probes.team_probes import team_probes
+from probes.weights import team_distance, weight_report
+
+
+def _command() -> str:
+    return " ".join(["marl"] + sys.argv[1:]) if sys.argv and sys.argv[0].endswith("marl") else " ".join(sys.argv)
+
+
+def _write_json(path: Path, data: dict) -> None:
+    path.write_text(json.dumps(data, indent=2, default=lambda o: np.asarray(o).tolist()))
+
+
+def _write_csv(path: Path, rows: list[dict]) -> None:
+    if not rows:
+        return
+    with path.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+
+
+def _check_episodes(episodes: int) -> None:
+    if episodes < 2:
+        raise UserError(f"--episodes must be >= 2 (a bootstrap needs two episodes), got {episodes}")
+
+
+def _load_pair(ref_a: str, ref_b: str):
+    team_a, env, src_a = load(ref_a)
+    team_b, _, src_b = load(ref_b)
+    check_compatible(team_a, team_b, f"teams {ref_a} and {ref_b}")
+    return team_a, team_b, env, src_a, src_b
+
+
+def _fmt_ci(v, ci) -> str:
+    return f"{v:8.3f} [{ci[0]:.3f}, {ci[1]:.3f}]"
+
+
+def probe_barrier(ref_a: str, ref_b: str, out: str | Path, alphas=21, episodes: int = 256, align: bool = False,
+                  greedy: bool = True, num_boot: int = stats.DEFAULT_BOOT, eval_seed: int = 12345,
+                  quiet: bool = False, command: str | None = None) -> dict:
+    """Barrier between two checkpoints (and between A and permutation-aligned B with ``align``)."""
+    grid = alpha_grid(alphas) if not isinstance(alphas, np.ndarray) else alphas
+    _check_episodes(episodes)
+    team_a, team_b, env, src_a, src_b = _load_pair(ref_a, ref_b)
+    key = jax.random.PRNGKey(eval_seed)
+    rep = barrier_probe(env, team_a, team_b, grid, key, episodes, greedy, num_boot)
+    report = {"probe": "barrier", "command": command or _command(), "a": src_a, "b": src_b, "env": src_a["env"],
+              "eval_seed": eval_seed, "num_boot": num_boot, "naive": rep,
+              "weight_distance": {"naive": team_distance(team_a.params, team_b.params)}}
+    aligned = None
+    if align:
+        team_b2, perms = align_team(team_a, team_b)
+        aligned = barrier_probe(env, team_a, team_b2, grid, key, episodes, greedy, num_boot)
+        report["aligned"] = aligned
+        report["weight_distance"]["aligned"] = team_distance(team_a.params, team_b2.params)
+        report["permutations"] = {k: v.tolist() for k, v in perms.items()}
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    _write_json(out / "barrier.json", report)
+    rows = []
+    for i, a in enumerate(rep["alphas"]):
+        row = {"alpha": a}
+        for name, r in (("", rep), ("aligned_", aligned)):
+            if r is None:
+                continue
+            for m in ("return", "win_rate"):
+                if m in r:
+                    row.update({f"{name}{m}": r[m]["mean"][i], f"{name}{m}_lo": r[m]["ci_lo"][i],
+                                f"{name}{m}_hi": r[m]["ci_hi"][i], f"{name}{m}_line": r[m]["line"][i]})
+        rows.append(row)
+    _write_csv(out / "barrier.csv", rows)
+    plots.barrier_figure(rep, out / "barrier.png", f"{src_a['ref']} (A) vs {src_b['ref']} (B), {episodes} episodes",
+                         aligned)
+    report["files"] = [str(out / f) for f in ("barrier.json", "barrier.csv", "barrier.png")]
+    if not quiet:
+        print(f"A {src_a['ref']} (update {src_a['step']})  B {src_b['ref']} (update {src_b['step']})  "
+              f"{episodes} {'greedy' if greedy else 'sampled'} episodes x {len(grid)} alphas")
+        print(f"{'':10s}{'metric':10s}{'R(A)':>9s}{'R(B)':>9s}  {'barrier [95% CI]':>28s}  {'midpoint [95% CI]':>28s}")
+        for name, r in (("naive", rep), ("aligned", aligned)):
+            if r is None:
+                continue
+            for m in ("return", "win_rate"):
+                if m in r:
+                    s = r[m]
+                    print(f"{name:10s}{m:10s}{s['mean'][0]:9.3f}{s['mean'][-1]:9.3f}  "
+                          f"{_fmt_ci(s['barrier'], s['barrier_ci']):>28s}  {_fmt_ci(s['midpoint'], s['midpoint_ci']):>28s}")
+        print(f"wrote {out}/barrier.json, barrier.csv, barrier.png")
+    return report
+
+
+def probe_teams(ref_a: str, ref_b: str, out: str | Path, episodes: int = 256, greedy: bool = True,
+                num_boot: int = stats.DEFAULT_BOOT, eval_seed: int = 12345, quiet: bool = False,
+                command: str | None = None) -> dict:
+    """Mixed teams, hot-swap, clone-all and role-swap between two checkpoints."""
+    _check_episodes(episodes)
+    team_a, team_b, env, src_a, src_b = _load_pair(ref_a, ref_b)
+    rep = team_probes(env, team_a, team_b, jax.random.PRNGKey(eval_seed), episodes, greedy, num_boot)
+    report = {"probe": "teams", "command": command or _command(), "a": src_a, "b": src_b, "env": src_a["env"],
+              "episodes": episodes, "greedy": greedy, "eval_seed": eval_seed, **rep}
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    _write_json(out / "teams.json", report)
+    metrics = [m for m in ("return", "win_rate") if m in rep["mixed"]]
+
+    def cols(s, i):
+        return {f"{m}{suf}": s[m][key][i] for m in metrics for suf, key in (("", "mean"), ("_lo", "ci_lo"), ("_hi", "ci_hi"))}
+
+    mixed = rep["mixed"]
+    _write_csv(out / "mixed.csv", [{"mask": "".join("B" if x else "A" for x in mk), "seats_from_b": k, **cols(mixed, i)}
+                                   for i, (mk, k) in enumerate(zip(mixed["masks"], mixed["seats_from_b"]))])
+    n = team_a.num_agents
+    hs, ca, rs = rep["hot_swap"], rep["clone_all"], rep["role_swap"]
+    _write_csv(out / "hot_swap.csv", [{"base": base, "seat": i, **cols(hs[k], i)}
+                                      for base, k in (("A", "a_with_b_seat"), ("B", "b_with_a_seat")) for i in range(n)])
+    _write_csv(out / "clone_all.csv", [{"team": t.upper(), "agent": i, **cols(ca[t], i)} for t in ("a", "b")
+                                       for i in range(n)])
+    _write_csv(out / "role_swap.csv", [{"team": t.upper(), "perm": " ".join(map(str, p)), **cols(rs[t], i)}
+                                       for t in ("a", "b") for i, p in enumerate(rs["perms"])])
+    plots.teams_figure(rep, out / "teams.png", f"{src_a['ref']} (A) vs {src_b['ref']} (B), {episodes} episodes")
+    if not quiet:
+        print(f"A {src_a['ref']} (update {src_a['step']})  B {src_b['ref']} (update {src_b['step']})  {episodes} episodes")
+        print("mixed teams by seats from B:  " + "  ".join(
+            f"k={g['k']}: {g['return']['mean']:.3f}" + (f" (win {g['win_rate']['mean']:.2f})" if "win_rate" in g else "")
+            for g in mixed["by_k"]))
+        print("hot-swap A<-B seat i: " + " ".join(f"{v:.3f}" for v in hs["a_with_b_seat"]["return"]["mean"])
+              + "   B<-A seat i: " + " ".join(f"{v:.3f}" for v in hs["b_with_a_seat"]["return"]["mean"]))
+        print("clone-all A: " + " ".join(f"{v:.3f}" for v in ca["a"]["return"]["mean"])
+              + "   B: " + " ".join(f"{v:.3f}" for v in ca["b"]["return"]["mean"]))
+        for t in ("a", "b"):
+            s = rs[t]
+            print(f"role-swap {t.upper()}: identity {s['identity']['return']:.3f}  best {s['best']['return']:.3f} "
+                  f"{s['best']['perm']}  worst {s['worst']['return']:.3f} {s['worst']['perm']}")
+        print(f"wrote {out}/teams.json, mixed.csv, hot_swap.csv, clone_all.csv, role_swap.csv, teams.png")
+    return report
+
+
+def probe_weights(ref_a: str, ref_b: str | None, out: str | Path, reference: str | None = None,
+                  quiet: bool = False, command: str | None = None) -> dict:
+    """Per-layer distances and cosines within and across teams, and of displacements from a reference."""
+    team_a, _, src_a = load(ref_a)
+    team_b = src_b = team_r = src_r = None
+    if ref_b:
+        team_b, _, src_b = load(ref_b)
+        check_compatible(team_a, team_b, f"teams {ref_a} and {ref_b}")
+    if reference:
+        team_r, _, src_r = load(reference)
+        check_compatible(team_a, team_r, f"team {ref_a} and reference {reference}")
+    rep = weight_report(team_a, team_b, team_r)
+    report = {"probe": "weights", "command": command or _command(), "a": src_a, "b": src_b, "reference": src_r,
+              **{k: v for k, v in rep.items() if k != "reference"}, "displacement": rep.get("reference")}
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    _write_json(out / "weights.json", report)
+    rows = []
+    groups = [("within_a", rep["within_a"]), ("within_b", rep.get("within_b")), ("across", rep.get("across"))]
+    if rep.get("reference"):
+        groups += [(f"displacement_{k}", rep["reference"].get(k)) for k in ("within_a", "within_b", "across")]
+    for gname, g in groups:
+        if g is None:
+            continue
+        for layer, d in g.items():
+            l2, cos = np.asarray(d["l2"]), np.asarray(d["cosine"])
+            for i in range(l2.shape[0]):
+                for j in range(l2.shape[1]):
+                    rows.append({"pair": gname, "layer": layer, "i": i, "j": j, "l2": l2[i, j], "cosine": cos[i, j]})
+    _write_csv(out / "weights.csv", rows)
+    plots.weights_figure(rep, out / "weights.png", f"{src_a['ref']}" + (f" vs {src_b['ref']}" if src_b else ""))
+    if not quiet:
+        n = team_a.num_agents
+        off = ~np.eye(n, dtype=bool)
+        print(f"{'layer':10s}{'L2 within A':>13s}" + (f"{'within B':>10s}{'A x B':>10s}{'cos A x B':>11s}" if ref_b else ""))
+        for layer in rep["layers"]:
+            wa = np.asarray(rep["within_a"][layer]["l2"])[off].mean() if n > 1 else 0.0
+            line = f"{layer:10s}{wa:13.4f}"
+            if ref_b:
+                wb = np.asarray(rep["within_b"][layer]["l2"])[off].mean() if n > 1 else 0.0
+                ab = np.asarray(rep["across"][layer]["l2"])
+                line += f"{wb:10.4f}{np.diag(ab).mean():10.4f}{np.diag(np.asarray(rep['across'][layer]['cosine'])).mean():11.4f}"
+            print(line)
+        print(f"(within: mean over agent pairs; A x B: same seat)  wrote {out}/weights.json, weights.csv, weights.png")
+    return report

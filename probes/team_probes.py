@@ -1,0 +1,195 @@
+"""Team probes: mixed teams, single-agent hot-swap, clone-all and role-swap.
+
+Each probe writes its teams as an index matrix ``idx[M, N]`` into the row source
+``concat(A, B)`` (rows 0..N-1 are A's actors, N..2N-1 are B's) and evaluates all M teams over the
+same episodes in one vmapped program (``evaluate_rows``). A team's seat s runs actor row
+``idx[m, s]``; seats keep their own agent-id input, so moving an actor moves it to another role.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import jax
+import numpy as np
+
+from envs import Env
+from marl.team import Team
+from probes import stats
+from probes.interpolate import evaluate_rows, stack_teams
+
+MAX_EXHAUSTIVE_MASKS = 10  # all 2^N masks up to this team size
+MAX_EXHAUSTIVE_PERMS = 6  # all N! permutations up to this team size
+
+
+# -- index matrices --------------------------------------------------------------------------------
+def mixed_masks(n: int, max_masks: int = 1024, seed: int = 0) -> np.ndarray:
+    """[M, n] bool (True: the seat comes from B), sorted by the number of seats from B.
+
+    All 2^n masks when n <= 10; beyond, a sample stratified over k = seats from B (about
+    max_masks / (n + 1) distinct masks per k, plus all-A and all-B).
+    """
+    if n <= MAX_EXHAUSTIVE_MASKS:
+        masks = ((np.arange(2 ** n)[:, None] >> np.arange(n)[None]) & 1).astype(bool)
+    else:
+        rng = np.random.default_rng(seed)
+        per = max(1, max_masks // (n + 1))
+        rows = []
+        for k in range(n + 1):
+            want = min(per, math.comb(n, k))
+            seen = set()
+            while len(seen) < want:
+                seen.add(tuple(sorted(rng.choice(n, size=k, replace=False).tolist())))
+            for seats in sorted(seen):
+                m = np.zeros(n, bool)
+                m[list(seats)] = True
+                rows.append(m)
+        masks = np.array(rows)
+    order = np.lexsort(tuple(masks.T[::-1]) + (masks.sum(1),))  # by k, then seat 0, seat 1, ...
+    return masks[order]
+
+
+def mask_index(masks: np.ndarray) -> np.ndarray:
+    """masks [M, N] (True: from B) -> idx [M, N] into concat(A, B)."""
+    masks = np.asarray(masks, bool)
+    n = masks.shape[1]
+    return np.arange(n)[None] + n * masks.astype(np.int64)
+
+
+def hot_swap_index(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """(A with seat i from B [n, n], B with seat i from A [n, n]) into concat(A, B)."""
+    eye = np.eye(n, dtype=bool)
+    return mask_index(eye), mask_index(~eye)
+
+
+def clone_index(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """(every seat runs A's actor i [n, n], every seat runs B's actor i [n, n])."""
+    a = np.repeat(np.arange(n)[:, None], n, axis=1)
+    return a, a + n
+
+
+def role_perms(n: int, max_perms: int = 720, seed: int = 0) -> tuple[np.ndarray, bool]:
+    """[P, n] permutations (perm[s] = the agent sitting in seat s), identity first.
+
+    All n! when n <= 6; beyond, the identity and ``max_perms - 1`` distinct random permutations.
+    Returns (perms, sampled).
+    """
+    if n <= MAX_EXHAUSTIVE_PERMS:
+        return np.array(list(itertools.permutations(range(n)))), False
+    rng = np.random.default_rng(seed)
+    ident = tuple(range(n))
+    seen = {ident}
+    out = [ident]
+    want = min(max_perms, math.factorial(min(n, 20)))
+    while len(out) < want:
+        p = tuple(rng.permutation(n).tolist())
+        if p not in seen:
+            seen.add(p)
+            out.append(p)
+    return np.array(out), True
+
+
+# -- evaluation ------------------------------------------------------------------------------------
+def _summaries(res, has_win: bool, num_boot: int, seed: int) -> dict:
+    """EvalResult [M, E] -> {"return": {mean, ci_lo, ci_hi}, "win_rate": {...}} lists of length M."""
+    out = {}
+    fields = [("return", np.asarray(res.returns, np.float64))]
+    if has_win:
+        fields.append(("win_rate", np.asarray(res.won, np.float64)))
+    for name, x in fields:
+        m, lo, hi = stats.mean_ci_rows(x, num_boot, seed=seed)
+        out[name] = {"mean": m.tolist(), "ci_lo": np.asarray(lo).tolist(), "ci_hi": np.asarray(hi).tolist()}
+    return out
+
+
+def _take(summ: dict, rows) -> dict:
+    return {f: {k: [v[i] for i in rows] for k, v in d.items()} for f, d in summ.items()}
+
+
+def _run(env: Env, team_a: Team, team_b: Team, idx: np.ndarray, key, num_episodes: int, greedy: bool,
+         num_boot: int, seed: int) -> dict:
+    source = stack_teams(team_a, team_b)
+    res = jax.device_get(evaluate_rows(env, team_a, source, idx, key, num_episodes, greedy))
+    return _summaries(res, team_a.spec.has_win, num_boot, seed)
+
+
+def mixed_team_probe(env: Env, team_a: Team, team_b: Team, key, num_episodes: int, greedy: bool = True,
+                     max_masks: int = 1024, num_boot: int = stats.DEFAULT_BOOT, seed: int = 0) -> dict:
+    """Teams with each seat from A or B (mask); grouped by k = seats taken from B."""
+    n = team_a.num_agents
+    masks = mixed_masks(n, max_masks, seed)
+    summ = _run(env, team_a, team_b, mask_index(masks), key, num_episodes, greedy, num_boot, seed)
+    k = masks.sum(1)
+    groups = []
+    for kk in range(n + 1):
+        rows = np.flatnonzero(k == kk)
+        if rows.size == 0:
+            continue
+        g = {"k": kk, "count": int(rows.size)}
+        for f, d in summ.items():
+            vals = np.asarray(d["mean"])[rows]
+            g[f] = {"mean": float(vals.mean()), "min": float(vals.min()), "max": float(vals.max())}
+        groups.append(g)
+    return {"masks": masks.astype(int).tolist(), "seats_from_b": k.tolist(),
+            "sampled": n > MAX_EXHAUSTIVE_MASKS, **summ, "by_k": groups}
+
+
+def hot_swap_probe(env: Env, team_a: Team, team_b: Team, key, num_episodes: int, greedy: bool = True,
+                   num_boot: int = stats.DEFAULT_BOOT, seed: int = 0) -> dict:
+    """A with seat i from B and B with seat i from A, for every seat i (plus A and B themselves)."""
+    n = team_a.num_agents
+    ab, ba = hot_swap_index(n)
+    idx = np.concatenate([ab, ba, mask_index(np.zeros((1, n), bool)), mask_index(np.ones((1, n), bool))])
+    summ = _run(env, team_a, team_b, idx, key, num_episodes, greedy, num_boot, seed)
+    return {"a_with_b_seat": _take(summ, range(n)), "b_with_a_seat": _take(summ, range(n, 2 * n)),
+            "a": _take(summ, [2 * n]), "b": _take(summ, [2 * n + 1])}
+
+
+def clone_all_probe(env: Env, team_a: Team, team_b: Team | None, key, num_episodes: int, greedy: bool = True,
+                    num_boot: int = stats.DEFAULT_BOOT, seed: int = 0) -> dict:
+    """For each agent i of A (and of B): every seat runs agent i's actor; plus the teams themselves."""
+    team_b = team_a if team_b is None else team_b
+    n = team_a.num_agents
+    ca, cb = clone_index(n)
+    ident = np.arange(n)[None]
+    idx = np.concatenate([ca, cb, ident, ident + n])
+    summ = _run(env, team_a, team_b, idx, key, num_episodes, greedy, num_boot, seed)
+    return {"a": _take(summ, range(n)), "b": _take(summ, range(n, 2 * n)),
+            "a_team": _take(summ, [2 * n]), "b_team": _take(summ, [2 * n + 1])}
+
+
+def role_swap_probe(env: Env, team_a: Team, team_b: Team | None, key, num_episodes: int, greedy: bool = True,
+                    max_perms: int = 720, num_boot: int = stats.DEFAULT_BOOT, seed: int = 0) -> dict:
+    """Permutations of each team's agents over the seats (all when N <= 6); identity, best, worst."""
+    team_b = team_a if team_b is None else team_b
+    n = team_a.num_agents
+    perms, sampled = role_perms(n, max_perms, seed)
+    p = len(perms)
+    summ = _run(env, team_a, team_b, np.concatenate([perms, perms + n]), key, num_episodes, greedy,
+                num_boot, seed)
+    out = {"perms": perms.tolist(), "sampled": sampled}
+    for name, rows in (("a", range(p)), ("b", range(p, 2 * p))):
+        s = _take(summ, rows)
+        r = np.asarray(s["return"]["mean"])
+        best, worst = int(np.argmax(r)), int(np.argmin(r))
+        # agent-by-seat marginal: mean return of the permutations that put agent i in seat s
+        marg = np.zeros((n, n))
+        for i in range(n):
+            for seat in range(n):
+                marg[i, seat] = r[perms[:, seat] == i].mean()
+        out[name] = {**s, "identity": {"perm": perms[0].tolist(), "return": float(r[0])},
+                     "best": {"perm": perms[best].tolist(), "return": float(r[best])},
+                     "worst": {"perm": perms[worst].tolist(), "return": float(r[worst])},
+                     "agent_seat_return": marg.tolist()}
+    return out
+
+
+def team_probes(env: Env, team_a: Team, team_b: Team, key, num_episodes: int, greedy: bool = True,
+                num_boot: int = stats.DEFAULT_BOOT, seed: int = 0) -> dict:
+    """All four team probes on the same episode key (common random numbers across probes)."""
+    kw = dict(greedy=greedy, num_boot=num_boot, seed=seed)
+    return {"mixed": mixed_team_probe(env, team_a, team_b, key, num_episodes, **kw),
+            "hot_swap": hot_swap_probe(env, team_a, team_b, key, num_episodes, **kw),
+            "clone_all": clone_all_probe(env, team_a, team_b, key, num_episodes, **kw),
+            "role_swap": role_swap_probe(env, team_a, team_b, key, num_episodes, **kw)}

@@ -1,0 +1,112 @@
+"""The five controlled training histories of the coordination-connectivity study, as named presets.
+
+    shared              MAPPO, one shared actor, from scratch. Its checkpoint is the source S.
+    continued           from S: more shared-actor MAPPO, with a different seed.
+    decoupled           from S: the actor tiled into N rows, separate-actor MAPPO continues.
+    happo-from-shared   from S: the actor tiled into N rows, HAPPO continues.
+    happo               HAPPO from scratch, each agent's actor initialised independently.
+
+``history_config(name, base, init_from)`` turns a base TrainConfig into the history's config and
+checks the warm start; ``marl train --history NAME`` and the sweep runner both use it.
+
+All three continuations of S use the same new seed (``seed + CONTINUATION_SEED_OFFSET``): they differ
+from S's own rollouts, and from each other only in what the history changes (sharing, algorithm).
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+
+from envs.errors import UserError
+from marl.config import TrainConfig
+
+CONTINUATION_SEED_OFFSET = 1000
+
+
+@dataclass(frozen=True)
+class History:
+    name: str
+    algo: str
+    share_actor: bool
+    from_shared: bool  # starts from the shared history's checkpoint S
+    description: str
+
+
+HISTORY_SPECS = (
+    History("shared", "mappo", True, False, "MAPPO with a shared actor from scratch (the source S)"),
+    History("continued", "mappo", True, True, "from S, more shared MAPPO with a different seed"),
+    History("decoupled", "mappo", False, True, "from S, actor tiled to N rows, separate-actor MAPPO"),
+    History("happo-from-shared", "happo", False, True, "from S, actor tiled to N rows, HAPPO"),
+    History("happo", "happo", False, False, "HAPPO from scratch, independent actors"),
+)
+HISTORIES = tuple(h.name for h in HISTORY_SPECS)
+SOURCE = "shared"
+
+
+def get_history(name: str) -> History:
+    for h in HISTORY_SPECS:
+        if h.name == name:
+            return h
+    close = difflib.get_close_matches(str(name), HISTORIES, n=1)
+    hint = f"; did you mean {close[0]}?" if close else ""
+    raise UserError(f"unknown history {name!r}{hint} (histories: {', '.join(HISTORIES)})")
+
+
+def history_config(name: str, base: TrainConfig, init_from: str | None = None,
+                   check_source: bool = True) -> tuple[TrainConfig, str | None]:
+    """(the history's TrainConfig, the checkpoint to start from or None).
+
+    Histories that continue S need ``init_from`` (a shared-actor run, ``RUN[/checkpoints/STEP][#SEED]``);
+    histories from scratch refuse one. ``check_source=False`` skips reading S (the sweep runner plans
+    continuations before S exists, and gives them S's own env and network).
+    """
+    h = get_history(name)
+    if h.from_shared and not init_from:
+        raise UserError(f"history {h.name!r} starts from the shared history's checkpoint S: "
+                        f"pass --init-from RUN (a run trained with --history shared)")
+    if not h.from_shared and init_from:
+        raise UserError(f"history {h.name!r} trains from scratch: drop --init-from {init_from}")
+    overrides = {"algo": h.algo, "share_actor": h.share_actor}
+    if h.from_shared:
+        overrides["seed"] = base.seed + CONTINUATION_SEED_OFFSET
+        if check_source:
+            overrides.update(_inherit_from_source(init_from, base))
+    return base.with_overrides(overrides), init_from
+
+
+# What a continuation must share with S (the warm start copies S's actor and critic).
+_INHERITED = ("env", "num_agents", "network")
+
+
+def _inherit_from_source(init_from: str, base: TrainConfig) -> dict:
+    """Check S is a shared-actor run; take env, team size and network from S where ``base`` left them
+    at their defaults (so ``--history decoupled --init-from runs/S`` needs no repeated flags); a base
+    value that was set and differs from S's is an error."""
+    import dataclasses
+
+    from marl import checkpoint as ckpt
+
+    ref = ckpt.parse_ref(init_from)
+    src = ckpt.load_config(ref.run)
+    if not src.share_actor:
+        raise UserError(f"--init-from {init_from}: S must be a shared-actor run (history shared), "
+                        f"but {ref.run} has separate actors")
+    default = TrainConfig()
+    out = {}
+    for field in _INHERITED:
+        mine, theirs = getattr(base, field), getattr(src, field)
+        if mine == theirs:
+            continue
+        if mine != getattr(default, field):
+            raise UserError(f"--init-from {init_from}: S has {field} = {_show(theirs)}, this run {_show(mine)}; "
+                            f"a continuation must match S")
+        if field == "network":
+            out.update({f"network.{k}": v for k, v in dataclasses.asdict(theirs).items()})
+        else:
+            out[field] = theirs
+    return out
+
+
+def _show(v) -> str:
+    return repr(v) if not hasattr(v, "__dataclass_fields__") else str(v)

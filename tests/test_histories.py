@@ -1,0 +1,204 @@
+"""The five training histories: presets, the sweep runner, warm starts from S, lineage, CLI errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from envs.errors import UserError
+from marl import checkpoint as ckpt
+from marl.cli import main
+from marl.config import TrainConfig
+from marl.runs import warm_start
+from marl.trainer import Trainer, seed_keys
+from sweeps.histories import CONTINUATION_SEED_OFFSET, HISTORIES, history_config
+from sweeps.runner import load_sweep, plan
+
+TINY_SWEEP = """
+out = "unused"
+envs = ["smax:3m"]
+histories = ["happo", "decoupled", "shared", "continued", "happo-from-shared"]  # any order: shared runs first
+
+[config]
+num_seeds = 2
+seed = 5
+total_steps = 2_000_000   # overridden on the command line, as a user would for a quick check
+num_envs = 4
+rollout_len = 8
+epochs = 1
+minibatches = 1
+updates_per_chunk = 2
+
+[config.network]   # feed-forward actors here (test_happo covers the GRU)
+hidden = 16
+critic_hidden = 16
+recurrent = false
+
+[history.happo]
+total_steps = 3_000_000
+"""
+
+
+# -- presets ---------------------------------------------------------------------------------------
+def test_presets_configs():
+    base = TrainConfig(seed=7)
+    assert HISTORIES == ("shared", "continued", "decoupled", "happo-from-shared", "happo")
+    cfg, src = history_config("shared", base, None)
+    assert (cfg.algo, cfg.share_actor, cfg.seed, src) == ("mappo", True, 7, None)
+    cfg, src = history_config("happo", base, None)
+    assert (cfg.algo, cfg.share_actor, cfg.seed, src) == ("happo", False, 7, None)
+    for name, algo, shared in [("continued", "mappo", True), ("decoupled", "mappo", False),
+                               ("happo-from-shared", "happo", False)]:
+        cfg, src = history_config(name, base, "runs/S", check_source=False)
+        assert (cfg.algo, cfg.share_actor, cfg.seed, src) == (algo, shared, 7 + CONTINUATION_SEED_OFFSET, "runs/S")
+
+
+@pytest.mark.parametrize("name", ["continued", "decoupled", "happo-from-shared"])
+def test_history_from_s_needs_init_from(name):
+    with pytest.raises(UserError, match="--init-from"):
+        history_config(name, TrainConfig(), None)
+
+
+def test_bad_history_name():
+    with pytest.raises(UserError, match="did you mean decoupled"):
+        history_config("decoupld", TrainConfig(), None)
+
+
+def test_cli_errors_exit_2(capsys, tmp_path):
+    assert main(["train", "--history", "nope", "--out", str(tmp_path / "a")]) == 2
+    assert "unknown history 'nope'" in capsys.readouterr().err
+    assert main(["train", "--history", "decoupled", "--out", str(tmp_path / "b")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("marl: error: ") and "pass --init-from" in err and "\n" == err[-1] and err.count("\n") == 1
+    assert main(["train", "--history", "happo", "--init-from", "runs/x", "--out", str(tmp_path / "c")]) == 2
+    assert "from scratch" in capsys.readouterr().err
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+def test_sweep_file_errors(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text('envs = ["smax:3m"]\nhistories = ["decoupled"]\n')
+    with pytest.raises(UserError, match="add 'shared'"):
+        plan(load_sweep(bad))
+    bad.write_text('envs = ["smax:3m"]\nhistories = ["shared"]\nseeds = 3\n')
+    with pytest.raises(UserError, match="unknown key 'seeds'"):
+        load_sweep(bad)
+    with pytest.raises(UserError, match="does not exist"):
+        load_sweep(tmp_path / "missing.toml")
+
+
+def test_shipped_sweep_file_plans():
+    runs = plan(load_sweep(Path(__file__).resolve().parents[1] / "sweeps" / "histories.toml"))
+    assert {r.env for r in runs} == {"smax:3m", "smax:2s3z", "smax:3s5z"}
+    assert len(runs) == 15 and all(r.config.num_seeds == 4 for r in runs)
+    by = {(r.env, r.history): r for r in runs}
+    for env in ("smax:3m", "smax:2s3z", "smax:3s5z"):
+        order = [r.history for r in runs if r.env == env]
+        assert order[0] == "shared" and set(order) == set(HISTORIES)
+        s = by[(env, "shared")]
+        for h in ("continued", "decoupled", "happo-from-shared"):
+            assert by[(env, h)].init_from == str(s.out)
+        assert by[(env, "happo")].init_from is None
+
+
+# -- a tiny sweep of all five histories ------------------------------------------------------------
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory):
+    root = tmp_path_factory.mktemp("sweep")
+    f = root / "tiny.toml"
+    f.write_text(TINY_SWEEP)
+    out = root / "runs"
+    assert main(["sweep", str(f), "--out", str(out), "--quiet", "total_steps=64"]) == 0
+    return f, out / "smax-3m"
+
+
+def test_sweep_makes_every_history_with_right_lineage(sweep, capsys):
+    f, env_dir = sweep
+    s_run = (env_dir / "shared").resolve()
+    s_step = ckpt.steps(s_run)[-1]
+    assert s_step == 2  # 64 env steps / (4 envs x 8 steps)
+    for h in HISTORIES:
+        run = env_dir / h
+        step = ckpt.steps(run)[-1]
+        meta = ckpt.read_meta(run, step)
+        algo, shared = {"shared": ("mappo", True), "continued": ("mappo", True), "decoupled": ("mappo", False),
+                        "happo-from-shared": ("happo", False), "happo": ("happo", False)}[h]
+        assert (meta["algo"], meta["share_actor"], meta["num_seeds"]) == (algo, shared, 2)
+        if h in ("shared", "happo"):
+            assert meta["parent"] is None and meta["seed"] == 5
+        else:
+            assert meta["parent"] == {"run": str(s_run), "step": s_step, "seed": None}
+            assert meta["seed"] == 5 + CONTINUATION_SEED_OFFSET
+    capsys.readouterr()
+    assert main(["lineage", str(env_dir / "decoupled")]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == 2
+    assert "decoupled" in lines[0] and "mappo (separate actors)" in lines[0]
+    assert lines[1].strip().startswith(f"<- {s_run} @ update {s_step}: mappo, seed 5")
+    assert main(["lineage", str(env_dir / "happo")]) == 0
+    assert len(capsys.readouterr().out.strip().splitlines()) == 1
+    # running the sweep again trains nothing
+    assert main(["sweep", str(f), "--out", str(env_dir.parent), "--quiet", "total_steps=64"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("skip (done)") == 5
+
+
+def _warm(run: Path, source: Path):
+    config = ckpt.load_config(run)
+    trainer = Trainer(config)
+    state = jax.jit(trainer.init_seeds)(seed_keys(config))
+    return trainer, *warm_start(trainer, state, str(source))
+
+
+@pytest.mark.parametrize("history", ["decoupled", "happo-from-shared", "continued"])
+def test_continuations_start_from_s_bitwise(sweep, history):
+    _, env_dir = sweep
+    _, s_state, _, _ = ckpt.load_state(env_dir / "shared")
+    trainer, state, parent = _warm(env_dir / history, env_dir / "shared")
+    n = trainer.n
+    for a, b in zip(jax.tree.leaves(state.actor_params), jax.tree.leaves(s_state.actor_params)):
+        a, b = np.asarray(a), np.asarray(b)  # a [S, N, ...] (or [S, ...] when shared), b [S, ...]
+        if trainer.shared:
+            np.testing.assert_array_equal(a, b)
+        else:
+            assert a.shape == (b.shape[0], n) + b.shape[1:]
+            for i in range(n):
+                np.testing.assert_array_equal(a[:, i], b)
+    for a, b in zip(jax.tree.leaves((state.critic_params, state.value_norm)),
+                    jax.tree.leaves((s_state.critic_params, s_state.value_norm))):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    # fresh optimiser state of the new algorithm's shape
+    if history == "happo-from-shared":
+        counts = [x for x in jax.tree.leaves(state.actor_opt) if x.dtype == jnp.int32]
+        assert counts and all(c.shape == (2, n) and not np.asarray(c).any() for c in counts)
+
+
+def test_tiled_shared_actor_acts_exactly_like_shared(sweep):
+    _, env_dir = sweep
+    s_trainer, s_state, _, _ = ckpt.load_state(env_dir / "shared")
+    trainer, state, _ = _warm(env_dir / "decoupled", env_dir / "shared")
+    seed = 1
+    s1 = jax.tree.map(lambda x: x[seed], s_state)
+    d1 = jax.tree.map(lambda x: x[seed], state).replace(runner=s1.runner)
+    key = jax.random.PRNGKey(42)
+    _, tr_s = jax.jit(s_trainer.collect)(s1, key)
+    _, tr_d = jax.jit(trainer.collect)(d1, key)
+    np.testing.assert_array_equal(tr_d.action, tr_s.action)  # the same actions, step for step
+    np.testing.assert_array_equal(tr_d.reward, tr_s.reward)
+    np.testing.assert_allclose(tr_d.logp, tr_s.logp, atol=1e-5)
+    assert tr_s.action.shape == (8, 4, 3)
+
+
+def test_cli_history_takes_env_and_network_from_s(sweep):
+    _, env_dir = sweep
+    s_cfg = ckpt.load_config(env_dir / "shared")
+    cfg, src = history_config("happo-from-shared", TrainConfig(num_seeds=2), str(env_dir / "shared"))
+    assert (cfg.env, cfg.network, cfg.algo, cfg.share_actor) == (s_cfg.env, s_cfg.network, "happo", False)
+    with pytest.raises(UserError, match="S has env = 'smax:3m', this run 'smax:2s3z'"):
+        history_config("decoupled", TrainConfig(env="smax:2s3z"), str(env_dir / "shared"))
+    with pytest.raises(UserError, match="S must be a shared-actor run"):
+        history_config("decoupled", TrainConfig(), str(env_dir / "decoupled"))

@@ -1,0 +1,138 @@
+"""Latent-conditioned (best-of-K, COMPASS) training: zero-init equivalence, masking, episode sync, resume."""
+
+from types import SimpleNamespace
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import envs
+from marl.config import NetworkConfig, TrainConfig
+from marl.evaluate import evaluate
+from marl.latent import LatentTrainer, best_of_k, first_episode_mask, first_episode_return
+from marl.networks import init_actor
+from marl.team import Team, team_step, tile
+
+NET = dict(hidden=16, critic_hidden=16)
+
+
+def tiny_config(**kw):
+    base = dict(env="mpe:simple_spread", num_envs=8, rollout_len=26, total_steps=8 * 26 * 4, updates_per_chunk=2,
+                epochs=1, minibatches=2, num_latents=4,
+                network=NetworkConfig(**NET, latent_dim=4, recurrent=False))
+    base.update(kw)
+    return TrainConfig(**base)
+
+
+@pytest.mark.parametrize("recurrent", [False, True])
+def test_zero_init_latent_acts_like_unconditioned(recurrent):
+    env = envs.make("smax:3m")
+    spec, n = env.spec, env.spec.num_agents
+    plain_net = NetworkConfig(**NET, recurrent=recurrent)
+    lat_net = NetworkConfig(**NET, recurrent=recurrent, latent_dim=5)
+    key = jax.random.PRNGKey(3)
+    plain = init_actor(key, spec, plain_net)
+    cond = init_actor(key, spec, lat_net)
+    # same parameters otherwise (flax derives each submodule's init key from its name)
+    cp = dict(cond["params"])
+    assert np.all(np.asarray(cp.pop("latent")["kernel"]) == 0.0)
+    jax.tree.map(np.testing.assert_array_equal, plain["params"], cp)
+    # identical logits for any latent, step by step
+    obs = jax.random.normal(jax.random.PRNGKey(1), (6, n, spec.obs_dim))
+    carry = jax.random.normal(jax.random.PRNGKey(2), (6, n, 16))
+    z = jax.random.uniform(jax.random.PRNGKey(4), (6, n, 5), minval=-1, maxval=1)
+    reset = jnp.zeros((6,), bool)
+    c0, l0 = team_step(spec, plain_net, tile(plain, n), carry, obs, reset)
+    c1, l1 = team_step(spec, lat_net, tile(cond, n), carry, obs, reset, z)
+    np.testing.assert_array_equal(np.asarray(l0), np.asarray(l1))
+    np.testing.assert_array_equal(np.asarray(c0), np.asarray(c1))
+    # and identical whole episodes (sampled actions, common random numbers)
+    t0 = Team(tile(plain, n), spec, plain_net, True)
+    t1 = Team(tile(cond, n), spec, lat_net, True)
+    r0 = evaluate(env, t0, jax.random.PRNGKey(7), 4, greedy=False)
+    r1 = evaluate(env, t1, jax.random.PRNGKey(7), 4, greedy=False, latent=jnp.full((n, 5), 0.7))
+    np.testing.assert_array_equal(np.asarray(r0.returns), np.asarray(r1.returns))
+    # a non-zero latent kernel does change the actor (the test above can fail)
+    cond2 = jax.tree_util.tree_map_with_path(
+        lambda p, x: x + 1.0 if "latent" in jax.tree_util.keystr(p) else x, cond)
+    _, l2 = team_step(spec, lat_net, tile(cond2, n), carry, obs, reset, z)
+    assert not np.allclose(np.asarray(l0), np.asarray(l2))
+
+
+def test_best_of_k_by_hand():
+    scores = jnp.array([[1.0, 3.0, 2.0],
+                        [5.0, 5.0, 1.0],  # tie for the best: none of them trains
+                        [0.0, -1.0, -2.0],
+                        [-4.0, -3.0, -3.0]])  # tie for the best again
+    np.testing.assert_array_equal(np.asarray(best_of_k(scores)),
+                                  [[0, 1, 0], [0, 0, 0], [1, 0, 0], [0, 0, 0]])
+
+
+def test_best_of_k_ties_below_best_are_fine():
+    m = np.asarray(best_of_k(jnp.array([[-4.0, -3.0, -3.5], [2.0, 2.0 + 1e-7, 0.0]])))
+    np.testing.assert_array_equal(m, [[0, 1, 0], [0, 0, 0]])  # 2.0 vs 2.0+1e-7: a float tie
+
+
+def test_first_episode_return_by_hand():
+    # T = 4, E = 3: env 0 ends at t=1 then a new episode; env 1 never ends; env 2 ends at t=3
+    reward = jnp.array([[1.0, 1.0, 2.0], [2.0, 1.0, 2.0], [10.0, 1.0, 2.0], [10.0, 1.0, 2.0]])
+    done = jnp.array([[0, 0, 0], [1, 0, 0], [0, 0, 0], [0, 0, 1]], bool)
+    np.testing.assert_array_equal(np.asarray(first_episode_mask(done)),
+                                  [[1, 1, 1], [1, 1, 1], [0, 1, 1], [0, 1, 1]])
+    np.testing.assert_allclose(np.asarray(first_episode_return(reward, done)), [3.0, 4.0, 8.0])
+
+
+@pytest.fixture(scope="module")
+def trainer():
+    return LatentTrainer(tiny_config())
+
+
+def test_weights_select_argmax_latent_per_instance(trainer):
+    # I = 2 instances x K = 4 latents, T = 3, N = 3; env e = i * K + k
+    T, E, N = 3, 8, 3
+    reward = np.zeros((T, E), np.float32)
+    reward[0] = [1, 4, 2, 3, 5, 5, 0, 1]  # instance 0: latent 1 best; instance 1: tie between 4 and 5
+    reward[2, 2] = 100.0  # after env 2's first episode ended: must not count
+    done = np.zeros((T, E), bool)
+    done[1, 2] = True
+    alive = np.ones((T, E, N), bool)
+    alive[0, 1, 2] = False  # a dead agent never trains
+    tr = SimpleNamespace(reward=jnp.asarray(reward), done=jnp.asarray(done), alive=jnp.asarray(alive))
+    actor_w, critic_w = trainer.weights(tr)
+    expect = np.zeros((T, E, N), np.float32)
+    expect[:, 1, :] = 1.0
+    expect[0, 1, 2] = 0.0
+    np.testing.assert_array_equal(np.asarray(actor_w), expect)
+    np.testing.assert_array_equal(np.asarray(critic_w), alive.astype(np.float32))  # critic trains on all
+
+
+def test_fresh_runner_is_episode_synchronous(trainer):
+    r = trainer.fresh_runner(jax.random.PRNGKey(5), jnp.ones((8, 3, 16)))
+    obs = np.asarray(r.ts.obs).reshape(2, 4, 3, -1)  # [I, K, N, O]
+    np.testing.assert_array_equal(obs[:, :1].repeat(4, 1), obs)  # K copies start from the same state
+    assert not np.allclose(obs[0], obs[1])  # different instances differ
+    z = np.asarray(r.latent)  # [E, N, d]: one latent per copy, shared by the team
+    np.testing.assert_array_equal(z, z[:, :1].repeat(3, 1))
+    assert np.all(np.abs(z) <= 1.0) and len(np.unique(z[:, 0, 0])) == 8
+    assert np.all(np.asarray(r.ts.done)) and np.all(np.asarray(r.carry) == 0)
+
+
+def test_trainer_selects_latent_training_and_resumes_exactly(tmp_path):
+    from marl import checkpoint as ckpt
+    from marl.runs import train_run
+    from marl.trainer import Trainer
+
+    cfg = tiny_config()
+    assert type(Trainer(cfg)) is LatentTrainer
+    assert type(Trainer(tiny_config(num_latents=0))) is Trainer
+    full = train_run(cfg, tmp_path / "full", progress=False)
+    part = train_run(cfg, tmp_path / "part", progress=False, stop_after_chunks=1)
+    train_run(cfg, part, resume=True, progress=False)
+    t, s_full, meta, step = ckpt.load_state(full)
+    _, s_part, _, _ = ckpt.load_state(part)
+    assert isinstance(t, LatentTrainer) and step == 4
+    jax.tree.map(np.testing.assert_array_equal, s_full.actor_params, s_part.actor_params)
+    assert np.any(np.asarray(s_full.actor_params["params"]["latent"]["kernel"]) != 0)  # z is being learned
+    lines = (full / "metrics.jsonl").read_text().splitlines()
+    assert len(lines) == 4 and all('"episodes": [8.0]' in ln for ln in lines)  # one scored episode per env
