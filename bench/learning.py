@@ -15,7 +15,6 @@ import sys
 from pathlib import Path
 
 import jax
-import numpy as np
 import pandas as pd
 
 ROOT = Path(__file__).resolve().parent

@@ -16,7 +16,6 @@ import time
 from pathlib import Path
 
 import jax
-import numpy as np
 
 import envs
 from marl import checkpoint as ckpt

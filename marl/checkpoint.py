@@ -19,7 +19,7 @@ import numpy as np
 
 from envs.base import EnvSpec
 from envs.errors import UserError
-from marl.config import NetworkConfig, TrainConfig
+from marl.config import TrainConfig
 
 CONFIG_FILE = "config.toml"
 METRICS_FILE = "metrics.jsonl"
@@ -184,7 +184,3 @@ def load_team(ref: CheckpointRef | str):
     source = {"run": str(ref.run), "step": step, "seed": ref.seed, "algo": meta["algo"],
               "env_steps": meta["env_steps"], "shared": trainer.shared}
     return team, source
-
-
-def spec_from_meta(meta: dict) -> tuple[EnvSpec, NetworkConfig]:
-    return EnvSpec.from_dict(meta["env_spec"]), NetworkConfig(**meta["network"])

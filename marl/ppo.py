@@ -68,7 +68,8 @@ def normalize(x: jax.Array, mask: jax.Array | None = None, eps: float = 1e-8) ->
 
 
 # -- losses -----------------------------------------------------------------------------------
-def _masked_mean(x, mask):
+def masked_mean(x, mask):
+    """Mean of x over the entries where mask is set (0 if none)."""
     m = mask.astype(x.dtype)
     return (x * m).sum() / jnp.maximum(m.sum(), 1.0)
 
@@ -77,7 +78,7 @@ def clipped_surrogate(logp, old_logp, adv, clip_eps: float, mask, factor=1.0):
     """PPO policy loss, -mean(factor * min(r A, clip(r, 1-eps, 1+eps) A)); factor is HAPPO's M."""
     ratio = jnp.exp(logp - old_logp)
     surr = jnp.minimum(ratio * adv, jnp.clip(ratio, 1.0 - clip_eps, 1.0 + clip_eps) * adv)
-    return -_masked_mean(factor * surr, mask)
+    return -masked_mean(factor * surr, mask)
 
 
 def value_loss(values, old_values, targets, clip_eps: float, mask):
@@ -86,11 +87,8 @@ def value_loss(values, old_values, targets, clip_eps: float, mask):
     if clip_eps > 0:
         clipped = old_values + jnp.clip(values - old_values, -clip_eps, clip_eps)
         err = jnp.maximum(err, (clipped - targets) ** 2)
-    return 0.5 * _masked_mean(err, mask)
+    return 0.5 * masked_mean(err, mask)
 
-
-def masked_mean(x, mask):
-    return _masked_mean(x, mask)
 
 
 # -- value normalisation (running mean/std of targets, debiased EMA as in MAPPO) -----------

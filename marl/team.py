@@ -120,7 +120,3 @@ def team_unroll(spec: EnvSpec, net: NetworkConfig, params, init_carry, obs, rese
     fn = functools.partial(agent_unroll, spec, net)
     return jax.vmap(fn, in_axes=(0, 0, -2, -2, -1, -2), out_axes=-2)(
         params, jnp.arange(spec.num_agents), init_carry, obs, resets_n, latent)
-
-
-def initial_carry(net: NetworkConfig, batch_shape: tuple[int, ...], n: int) -> jax.Array:
-    return jnp.zeros(batch_shape + (n, net.hidden), jnp.float32)

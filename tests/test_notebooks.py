@@ -1,6 +1,5 @@
 """The analysis notebooks run top to bottom on a tiny run."""
 
-import os
 from pathlib import Path
 
 import nbformat
