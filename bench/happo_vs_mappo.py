@@ -8,7 +8,7 @@
         Writes bench/results/happo_throughput.md.
 
     python bench/happo_vs_mappo.py learn [--total-steps 3e6 --seeds 1 ...]
-        Trains HAPPO (and MAPPO unless bench/results/mappo_smax_3m.csv exists) through the ordinary
+        Trains HAPPO (and MAPPO unless bench/results/<--mappo-csv> exists) through the ordinary
         run folders (runs/bench-happo-3m, ...), evaluates the final team greedily (256 episodes), and
         writes bench/results/happo_vs_mappo_smax_3m.{csv,png} (+ happo_learning.md with the numbers).
 """
@@ -119,7 +119,7 @@ def learn(args) -> None:
                   total_steps=int(args.total_steps), num_seeds=args.seeds, seed=args.seed,
                   updates_per_chunk=args.updates_per_chunk, checkpoint_every=args.checkpoint_every,
                   network=NetworkConfig(hidden=args.hidden, critic_hidden=args.hidden))
-    mappo_csv = RESULTS / "mappo_smax_3m.csv"
+    mappo_csv = RESULTS / args.mappo_csv
     algos = [("happo", dict(algo="happo", share_actor=False))]
     if (not mappo_csv.exists() and not args.no_mappo) or args.train_mappo:
         algos.append(("mappo", dict(algo="mappo", share_actor=True)))
@@ -150,7 +150,7 @@ def learn(args) -> None:
                         "config": {k: v for k, v in cfg.to_dict().items() if k != "network"} | {"hidden": args.hidden}}
         print(algo, finals[algo]["greedy_win_rate"], flush=True)
     df = pd.DataFrame(rows)
-    if mappo_csv.exists() and "mappo" not in finals:  # the lead's MAPPO run (JaxMARL SMAX settings)
+    if mappo_csv.exists() and "mappo" not in finals:  # a recorded MAPPO run (bench/learning.py)
         m = pd.read_csv(mappo_csv)
         m["algo"] = "mappo"
         greedy = m[m["kind"] == "greedy eval"]
@@ -219,6 +219,8 @@ def main(argv=None) -> None:
     lr.add_argument("--checkpoint-every", type=int, default=1)
     lr.add_argument("--episodes", type=int, default=256)
     lr.add_argument("--tag", default="", help="run folders are runs/bench-<algo>-3m-<tag>")
+    lr.add_argument("--mappo-csv", default="mappo_smax_3m_e64.csv",
+                    help="the MAPPO learning curve (bench/learning.py output in bench/results) to plot beside HAPPO")
     lr.add_argument("--no-mappo", action="store_true", help="never train MAPPO here (use the lead's CSV)")
     lr.add_argument("--report-only", action="store_true",
                     help="no training: evaluate and plot the latest checkpoints of the bench runs as they stand")

@@ -5,10 +5,12 @@ alpha-by-alpha Python loop. One run, one machine, the same number of parallel ep
 
 (a) K*E environments step with uniformly random *available* actions for ``max_steps`` steps in a
     jitted ``lax.scan`` (no policy): env steps/s = K*E*max_steps / time.
-(b) ``evaluate_interpolation``: the K interpolated teams are built and all K*E episodes run in one
-    jitted, vmapped program. env steps/s = (sum of episode lengths) / time (steps an env takes after
+(b) ``evaluate_interpolation(team_batch=0)``: the K interpolated teams are built and all K*E episodes
+    run in one jitted, vmapped program. env steps/s = (sum of episode lengths) / time (steps an env takes after
     its episode ended, while the batch waits for the longest, are not counted); (b') counts every
     env step the program executes (K*E x the longest episode), as (a) does.
+(b1) ``evaluate_interpolation(team_batch=1)``: the same one program, but the K teams run one after
+    another inside it (``lax.map``), E episodes vmapped each (the memory-bounded mode).
 (c) the same K*E episodes as K separately dispatched calls of one jitted ``evaluate`` (E episodes
     each, the alpha's team built on the host), results fetched after each call as a loop would.
     The per-alpha program has the same shapes for every alpha, so it compiles once; the compile
@@ -79,11 +81,17 @@ def measure(env, a, b, alphas, episodes: int, repeats: int, greedy: bool = False
     t_a = best_time(lambda: jax.block_until_ready(raw(key)), repeats)
     sps_a = p * steps / t_a
     # (b)
-    res = jax.block_until_ready(evaluate_interpolation(env, a, b, alphas, key, episodes, greedy))  # compile
+    res = jax.block_until_ready(evaluate_interpolation(env, a, b, alphas, key, episodes, greedy, 0))  # compile
     n_b = int(np.asarray(res.lengths).sum())
-    t_b = best_time(lambda: jax.block_until_ready(evaluate_interpolation(env, a, b, alphas, key, episodes, greedy)),
+    t_b = best_time(lambda: jax.block_until_ready(evaluate_interpolation(env, a, b, alphas, key, episodes, greedy, 0)),
                     repeats)
     sps_b = n_b / t_b
+    # (b1)
+    res1 = jax.block_until_ready(evaluate_interpolation(env, a, b, alphas, key, episodes, greedy, 1))
+    assert np.array_equal(np.asarray(res1.lengths), np.asarray(res.lengths)), "team_batch changed the episodes"
+    t_b1 = best_time(lambda: jax.block_until_ready(evaluate_interpolation(env, a, b, alphas, key, episodes, greedy, 1)),
+                     repeats)
+    sps_b1 = n_b / t_b1
     # (c)
     one = jax.jit(lambda params, kk: evaluate(env, a.replace_params(params), kk, episodes, greedy))
     stack = interpolate(a.params, b.params, alphas)
@@ -122,9 +130,10 @@ def measure(env, a, b, alphas, episodes: int, repeats: int, greedy: bool = False
     t_d = best_time(step_loop, repeats)
     sps_d = n_d / t_d
     return {"episodes": episodes, "parallel": p, "raw_sps": sps_a, "raw_s": t_a, "barrier_sps": sps_b,
-            "barrier_s": t_b, "loop_sps": sps_c, "loop_s": t_c, "steploop_sps": sps_d, "env_steps": n_b,
+            "barrier_s": t_b, "seq_sps": sps_b1, "seq_s": t_b1, "loop_sps": sps_c, "loop_s": t_c, "steploop_sps": sps_d, "env_steps": n_b,
             "barrier_exec_sps": p * int(np.asarray(res.lengths).max()) / t_b, "mean_length": n_b / p, "max_length": int(np.asarray(res.lengths).max()),
-            "b_over_a": sps_b / sps_a, "b_over_c": sps_b / sps_c, "b_over_d": sps_b / sps_d}
+            "b_over_a": sps_b / sps_a, "b_over_c": sps_b / sps_c, "b_over_d": sps_b / sps_d,
+            "b1_over_a": sps_b1 / sps_a, "b1_over_c": sps_b1 / sps_c}
 
 
 def _step(env, team, params, ts, state, carry, reset, key, episodes, greedy):
@@ -158,9 +167,9 @@ def main(argv=None) -> int:
         r = measure(env, a, b, alphas, e, args.repeats, args.greedy)
         rows.append(r)
         print(f"E={e:4d} parallel={r['parallel']:5d}  (a) raw {r['raw_sps']:10,.0f} steps/s  "
-              f"(b) barrier {r['barrier_sps']:10,.0f} steps/s  (c) loop {r['loop_sps']:10,.0f} steps/s  "
+              f"(b) barrier {r['barrier_sps']:10,.0f} steps/s  (b1) in sequence {r['seq_sps']:10,.0f}  (c) loop {r['loop_sps']:10,.0f} steps/s  "
               f"(d) step loop {r['steploop_sps']:10,.0f}  b/a {r['b_over_a']:.2f}  b/c {r['b_over_c']:.1f}  "
-              f"b/d {r['b_over_d']:.1f}  mean/max length {r['mean_length']:.1f}/{r['max_length']}", flush=True)
+              f"b/d {r['b_over_d']:.1f}  b1/a {r['b1_over_a']:.2f}  b1/c {r['b1_over_c']:.2f}  mean/max length {r['mean_length']:.1f}/{r['max_length']}", flush=True)
     dev = jax.devices()[0]
     lines = [
         "# Barrier-probe throughput (`bench/probe_throughput.py`)", "",
@@ -171,14 +180,16 @@ def main(argv=None) -> int:
         f"{args.env}, {'greedy' if args.greedy else 'sampled'} actions; {len(alphas)} alphas x E episodes = the parallel episodes of every column. "
         f"Best of {args.repeats} timings, compile excluded.", "",
         "| E | parallel episodes | mean / max episode length | (a) raw env steps/s | (b) barrier program steps/s "
-        "| (b') barrier, executed steps/s (incl. finished envs) | (c) per-alpha evaluate loop steps/s | (d) per-alpha Python step loop steps/s "
-        "| (b)/(a) (target >= 0.5) | (b)/(c) (target >= 10) | (b)/(d) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| (b') barrier, executed steps/s (incl. finished envs) | (b1) barrier, teams in sequence steps/s "
+        "| (c) per-alpha evaluate loop steps/s | (d) per-alpha Python step loop steps/s "
+        "| (b)/(a) (target >= 0.5) | (b1)/(a) | (b)/(c) (target >= 10) | (b1)/(c) | (b)/(d) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(f"| {r['episodes']} | {r['parallel']} | {r['mean_length']:.1f} / {r['max_length']} | "
-                     f"{r['raw_sps']:,.0f} | {r['barrier_sps']:,.0f} | {r['barrier_exec_sps']:,.0f} | {r['loop_sps']:,.0f} | {r['steploop_sps']:,.0f} | "
-                     f"{r['b_over_a']:.2f} | {r['b_over_c']:.1f} | {r['b_over_d']:.1f} |")
+                     f"{r['raw_sps']:,.0f} | {r['barrier_sps']:,.0f} | {r['barrier_exec_sps']:,.0f} | {r['seq_sps']:,.0f} | "
+                     f"{r['loop_sps']:,.0f} | {r['steploop_sps']:,.0f} | "
+                     f"{r['b_over_a']:.2f} | {r['b1_over_a']:.2f} | {r['b_over_c']:.2f} | {r['b1_over_c']:.2f} | {r['b_over_d']:.1f} |")
     lines += ["", "How each column is measured: see the module docstring of `bench/probe_throughput.py` "
               "((a) random available actions in a jitted scan over max_steps; (b) one jitted vmapped program "
               "over all alphas x episodes, counting the steps of the episodes; (c) one jitted per-alpha "

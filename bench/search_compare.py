@@ -73,7 +73,7 @@ def load_team(ref):
             raise
     import orbax.checkpoint as ocp
 
-    from marl.trainer import Trainer
+    from marl.trainer import make_trainer
 
     r = ckpt.parse_ref(ref)
     step = ckpt.resolve_step(r)
@@ -82,7 +82,7 @@ def load_team(ref):
         raw = mngr.restore(step, args=ocp.args.Composite(state=ocp.args.StandardRestore()))["state"]
     finally:
         mngr.close()
-    trainer = Trainer(ckpt.load_config(r.run))
+    trainer = make_trainer(ckpt.load_config(r.run))
     actor = jax.tree.map(lambda x: jax.numpy.asarray(x[r.seed]), raw["actor_params"])
     meta = ckpt.read_meta(r.run, step)
     return trainer.team(actor), {"run": str(r.run), "step": step, "seed": r.seed, "env_steps": meta["env_steps"]}

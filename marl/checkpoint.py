@@ -160,13 +160,13 @@ def make_meta(config: TrainConfig, spec: EnvSpec, update: int, parent: dict | No
 
 def load_state(ref: CheckpointRef | str):
     """(trainer, state with a leading seed axis, meta, step) of a checkpoint."""
-    from marl.trainer import Trainer, seed_keys
+    from marl.trainer import make_trainer, seed_keys
 
     ref = parse_ref(ref) if not isinstance(ref, CheckpointRef) else ref
     step = resolve_step(ref)
     meta = read_meta(ref.run, step)
     config = load_config(ref.run)
-    trainer = Trainer(config)
+    trainer = make_trainer(config)
     abstract = jax.eval_shape(trainer.init_seeds, seed_keys(config))
     state = restore_state(ref.run, step, abstract)
     return trainer, state, meta, step

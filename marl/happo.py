@@ -52,7 +52,8 @@ def agent_slice(batch: Batch, i) -> Batch:
     tr = batch.tr
     tr = tr.replace(**{f: take(getattr(tr, f)) for f in _AGENT_FIELDS if getattr(tr, f, None) is not None})
     return Batch(tr=tr, init_carry=jax.lax.dynamic_index_in_dim(batch.init_carry, i, axis=1, keepdims=False),
-                 advantages=take(batch.advantages), targets=take(batch.targets), weight=take(batch.weight))
+                 advantages=take(batch.advantages), targets=take(batch.targets), weight=take(batch.weight),
+                 norm_weight=take(batch.norm_weight))
 
 
 @struct.dataclass
@@ -94,7 +95,7 @@ class HAPPO:
         n = trainer.n
         k_perm, k_agents = jax.random.split(key)
         order = happo_permutation(k_perm, n)  # drawn once per iteration
-        adv = ppo.normalize(batch.advantages, batch.weight)  # once, before the factor
+        adv = batch.actor_advantages()  # once, before the factor
         batch = batch.replace(advantages=adv)
         factor0 = jnp.ones(batch.tr.reward.shape, jnp.float32)  # [T, E]
 

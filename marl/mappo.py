@@ -5,7 +5,6 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from marl import ppo
 from marl.team import team_unroll
 from marl.trainer import Batch, policy_terms, run_minibatches
 
@@ -26,7 +25,7 @@ class MAPPO:
                 tr = mb.tr
                 logits = team_unroll(trainer.spec, trainer.net, p, mb.init_carry, tr.obs, tr.reset, tr.latent,
                                      shared=trainer.shared)
-                adv = ppo.normalize(mb.advantages, mb.weight)
+                adv = mb.actor_advantages()
                 pg, aux = policy_terms(logits, mb, adv, c.clip_eps)
                 return pg - c.ent_coef * aux["entropy"], {"actor_loss": pg, **aux}
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import signal
@@ -16,7 +17,7 @@ from envs.errors import UserError
 from marl import checkpoint as ckpt
 from marl.config import TrainConfig
 from marl.team import tile
-from marl.trainer import METRIC_KEYS, Trainer, TrainState, seed_keys
+from marl.trainer import METRIC_KEYS, Trainer, TrainState, make_trainer, seed_keys
 
 
 class _Stop(Exception):
@@ -50,16 +51,26 @@ def _truncate_metrics(path: Path, last_update: int) -> None:
     path.write_text("".join(ln + "\n" for ln in keep))
 
 
+def with_new_leaves(params: dict, template: dict) -> dict:
+    """``params`` with the leaves it lacks (e.g. a latent kernel) taken from ``template``."""
+    from flax.traverse_util import flatten_dict, unflatten_dict
+
+    return unflatten_dict({**flatten_dict(template), **flatten_dict(params)})
+
+
 def warm_start(trainer: Trainer, state: TrainState, source: str) -> tuple[TrainState, dict]:
     """Copy actor, critic and value-norm statistics from another run's checkpoint into ``state``.
 
-    A shared source actor is tiled into N rows when the new run trains separate actors.
+    A shared source actor is tiled into N rows when the new run trains separate actors. A source
+    without latent input can start a latent-conditioned run (COMPASS starts from a trained policy):
+    the new latent weights stay at their zero init.
     """
     src_trainer, src, meta, step = ckpt.load_state(source)
     ref = ckpt.parse_ref(source)
     if src_trainer.spec != trainer.spec:
         raise UserError(f"cannot start from {ref.run}: it was trained on {src_trainer.spec.name}, this run is {trainer.spec.name}")
-    if src_trainer.net != trainer.net:
+    add_latent = src_trainer.net.latent_dim == 0 and trainer.net.latent_dim > 0
+    if src_trainer.net != (dataclasses.replace(trainer.net, latent_dim=0) if add_latent else trainer.net):
         raise UserError(f"cannot start from {ref.run}: its network config differs ({src_trainer.net} vs {trainer.net})")
     if not src_trainer.shared and trainer.shared:
         raise UserError(f"cannot start a shared-actor run from {ref.run}: it has separate actors")
@@ -75,6 +86,8 @@ def warm_start(trainer: Trainer, state: TrainState, source: str) -> tuple[TrainS
     actor = jax.tree.map(pick, src.actor_params)
     if src_trainer.shared and not trainer.shared:
         actor = jax.vmap(lambda p: tile(p, trainer.n))(actor)
+    if add_latent:  # the new latent weights keep their zero init: the team acts exactly like the source
+        actor = with_new_leaves(actor, state.actor_params)
     actor_opt = jax.vmap(lambda p: trainer.algo.init_opt(trainer, p))(actor)
     state = state.replace(actor_params=actor, actor_opt=actor_opt,
                           critic_params=jax.tree.map(pick, src.critic_params),
@@ -90,7 +103,7 @@ def train_run(config: TrainConfig, out: str | Path, *, resume: bool = False, ini
     ``stop_after_chunks`` stops early as an interruption would (for tests of exact resume).
     """
     out = Path(out)
-    trainer = Trainer(config)
+    trainer = make_trainer(config)
     init = jax.jit(trainer.init_seeds)
     chunk = jax.jit(jax.vmap(trainer.chunk), donate_argnums=0)
     metrics_path = out / ckpt.METRICS_FILE

@@ -44,12 +44,21 @@ class Batch:
     advantages: jax.Array  # [T, E, N] raw GAE advantages
     targets: jax.Array  # [T, E, N] value targets on the critic's (normalised) scale
     weight: jax.Array  # [T, E, N] which samples train the actor and critic (alive, best latent)
+    # [T, E, N] the samples whose advantage mean/std normalise the actor's advantages: all alive ones.
+    # Best-of-K training keeps it there, not on its selected samples: centring advantages over
+    # trajectories picked for their return would push down the late actions of every best one.
+    norm_weight: jax.Array
 
     def select(self, idx: jax.Array) -> "Batch":
         """Minibatch of environments ``idx`` (whole sequences)."""
         t1 = lambda x: jnp.take(x, idx, axis=1)
         return Batch(tr=jax.tree.map(t1, self.tr), init_carry=jnp.take(self.init_carry, idx, axis=0),
-                     advantages=t1(self.advantages), targets=t1(self.targets), weight=t1(self.weight))
+                     advantages=t1(self.advantages), targets=t1(self.targets), weight=t1(self.weight),
+                     norm_weight=t1(self.norm_weight))
+
+    def actor_advantages(self) -> jax.Array:
+        """Advantages normalised over ``norm_weight`` (the one place the actor's advantages are scaled)."""
+        return ppo.normalize(self.advantages, self.norm_weight)
 
 
 def run_minibatches(key, batch: Batch, epochs: int, num_minibatches: int, step_fn, carry):
@@ -88,13 +97,6 @@ class ActorAlgo(Protocol):
 
 class Trainer:
     """Static pieces of a run (env, networks, optimisers) and its pure functions."""
-
-    def __new__(cls, config: TrainConfig, algo: ActorAlgo | None = None):
-        if cls is Trainer and config.num_latents > 0:  # best-of-K latent training (marl/latent.py)
-            from marl.latent import LatentTrainer
-
-            cls = LatentTrainer
-        return super().__new__(cls)
 
     def __init__(self, config: TrainConfig, algo: ActorAlgo | None = None):
         from marl.algos import get_algo
@@ -164,7 +166,7 @@ class Trainer:
             vn = vn.update(targets)
         w = tr.alive.astype(jnp.float32) if weight is None else weight
         batch = Batch(tr=tr, init_carry=state.runner.carry, advantages=adv,
-                      targets=vn.normalize(targets, c.value_norm), weight=w)
+                      targets=vn.normalize(targets, c.value_norm), weight=w, norm_weight=w)
         return batch, vn
 
     def critic_update(self, state: TrainState, batch: Batch, key):
@@ -221,3 +223,13 @@ def seed_keys(config: TrainConfig) -> jax.Array:
     """Seed i's key depends only on (seed, i), not on how many seeds run together."""
     base = jax.random.PRNGKey(config.seed)
     return jax.vmap(lambda i: jax.random.fold_in(base, i))(jnp.arange(config.num_seeds))
+
+
+def make_trainer(config: TrainConfig, algo: ActorAlgo | None = None) -> Trainer:
+    """The trainer a config asks for: ``LatentTrainer`` (best-of-K, marl/latent.py) when
+    ``num_latents > 0``, else ``Trainer``."""
+    if config.num_latents > 0:
+        from marl.latent import LatentTrainer
+
+        return LatentTrainer(config, algo)
+    return Trainer(config, algo)

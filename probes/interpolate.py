@@ -75,45 +75,55 @@ def stack_teams(*teams: Team) -> dict:
 _CACHE: dict = {}
 
 
-def _batch_eval(env: Env, template: Team, num_episodes: int, greedy: bool, mode: str):
-    key = (id(env), template.spec, template.network, num_episodes, greedy, mode)
+def _over_teams(one, params, k, team_batch: int):
+    """one(params_m, k) for every m of params [M, ...]: all vmapped (team_batch 0, the fastest even on a
+    2-core CPU: bench/results/probe_throughput.md) or ``team_batch`` at a time in a ``lax.map`` inside
+    the same program (bounds memory when M x episodes is large)."""
+    if team_batch <= 0:
+        return jax.vmap(one, in_axes=(0, None))(params, k)
+    return jax.lax.map(lambda p: one(p, k), params, batch_size=team_batch if team_batch > 1 else None)
+
+
+def _batch_eval(env: Env, template: Team, num_episodes: int, greedy: bool, mode: str, team_batch: int):
+    team_batch = int(team_batch)
+    key = (id(env), template.spec, template.network, num_episodes, greedy, mode, team_batch)
     if key not in _CACHE:
         def one(params, k):
             return evaluate(env, template.replace_params(params), k, num_episodes, greedy)
 
         if mode == "rows":
             def fn(source, idx, k):  # source [R, ...], idx [M, N] -> rows source[idx] [M, N, ...]
-                params = jax.tree.map(lambda x: x[idx], source)
-                return jax.vmap(one, in_axes=(0, None))(params, k)
+                return _over_teams(one, jax.tree.map(lambda x: x[idx], source), k, team_batch)
         elif mode == "lerp":
             def fn(params_a, params_b, alphas, k):  # the K interpolated teams are built in the program
-                return jax.vmap(one, in_axes=(0, None))(interpolate(params_a, params_b, alphas), k)
+                return _over_teams(one, interpolate(params_a, params_b, alphas), k, team_batch)
         else:
             def fn(params, k):  # params [M, N, ...]
-                return jax.vmap(one, in_axes=(0, None))(params, k)
+                return _over_teams(one, params, k, team_batch)
         _CACHE[key] = (jax.jit(fn), env)  # keep env alive so its id is not reused
     return _CACHE[key][0]
 
 
 def evaluate_stack(env: Env, template: Team, params, key: jax.Array, num_episodes: int,
-                   greedy: bool = True) -> EvalResult:
+                   greedy: bool = True, team_batch: int = 0) -> EvalResult:
     """Evaluate M teams params [M, N, ...] on the same ``num_episodes`` episodes (one program).
 
-    Returns EvalResult with fields [M, E]. ``template`` supplies spec and network.
+    Returns EvalResult with fields [M, E]. ``template`` supplies spec and network. ``team_batch``:
+    teams vmapped side by side (0: all); results do not depend on it.
     """
-    return _batch_eval(env, template, num_episodes, greedy, "stack")(params, key)
+    return _batch_eval(env, template, num_episodes, greedy, "stack", team_batch)(params, key)
 
 
 def evaluate_rows(env: Env, template: Team, source, idx, key: jax.Array, num_episodes: int,
-                  greedy: bool = True) -> EvalResult:
+                  greedy: bool = True, team_batch: int = 0) -> EvalResult:
     """Evaluate the teams ``source[idx[m]]`` (source leaves [R, ...], idx [M, N] int) in one program."""
     idx = jnp.asarray(np.asarray(idx, np.int32))
-    return _batch_eval(env, template, num_episodes, greedy, "rows")(source, idx, key)
+    return _batch_eval(env, template, num_episodes, greedy, "rows", team_batch)(source, idx, key)
 
 
 def evaluate_interpolation(env: Env, team_a: Team, team_b: Team, alphas, key: jax.Array,
-                           num_episodes: int, greedy: bool = True) -> EvalResult:
+                           num_episodes: int, greedy: bool = True, team_batch: int = 0) -> EvalResult:
     """Evaluate theta(alpha) for every alpha on the same episodes: fields [K, E]."""
     check_compatible(team_a, team_b)
-    fn = _batch_eval(env, team_a, num_episodes, greedy, "lerp")
+    fn = _batch_eval(env, team_a, num_episodes, greedy, "lerp", team_batch)
     return fn(team_a.params, team_b.params, jnp.asarray(alphas, jnp.float32), key)

@@ -121,11 +121,11 @@ def test_fresh_runner_is_episode_synchronous(trainer):
 def test_trainer_selects_latent_training_and_resumes_exactly(tmp_path):
     from marl import checkpoint as ckpt
     from marl.runs import train_run
-    from marl.trainer import Trainer
+    from marl.trainer import Trainer, make_trainer
 
     cfg = tiny_config()
-    assert type(Trainer(cfg)) is LatentTrainer
-    assert type(Trainer(tiny_config(num_latents=0))) is Trainer
+    assert type(make_trainer(cfg)) is LatentTrainer
+    assert type(make_trainer(tiny_config(num_latents=0))) is Trainer
     full = train_run(cfg, tmp_path / "full", progress=False)
     part = train_run(cfg, tmp_path / "part", progress=False, stop_after_chunks=1)
     train_run(cfg, part, resume=True, progress=False)
@@ -136,3 +136,55 @@ def test_trainer_selects_latent_training_and_resumes_exactly(tmp_path):
     assert np.any(np.asarray(s_full.actor_params["params"]["latent"]["kernel"]) != 0)  # z is being learned
     lines = (full / "metrics.jsonl").read_text().splitlines()
     assert len(lines) == 4 and all('"episodes": [8.0]' in ln for ln in lines)  # one scored episode per env
+
+
+def test_latent_run_warm_starts_from_a_plain_run(tmp_path):
+    """COMPASS starts from a trained policy: --init-from a run without latents keeps z's weights at 0."""
+    from marl import checkpoint as ckpt
+    from marl.runs import train_run, warm_start
+    from marl.trainer import seed_keys
+
+    plain_cfg = tiny_config(num_latents=0, total_steps=8 * 26, network=NetworkConfig(**NET, recurrent=False))
+    src = train_run(plain_cfg, tmp_path / "plain", progress=False)
+    cfg = tiny_config(total_steps=8 * 26)
+    t = LatentTrainer(cfg)
+    state, parent = warm_start(t, t.init_seeds(seed_keys(cfg)), str(src))
+    _, s_src, _, step = ckpt.load_state(src)
+    assert parent == {"run": str(src), "step": step, "seed": None}
+    p = dict(state.actor_params["params"])
+    np.testing.assert_array_equal(np.asarray(p.pop("latent")["kernel"]), 0.0)
+    jax.tree.map(np.testing.assert_array_equal, s_src.actor_params["params"], p)
+    jax.tree.map(np.testing.assert_array_equal, s_src.critic_params, state.critic_params)
+    with pytest.raises(Exception, match="network config differs"):  # other shapes still refuse
+        warm_start(LatentTrainer(tiny_config(network=NetworkConfig(hidden=8, critic_hidden=16, latent_dim=4,
+                                                                    recurrent=False))), state, str(src))
+
+
+def test_best_of_k_normalises_advantages_over_all_samples():
+    """The actor trains on the best copies only, but their advantages are scaled by the statistics of
+    every alive sample: centring them over trajectories picked for high return would push down the
+    late actions of each best trajectory (the bug that made best-of-K training diverge)."""
+    captured = {}
+
+    class Capture:
+        name = "capture"
+
+        def init_opt(self, trainer, params):
+            return trainer.actor_tx.init(params)
+
+        def update(self, trainer, state, batch, key):
+            captured["batch"] = batch
+            z = jnp.zeros(())
+            return state.actor_params, state.actor_opt, dict(actor_loss=z, entropy=z, approx_kl=z, clip_frac=z)
+
+    t = LatentTrainer(tiny_config(), algo=Capture())
+    t.update(t.init(jax.random.PRNGKey(0)))
+    b = captured["batch"]
+    alive = np.asarray(b.tr.alive, np.float64)
+    np.testing.assert_array_equal(np.asarray(b.norm_weight), alive)
+    w = np.asarray(b.weight)
+    assert 0 < w.sum() < alive.sum()  # only the best copies train the actor
+    adv = np.broadcast_to(np.asarray(b.actor_advantages(), np.float64), alive.shape)
+    raw = np.broadcast_to(np.asarray(b.advantages, np.float64), alive.shape)
+    ref = (raw - raw[alive > 0].mean()) / raw[alive > 0].std()
+    np.testing.assert_allclose(adv, ref, rtol=1e-4, atol=1e-4)

@@ -82,6 +82,20 @@ def test_batched_endpoints_equal_direct_evaluation(env, teams, barrier_ab):
     assert r["mean"][-1] == pytest.approx(rb.mean(), abs=1e-6)
 
 
+def test_team_batch_does_not_change_results(env, teams):
+    """All teams vmapped (0), one at a time (1) and in batches of 2 with a remainder give the same episodes."""
+    from probes.interpolate import evaluate_interpolation
+
+    a, b, _ = teams
+    alphas = np.array([0.0, 0.5, 1.0])
+    res = [jax.device_get(evaluate_interpolation(env, a, b, alphas, jax.random.PRNGKey(3), 8, False, tb)) for tb in (0, 1, 2)]
+    assert res[0].returns.shape == (3, 8)
+    for r in res[1:]:
+        np.testing.assert_array_equal(r.lengths, res[0].lengths)
+        np.testing.assert_array_equal(r.won, res[0].won)
+        np.testing.assert_allclose(r.returns, res[0].returns, rtol=1e-5, atol=1e-5)
+
+
 # -- barrier ---------------------------------------------------------------------------------------
 def test_barrier_formula_hand_computed():
     alphas = np.array([0, 0.25, 0.5, 0.75, 1.0])
