@@ -52,8 +52,7 @@ def agent_slice(batch: Batch, i) -> Batch:
     tr = batch.tr
     tr = tr.replace(**{f: take(getattr(tr, f)) for f in _AGENT_FIELDS if getattr(tr, f, None) is not None})
     return Batch(tr=tr, init_carry=jax.lax.dynamic_index_in_dim(batch.init_carry, i, axis=1, keepdims=False),
-                 advantages=take(batch.advantages), targets=take(batch.targets), weight=take(batch.weight),
-                 norm_weight=take(batch.norm_weight))
+                 advantages=take(batch.advantages), targets=take(batch.targets), weight=take(batch.weight))
 
 
 @struct.dataclass

@@ -14,7 +14,7 @@ episode ended (the env auto-resets; those samples are valid on-policy data for V
 instance, so they never train the actor).
 
 The actor's advantages are normalised with the mean and std of every alive sample
-(``Batch.norm_weight``), not of the selected ones: centring them over trajectories chosen for their
+(``Batch.actor_advantages``), not of the selected ones: centring them over trajectories chosen for their
 return gives the early steps of each best trajectory positive and its late steps negative advantages,
 and training then unlearns what good trajectories do at the end (on mpe:simple_spread:8 the mean
 return fell from -332 to -640 in 330k steps that way; normalised over all samples it stays level).

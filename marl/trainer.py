@@ -44,21 +44,18 @@ class Batch:
     advantages: jax.Array  # [T, E, N] raw GAE advantages
     targets: jax.Array  # [T, E, N] value targets on the critic's (normalised) scale
     weight: jax.Array  # [T, E, N] which samples train the actor and critic (alive, best latent)
-    # [T, E, N] the samples whose advantage mean/std normalise the actor's advantages: all alive ones.
-    # Best-of-K training keeps it there, not on its selected samples: centring advantages over
-    # trajectories picked for their return would push down the late actions of every best one.
-    norm_weight: jax.Array
 
     def select(self, idx: jax.Array) -> "Batch":
         """Minibatch of environments ``idx`` (whole sequences)."""
         t1 = lambda x: jnp.take(x, idx, axis=1)
         return Batch(tr=jax.tree.map(t1, self.tr), init_carry=jnp.take(self.init_carry, idx, axis=0),
-                     advantages=t1(self.advantages), targets=t1(self.targets), weight=t1(self.weight),
-                     norm_weight=t1(self.norm_weight))
+                     advantages=t1(self.advantages), targets=t1(self.targets), weight=t1(self.weight))
 
     def actor_advantages(self) -> jax.Array:
-        """Advantages normalised over ``norm_weight`` (the one place the actor's advantages are scaled)."""
-        return ppo.normalize(self.advantages, self.norm_weight)
+        """Advantages normalised over every alive sample, whatever ``weight`` selects (the one place the
+        actor's advantages are scaled). Best-of-K training must not centre them over its selected
+        samples: over trajectories picked for their return that pushes down the late actions of each."""
+        return ppo.normalize(self.advantages, self.tr.alive)
 
 
 def run_minibatches(key, batch: Batch, epochs: int, num_minibatches: int, step_fn, carry):
@@ -166,7 +163,7 @@ class Trainer:
             vn = vn.update(targets)
         w = tr.alive.astype(jnp.float32) if weight is None else weight
         batch = Batch(tr=tr, init_carry=state.runner.carry, advantages=adv,
-                      targets=vn.normalize(targets, c.value_norm), weight=w, norm_weight=w)
+                      targets=vn.normalize(targets, c.value_norm), weight=w)
         return batch, vn
 
     def critic_update(self, state: TrainState, batch: Batch, key):
