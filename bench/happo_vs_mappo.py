@@ -32,6 +32,7 @@ sys.path.insert(0, str(ROOT))
 from marl.config import NetworkConfig, TrainConfig  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
+DEFAULT_NAME = "happo_vs_mappo_smax_3m"
 
 JAXMARL_SMAX = dict(env="smax:3m", num_envs=128, rollout_len=128, epochs=4, minibatches=4, lr=2e-3,
                     max_grad_norm=0.25, ent_coef=0.0, network=NetworkConfig(hidden=128, critic_hidden=128))
@@ -89,12 +90,12 @@ def throughput(args) -> None:
     (RESULTS / args.out_name).write_text(text)
 
 
-def _curve(run: Path, algo: str) -> list[dict]:
+def _curve(run: Path, algo: str, seed0: int = 0) -> list[dict]:
     rows = []
     for ln in (run / "metrics.jsonl").read_text().splitlines():
         d = json.loads(ln)
         for s, (ret, win) in enumerate(zip(d["return"], d["win_rate"])):
-            rows.append({"algo": algo, "kind": "training (sampled)", "seed": s, "env_steps": d["env_steps"],
+            rows.append({"algo": algo, "kind": "training (sampled)", "seed": seed0 + s, "env_steps": d["env_steps"],
                          "return": ret, "win_rate": win})
     return rows
 
@@ -107,6 +108,31 @@ def _greedy_eval(run: Path, episodes: int) -> list[float]:
     fn = jax.jit(jax.vmap(lambda p, k: evaluate(trainer.env, trainer.team(p), k, episodes, True), in_axes=(0, None)))
     res = jax.device_get(fn(state.actor_params, jax.random.PRNGKey(12345)))
     return [float(np.mean(w)) for w in np.asarray(res.won, np.float64)]
+
+
+def _other_seeds(args, cfg, final: dict) -> list[dict]:
+    """Curves and greedy evaluations of the finished HAPPO runs named by ``--also`` (other seeds of
+    the same settings) join the report; their win rates are appended to ``final``."""
+    from marl import checkpoint as ckpt
+
+    rows = []
+    same = lambda c: {k: v for k, v in c.to_dict().items() if k not in ("seed", "num_seeds", "checkpoint_every")}
+    for tag in args.also:
+        run = ROOT / "runs" / f"bench-happo-3m-{tag}"
+        other = ckpt.load_config(run)
+        if same(other) != same(cfg):
+            raise SystemExit(f"--also {tag}: {run} was trained with other settings than this run; "
+                             f"only other seeds of the same settings can be pooled")
+        step = ckpt.steps(run)[-1]
+        wins = _greedy_eval(run, args.episodes)
+        rows += _curve(run, "happo", other.seed)
+        rows += [{"algo": "happo", "kind": "greedy eval", "seed": other.seed + i,
+                  "env_steps": step * other.steps_per_update, "return": None, "win_rate": w}
+                 for i, w in enumerate(wins)]
+        final["greedy_win_rate"] += wins
+        final.setdefault("pooled_runs", []).append(str(run.relative_to(ROOT)))
+        print(f"happo ({tag})", wins, flush=True)
+    return rows
 
 
 def learn(args) -> None:
@@ -139,16 +165,18 @@ def learn(args) -> None:
                 continue
         elif not done:
             train_run(cfg, run, resume=resume, progress=False)
-        rows += _curve(run, algo)
+        rows += _curve(run, algo, cfg.seed)
         step = ckpt.steps(run)[-1]
         wins = _greedy_eval(run, args.episodes)
-        rows += [{"algo": algo, "kind": "greedy eval", "seed": i, "env_steps": step * cfg.steps_per_update,
+        rows += [{"algo": algo, "kind": "greedy eval", "seed": cfg.seed + i, "env_steps": step * cfg.steps_per_update,
                   "return": None, "win_rate": w} for i, w in enumerate(wins)]
         finals[algo] = {"greedy_win_rate": wins, "episodes": args.episodes, "train_seconds": round(time.time() - t0),
                         "run": str(run.relative_to(ROOT)), "final_update": step,
                         "final_env_steps": step * cfg.steps_per_update,
                         "config": {k: v for k, v in cfg.to_dict().items() if k != "network"} | {"hidden": args.hidden}}
         print(algo, finals[algo]["greedy_win_rate"], flush=True)
+        if algo == "happo":
+            rows += _other_seeds(args, cfg, finals["happo"])
     df = pd.DataFrame(rows)
     if mappo_csv.exists() and "mappo" not in finals:  # a recorded MAPPO run (bench/learning.py)
         m = pd.read_csv(mappo_csv)
@@ -160,9 +188,10 @@ def learn(args) -> None:
                            "final_env_steps": int(last["env_steps"].max())}
         df = pd.concat([df, m[[c for c in df.columns if c in m.columns]]], ignore_index=True)
     RESULTS.mkdir(parents=True, exist_ok=True)
-    df.to_csv(RESULTS / "happo_vs_mappo_smax_3m.csv", index=False)
-    _plot(df, RESULTS / "happo_vs_mappo_smax_3m.png", finals)
-    (RESULTS / "happo_learning.json").write_text(json.dumps(finals, indent=2))
+    df.to_csv(RESULTS / f"{args.name}.csv", index=False)
+    _plot(df, RESULTS / f"{args.name}.png", finals)
+    json_name = "happo_learning.json" if args.name == DEFAULT_NAME else f"{args.name}.json"
+    (RESULTS / json_name).write_text(json.dumps(finals, indent=2))
     print(json.dumps(finals, indent=2))
 
 
@@ -186,7 +215,7 @@ def _plot(df, path: Path, finals: dict) -> None:
                             ax=ax, legend=False)
         ax.set_xlabel("env steps")
         ax.set_ylabel("win rate (train, sampled; * greedy)" if metric == "win_rate" else "return (train, sampled)")
-    title = "smax:3m; final greedy win rate (256 episodes): " + ", ".join(
+    title = "smax:3m; final greedy win rate (mean over seeds, 256 episodes each): " + ", ".join(
         f"{a} {np.mean(f['greedy_win_rate']):.2f}" for a, f in finals.items())
     fig.suptitle(title)
     fig.tight_layout()
@@ -219,6 +248,10 @@ def main(argv=None) -> None:
     lr.add_argument("--checkpoint-every", type=int, default=1)
     lr.add_argument("--episodes", type=int, default=256)
     lr.add_argument("--tag", default="", help="run folders are runs/bench-<algo>-3m-<tag>")
+    lr.add_argument("--name", default=DEFAULT_NAME,
+                    help="output stem in bench/results: NAME.csv, NAME.png (and NAME.json unless the default)")
+    lr.add_argument("--also", nargs="*", default=[], metavar="TAG",
+                    help="finished HAPPO runs (runs/bench-happo-3m-TAG: other seeds, same settings) to pool in the report")
     lr.add_argument("--mappo-csv", default="mappo_smax_3m_e64.csv",
                     help="the MAPPO learning curve (bench/learning.py output in bench/results) to plot beside HAPPO")
     lr.add_argument("--no-mappo", action="store_true", help="never train MAPPO here (use the lead's CSV)")

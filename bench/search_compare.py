@@ -96,6 +96,8 @@ def main():
     ap.add_argument("--budget", type=int, default=256)
     ap.add_argument("--methods", nargs="+", default=list(METHODS))
     ap.add_argument("--reeval", type=int, default=16)
+    ap.add_argument("--repeats", type=int, default=1, help="episodes per latent candidate (noisy envs)")
+    ap.add_argument("--population", type=int, default=16)
     ap.add_argument("--cost", action="store_true")
     ap.add_argument("--cost-methods", nargs="+", default=["random-shared", "cmaes-shared", "sep-cmaes-per-agent"])
     a = ap.parse_args()
@@ -105,9 +107,11 @@ def main():
     print(f"{a.label}: {team.spec.name} N={team.num_agents} d={team.network.latent_dim} from {source['run']} "
           f"@ {source['step']} ({source['env_steps']} env steps); {a.instances} instances, B={a.budget}")
     t0 = time.time()
-    res = search_methods(env, team, a.methods, a.instances, a.budget, reeval_episodes=a.reeval)
+    res = search_methods(env, team, a.methods, a.instances, a.budget, pop=a.population, reeval_episodes=a.reeval,
+                         repeats=a.repeats)
     s = summarize(res)
     s.update(run=source, env=team.spec.name, instances=a.instances, budget=a.budget, reeval_episodes=a.reeval,
+             repeats=a.repeats, population=a.population,
              wall_s=time.time() - t0)
     if a.cost:
         c = cost(env, team, a.instances, a.budget, 16, a.cost_methods)

@@ -140,7 +140,7 @@ FitnessFn = Callable  # (cands [I, P, R, d], episode_keys [I, P, 2]) -> returns 
 @jax.tree_util.register_pytree_node_class
 @dataclasses.dataclass
 class SearchResult:
-    returns: jax.Array  # [I, G * P] return of every evaluated candidate, in evaluation order
+    returns: jax.Array  # [I, G * P * m] each episode's candidate score (mean of its m episodes), in order
     best_return: jax.Array  # [I] best return seen
     best_latent: jax.Array  # [I, R, d] the (clipped) latent that achieved it
 
@@ -152,22 +152,27 @@ class SearchResult:
         return cls(*children)
 
     def curve(self) -> jax.Array:
-        """[I, G * P] best return seen after b = 1.. evaluated episodes."""
+        """[I, G * P * m] best candidate score seen after b = 1.. evaluated episodes."""
         return jax.lax.cummax(self.returns, axis=1)
 
 
 def run_search(strategy: Strategy, fitness: FitnessFn, key: jax.Array, num_instances: int,
-               budget: int) -> SearchResult:
-    """Spend ``budget`` evaluations per instance in generations of ``strategy.pop`` (pure, jittable).
+               budget: int, repeats: int = 1) -> SearchResult:
+    """Spend ``budget`` episodes per instance in generations of ``strategy.pop`` candidates, each
+    scored on the mean of ``repeats`` episodes (pure, jittable; ``budget // (pop * repeats)``
+    generations).
 
-    ``fitness`` scores all instances x candidates of a generation in one call: it is where the
-    episodes run (``episode_fitness``) or an injected test function.
+    ``fitness`` scores all instances x candidates of a generation on one episode key each, in one
+    call: it is where the episodes run (``episode_fitness``) or an injected test function. With
+    ``repeats`` m > 1 it is vmapped over m keys and averaged; under common noise every candidate of
+    an instance is scored on the same m keys, so candidates are compared on identical noise.
     """
     pop = strategy.pop
-    gens = max(1, budget // pop)
+    gens = max(1, budget // (pop * repeats))
     k_init, k_loop, k_noise = jax.random.split(key, 3)
     state = jax.vmap(strategy.init)(jax.random.split(k_init, num_instances))
-    common = jax.random.split(k_noise, num_instances)  # [I, 2] one episode key per instance
+    common = jax.random.split(k_noise, num_instances * repeats).reshape(num_instances, repeats, -1)  # [I, m, 2]
+    mean_fitness = jax.vmap(fitness, in_axes=(None, 2))  # keys [I, P, m, 2] -> returns [m, I, P]
 
     def generation(carry, g):
         state, best, best_z = carry
@@ -177,9 +182,9 @@ def run_search(strategy: Strategy, fitness: FitnessFn, key: jax.Array, num_insta
         if strategy.common_noise:
             ep_keys = jnp.broadcast_to(common[:, None], (num_instances, pop) + common.shape[1:])
         else:
-            ep_keys = jax.random.split(jax.random.fold_in(k_noise, g), num_instances * pop).reshape(
-                num_instances, pop, -1)
-        ret = fitness(z, ep_keys)  # [I, P]
+            ep_keys = jax.random.split(jax.random.fold_in(k_noise, g), num_instances * pop * repeats).reshape(
+                num_instances, pop, repeats, -1)
+        ret = mean_fitness(z, ep_keys).mean(axis=0)  # [I, P]
         state = jax.vmap(strategy.tell)(cands, ret, state)
         j = jnp.argmax(ret, axis=1)
         gen_best = jnp.take_along_axis(ret, j[:, None], axis=1)[:, 0]
@@ -191,7 +196,7 @@ def run_search(strategy: Strategy, fitness: FitnessFn, key: jax.Array, num_insta
 
     init = (state, jnp.full((num_instances,), -jnp.inf), jnp.zeros((num_instances, strategy.rows, strategy.dim)))
     (_, best, best_z), rets = jax.lax.scan(generation, init, jnp.arange(gens))
-    returns = jnp.swapaxes(rets, 0, 1).reshape(num_instances, gens * pop)
+    returns = jnp.repeat(jnp.swapaxes(rets, 0, 1).reshape(num_instances, gens * pop), repeats, axis=1)
     return SearchResult(returns=returns, best_return=best, best_latent=best_z)
 
 
@@ -238,13 +243,18 @@ def check_latent_team(team: Team, run: str = "the run") -> None:
 
 
 def search_methods(env: Env, team: Team, methods, num_instances: int, budget: int, seed: int = 0,
-                   pop: int = 16, sigma: float = 0.5, reeval_episodes: int = 16, log=print) -> dict:
-    """Run each method on the same instances; returns per-method arrays and timings (host numbers)."""
+                   pop: int = 16, sigma: float = 0.5, reeval_episodes: int = 16, repeats: int = 1,
+                   log=print) -> dict:
+    """Run each method on the same instances; returns per-method arrays and timings (host numbers).
+
+    ``repeats``: episodes per latent candidate (its score is their mean), for stochastic envs such
+    as SMAX where one episode is a noisy score; ``zero-shot`` and ``sampling`` always use 1.
+    """
     check_latent_team(team)
-    if budget < pop:
-        raise UserError(f"--budget ({budget}) must be at least the population size ({pop})")
-    if budget % pop:
-        raise UserError(f"--budget ({budget}) must be a multiple of the population size ({pop})")
+    if repeats < 1:
+        raise UserError(f"--repeats must be >= 1, got {repeats}")
+    if budget < pop * repeats or budget % (pop * repeats):
+        raise UserError(f"--budget ({budget}) must be a multiple of population x repeats ({pop} x {repeats})")
     d, n = team.network.latent_dim, team.spec.num_agents
     base = jax.random.PRNGKey(seed)
     instance_keys = jax.random.split(jax.random.fold_in(base, 0), num_instances)
@@ -254,9 +264,10 @@ def search_methods(env: Env, team: Team, methods, num_instances: int, budget: in
     for method in methods:
         strat = make_strategy(method, n, d, pop, sigma)
         b = 1 if method == "zero-shot" else budget
+        m = repeats if method not in ("zero-shot", "sampling") else 1
         # team params and keys are arguments, not closed-over constants (XLA would constant-fold them)
-        prog = jax.jit(lambda params, ik, k, s=strat, b=b: run_search(
-            s, episode_fitness(env, team.replace(params=params), ik, s.greedy), k, num_instances, b))
+        prog = jax.jit(lambda params, ik, k, s=strat, b=b, m=m: run_search(
+            s, episode_fitness(env, team.replace(params=params), ik, s.greedy), k, num_instances, b, m))
         t0 = time.time()
         compiled = prog.lower(team.params, instance_keys, k_search).compile()
         t1 = time.time()

@@ -16,6 +16,8 @@ def add_parser(subparsers) -> None:
                    help=f"subset of: {', '.join(METHODS)}")
     p.add_argument("--population", type=int, default=16, help="candidates per generation")
     p.add_argument("--sigma", type=float, default=0.5, help="initial CMA-ES step size (latent box is [-1, 1])")
+    p.add_argument("--repeats", type=int, default=1,
+                   help="episodes per latent candidate, averaged (for stochastic envs such as SMAX)")
     p.add_argument("--reeval", type=int, default=16, help="fresh episodes to re-evaluate each best latent")
     p.add_argument("--seed", type=int, default=0, help="picks the instances and the search noise")
     p.add_argument("--out", required=True, help="folder for summary.json, curves.csv, curves.png, table.txt")
@@ -29,7 +31,7 @@ def run_cmd(args) -> int:
     bad = [m for m in args.methods if m not in METHODS]
     if bad:
         raise UserError(f"unknown search method {bad[0]!r}; choose from {', '.join(METHODS)}")
-    for name in ("instances", "budget", "population", "reeval"):
+    for name in ("instances", "budget", "population", "reeval", "repeats"):
         if getattr(args, name) < 1:
             raise UserError(f"--{name} must be >= 1, got {getattr(args, name)}")
     if args.sigma <= 0:
@@ -47,10 +49,11 @@ def run_cmd(args) -> int:
     print(f"search {source['run']} @ update {source['step']} ({team.spec.name}, N={team.num_agents}, "
           f"d={team.network.latent_dim}): {args.instances} instances, budget {args.budget}")
     results = search_methods(env, team, args.methods, args.instances, args.budget, seed=args.seed,
-                             pop=args.population, sigma=args.sigma, reeval_episodes=args.reeval)
+                             pop=args.population, sigma=args.sigma, reeval_episodes=args.reeval,
+                             repeats=args.repeats)
     summary = summarize(results)
     summary.update(run=source, instances=args.instances, budget=args.budget, population=args.population,
-                   sigma=args.sigma, reeval_episodes=args.reeval, seed=args.seed)
+                   sigma=args.sigma, reeval_episodes=args.reeval, repeats=args.repeats, seed=args.seed)
     write_outputs(summary, args.out, title=f"{team.spec.name}: latent search ({args.instances} instances)")
     print(table(summary))
     print(f"wrote {args.out}/summary.json, curves.csv, curves.png, table.txt")

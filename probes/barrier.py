@@ -70,14 +70,15 @@ def barrier_stats(x, alphas, num_boot: int = stats.DEFAULT_BOOT, confidence: flo
 
 
 def barrier_probe(env: Env, team_a: Team, team_b: Team, alphas, key: jax.Array, num_episodes: int,
-                  greedy: bool = True, num_boot: int = stats.DEFAULT_BOOT, seed: int = 0) -> dict:
+                  greedy: bool = True, num_boot: int = stats.DEFAULT_BOOT, seed: int = 0, team_batch: int = 0) -> dict:
     """Evaluate theta(alpha) for every alpha over the same episodes (one program) -> barrier report.
+    ``team_batch`` > 0 evaluates that many alphas at a time inside the program (bounds memory).
 
     Returns {"alphas", "episodes", "return": barrier_stats, "win_rate": barrier_stats (SMAX only),
     "length": mean length per alpha}.
     """
     alphas = np.asarray(alphas, np.float64)
-    res = jax.device_get(evaluate_interpolation(env, team_a, team_b, alphas, key, num_episodes, greedy))
+    res = jax.device_get(evaluate_interpolation(env, team_a, team_b, alphas, key, num_episodes, greedy, team_batch))
     out = {"alphas": alphas.tolist(), "episodes": num_episodes, "greedy": greedy,
            "return": barrier_stats(res.returns, alphas, num_boot, seed=seed),
            "length": np.asarray(res.lengths, np.float64).mean(-1).tolist()}

@@ -9,14 +9,15 @@ def _cmd_barrier(args) -> int:
 
     grid = parse_alphas(args.alphas)
     probe_barrier(args.run_a, args.run_b, args.out, grid, args.episodes, args.align, not args.sample,
-                  args.boot, args.eval_seed)
+                  args.boot, args.eval_seed, team_batch=args.team_batch)
     return 0
 
 
 def _cmd_teams(args) -> int:
     from probes.pipeline import probe_teams
 
-    probe_teams(args.run_a, args.run_b, args.out, args.episodes, not args.sample, args.boot, args.eval_seed)
+    probe_teams(args.run_a, args.run_b, args.out, args.episodes, not args.sample, args.boot, args.eval_seed,
+                team_batch=args.team_batch)
     return 0
 
 
@@ -41,6 +42,8 @@ def add_parser(subparsers) -> None:
             g.add_argument("--sample", action="store_true", help="sample actions from the policy")
             q.add_argument("--boot", type=int, default=2000, help="bootstrap resamples")
             q.add_argument("--eval-seed", type=int, default=12345, help="episode key (common to all teams)")
+            q.add_argument("--team-batch", type=int, default=0, metavar="K",
+                           help="evaluate K teams at a time inside the program to bound memory (0: all at once)")
 
     b = sub.add_parser("barrier", help="return along theta(alpha) = (1-alpha) A + alpha B, and the barrier")
     b.add_argument("run_a", metavar="RUN_A", help=ref)

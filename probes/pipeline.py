@@ -42,9 +42,11 @@ def _write_csv(path: Path, rows: list[dict]) -> None:
         w.writerows(rows)
 
 
-def _check_episodes(episodes: int) -> None:
+def _check_episodes(episodes: int, team_batch: int = 0) -> None:
     if episodes < 2:
         raise UserError(f"--episodes must be >= 2 (a bootstrap needs two episodes), got {episodes}")
+    if team_batch < 0:
+        raise UserError(f"--team-batch must be >= 0 (0 evaluates all teams at once), got {team_batch}")
 
 
 def _load_pair(ref_a: str, ref_b: str):
@@ -60,20 +62,20 @@ def _fmt_ci(v, ci) -> str:
 
 def probe_barrier(ref_a: str, ref_b: str, out: str | Path, alphas=21, episodes: int = 256, align: bool = False,
                   greedy: bool = True, num_boot: int = stats.DEFAULT_BOOT, eval_seed: int = 12345,
-                  quiet: bool = False, command: str | None = None) -> dict:
+                  quiet: bool = False, command: str | None = None, team_batch: int = 0) -> dict:
     """Barrier between two checkpoints (and between A and permutation-aligned B with ``align``)."""
     grid = alpha_grid(alphas) if not isinstance(alphas, np.ndarray) else alphas
-    _check_episodes(episodes)
+    _check_episodes(episodes, team_batch)
     team_a, team_b, env, src_a, src_b = _load_pair(ref_a, ref_b)
     key = jax.random.PRNGKey(eval_seed)
-    rep = barrier_probe(env, team_a, team_b, grid, key, episodes, greedy, num_boot)
+    rep = barrier_probe(env, team_a, team_b, grid, key, episodes, greedy, num_boot, team_batch=team_batch)
     report = {"probe": "barrier", "command": command or _command(), "a": src_a, "b": src_b, "env": src_a["env"],
               "eval_seed": eval_seed, "num_boot": num_boot, "naive": rep,
               "weight_distance": {"naive": team_distance(team_a.params, team_b.params)}}
     aligned = None
     if align:
         team_b2, perms = align_team(team_a, team_b)
-        aligned = barrier_probe(env, team_a, team_b2, grid, key, episodes, greedy, num_boot)
+        aligned = barrier_probe(env, team_a, team_b2, grid, key, episodes, greedy, num_boot, team_batch=team_batch)
         report["aligned"] = aligned
         report["weight_distance"]["aligned"] = team_distance(team_a.params, team_b2.params)
         report["permutations"] = {k: v.tolist() for k, v in perms.items()}
@@ -113,11 +115,12 @@ def probe_barrier(ref_a: str, ref_b: str, out: str | Path, alphas=21, episodes: 
 
 def probe_teams(ref_a: str, ref_b: str, out: str | Path, episodes: int = 256, greedy: bool = True,
                 num_boot: int = stats.DEFAULT_BOOT, eval_seed: int = 12345, quiet: bool = False,
-                command: str | None = None) -> dict:
+                command: str | None = None, team_batch: int = 0) -> dict:
     """Mixed teams, hot-swap, clone-all and role-swap between two checkpoints."""
-    _check_episodes(episodes)
+    _check_episodes(episodes, team_batch)
     team_a, team_b, env, src_a, src_b = _load_pair(ref_a, ref_b)
-    rep = team_probes(env, team_a, team_b, jax.random.PRNGKey(eval_seed), episodes, greedy, num_boot)
+    rep = team_probes(env, team_a, team_b, jax.random.PRNGKey(eval_seed), episodes, greedy, num_boot,
+                      team_batch=team_batch)
     report = {"probe": "teams", "command": command or _command(), "a": src_a, "b": src_b, "env": src_a["env"],
               "episodes": episodes, "greedy": greedy, "eval_seed": eval_seed, **rep}
     out = Path(out)

@@ -108,18 +108,19 @@ def _take(summ: dict, rows) -> dict:
 
 
 def _run(env: Env, team_a: Team, team_b: Team, idx: np.ndarray, key, num_episodes: int, greedy: bool,
-         num_boot: int, seed: int) -> dict:
+         num_boot: int, seed: int, team_batch: int = 0) -> dict:
     source = stack_teams(team_a, team_b)
-    res = jax.device_get(evaluate_rows(env, team_a, source, idx, key, num_episodes, greedy))
+    res = jax.device_get(evaluate_rows(env, team_a, source, idx, key, num_episodes, greedy, team_batch))
     return _summaries(res, team_a.spec.has_win, num_boot, seed)
 
 
 def mixed_team_probe(env: Env, team_a: Team, team_b: Team, key, num_episodes: int, greedy: bool = True,
-                     max_masks: int = 1024, num_boot: int = stats.DEFAULT_BOOT, seed: int = 0) -> dict:
+                     max_masks: int = 1024, num_boot: int = stats.DEFAULT_BOOT, seed: int = 0,
+                     team_batch: int = 0) -> dict:
     """Teams with each seat from A or B (mask); grouped by k = seats taken from B."""
     n = team_a.num_agents
     masks = mixed_masks(n, max_masks, seed)
-    summ = _run(env, team_a, team_b, mask_index(masks), key, num_episodes, greedy, num_boot, seed)
+    summ = _run(env, team_a, team_b, mask_index(masks), key, num_episodes, greedy, num_boot, seed, team_batch)
     k = masks.sum(1)
     groups = []
     for kk in range(n + 1):
@@ -136,38 +137,39 @@ def mixed_team_probe(env: Env, team_a: Team, team_b: Team, key, num_episodes: in
 
 
 def hot_swap_probe(env: Env, team_a: Team, team_b: Team, key, num_episodes: int, greedy: bool = True,
-                   num_boot: int = stats.DEFAULT_BOOT, seed: int = 0) -> dict:
+                   num_boot: int = stats.DEFAULT_BOOT, seed: int = 0, team_batch: int = 0) -> dict:
     """A with seat i from B and B with seat i from A, for every seat i (plus A and B themselves)."""
     n = team_a.num_agents
     ab, ba = hot_swap_index(n)
     idx = np.concatenate([ab, ba, mask_index(np.zeros((1, n), bool)), mask_index(np.ones((1, n), bool))])
-    summ = _run(env, team_a, team_b, idx, key, num_episodes, greedy, num_boot, seed)
+    summ = _run(env, team_a, team_b, idx, key, num_episodes, greedy, num_boot, seed, team_batch)
     return {"a_with_b_seat": _take(summ, range(n)), "b_with_a_seat": _take(summ, range(n, 2 * n)),
             "a": _take(summ, [2 * n]), "b": _take(summ, [2 * n + 1])}
 
 
 def clone_all_probe(env: Env, team_a: Team, team_b: Team | None, key, num_episodes: int, greedy: bool = True,
-                    num_boot: int = stats.DEFAULT_BOOT, seed: int = 0) -> dict:
+                    num_boot: int = stats.DEFAULT_BOOT, seed: int = 0, team_batch: int = 0) -> dict:
     """For each agent i of A (and of B): every seat runs agent i's actor; plus the teams themselves."""
     team_b = team_a if team_b is None else team_b
     n = team_a.num_agents
     ca, cb = clone_index(n)
     ident = np.arange(n)[None]
     idx = np.concatenate([ca, cb, ident, ident + n])
-    summ = _run(env, team_a, team_b, idx, key, num_episodes, greedy, num_boot, seed)
+    summ = _run(env, team_a, team_b, idx, key, num_episodes, greedy, num_boot, seed, team_batch)
     return {"a": _take(summ, range(n)), "b": _take(summ, range(n, 2 * n)),
             "a_team": _take(summ, [2 * n]), "b_team": _take(summ, [2 * n + 1])}
 
 
 def role_swap_probe(env: Env, team_a: Team, team_b: Team | None, key, num_episodes: int, greedy: bool = True,
-                    max_perms: int = 720, num_boot: int = stats.DEFAULT_BOOT, seed: int = 0) -> dict:
+                    max_perms: int = 720, num_boot: int = stats.DEFAULT_BOOT, seed: int = 0,
+                    team_batch: int = 0) -> dict:
     """Permutations of each team's agents over the seats (all when N <= 6); identity, best, worst."""
     team_b = team_a if team_b is None else team_b
     n = team_a.num_agents
     perms, sampled = role_perms(n, max_perms, seed)
     p = len(perms)
     summ = _run(env, team_a, team_b, np.concatenate([perms, perms + n]), key, num_episodes, greedy,
-                num_boot, seed)
+                num_boot, seed, team_batch)
     out = {"perms": perms.tolist(), "sampled": sampled}
     for name, rows in (("a", range(p)), ("b", range(p, 2 * p))):
         s = _take(summ, rows)
@@ -186,9 +188,10 @@ def role_swap_probe(env: Env, team_a: Team, team_b: Team | None, key, num_episod
 
 
 def team_probes(env: Env, team_a: Team, team_b: Team, key, num_episodes: int, greedy: bool = True,
-                num_boot: int = stats.DEFAULT_BOOT, seed: int = 0) -> dict:
-    """All four team probes on the same episode key (common random numbers across probes)."""
-    kw = dict(greedy=greedy, num_boot=num_boot, seed=seed)
+                num_boot: int = stats.DEFAULT_BOOT, seed: int = 0, team_batch: int = 0) -> dict:
+    """All four team probes on the same episode key (common random numbers across probes);
+    ``team_batch`` > 0: that many teams at a time inside each program (bounds memory)."""
+    kw = dict(greedy=greedy, num_boot=num_boot, seed=seed, team_batch=team_batch)
     return {"mixed": mixed_team_probe(env, team_a, team_b, key, num_episodes, **kw),
             "hot_swap": hot_swap_probe(env, team_a, team_b, key, num_episodes, **kw),
             "clone_all": clone_all_probe(env, team_a, team_b, key, num_episodes, **kw),

@@ -2,9 +2,22 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
+
+import jax
 import pytest
 
 from marl.config import NetworkConfig, TrainConfig
+
+
+# Many tests build the same tiny programs in new closures (a run and its continuation, a run and
+# its resume), which jit's in-memory cache cannot see; XLA's persistent cache keys on the compiled
+# program, so those repeats are compiled once per machine (and shared by the xdist workers).
+jax.config.update("jax_compilation_cache_dir", os.environ.get(
+    "MARL_TEST_XLA_CACHE", os.path.join(tempfile.gettempdir(), f"marl-tests-xla-cache-{os.getuid()}")))
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.2)
+jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
 
 
 def tiny_config(**kw) -> TrainConfig:

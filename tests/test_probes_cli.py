@@ -59,7 +59,7 @@ def test_barrier_cli(runs, tmp_path, capsys):
 def test_teams_cli(runs, tmp_path, capsys):
     out = tmp_path / "teams"
     assert main(["probe", "teams", str(runs["shared"]) + "#0", str(runs["shared"]) + "#1", "--episodes", "8",
-                 "--boot", "50", "--out", str(out)]) == 0
+                 "--boot", "50", "--team-batch", "4", "--out", str(out)]) == 0
     assert "mixed teams" in capsys.readouterr().out
     rep = json.loads((out / "teams.json").read_text())
     assert rep["a"]["seed"] == 0 and rep["b"]["seed"] == 1
@@ -97,3 +97,5 @@ def test_cli_errors(runs, tmp_path, capsys):
     assert "--alphas" in _error_line(capsys, ["probe", "barrier", a, a, "--alphas", "many", "--out", out])
     assert "seed" in _error_line(capsys, ["probe", "barrier", a + "#5", a, "--out", out])
     assert "--episodes" in _error_line(capsys, ["probe", "barrier", a, a, "--episodes", "1", "--out", out])
+    assert "--team-batch must be >= 0" in _error_line(capsys, ["probe", "teams", a, a, "--team-batch", "-1",
+                                                               "--out", out])

@@ -48,6 +48,35 @@ def test_best_latent_is_clipped_to_box():
     np.testing.assert_allclose(np.asarray(res.best_latent), 1.0, atol=1e-3)
 
 
+def key_noise(cands, keys):
+    """A return that is pure episode noise, N(0, 1) from the episode key [I, P, 2] -> [I, P]."""
+    return jax.vmap(jax.vmap(lambda k: jax.random.normal(k)))(keys)
+
+
+def test_repeats_average_common_noise_over_m_keys():
+    inst, d, pop, m = 64, 2, 4, 16
+    strat = make_strategy("random-shared", 1, d, pop=pop)
+    one = run_search(strat, key_noise, jax.random.PRNGKey(0), inst, pop * 2)
+    avg = run_search(strat, key_noise, jax.random.PRNGKey(0), inst, pop * m * 2, repeats=m)
+    assert one.returns.shape == (inst, pop * 2) and avg.returns.shape == (inst, pop * m * 2)
+    s1 = np.asarray(one.returns)
+    sm = np.asarray(avg.returns).reshape(inst, 2 * pop, m)
+    np.testing.assert_array_equal(sm, sm[..., :1].repeat(m, axis=-1))  # one score per candidate, m episodes long
+    sm = sm[..., 0]
+    # common noise: every candidate of an instance is scored on the same keys -> one score per instance
+    np.testing.assert_array_equal(s1, s1[:, :1].repeat(2 * pop, axis=1))
+    np.testing.assert_array_equal(sm, sm[:, :1].repeat(2 * pop, axis=1))
+    # that score is the mean of m N(0, 1) draws: spread 1 / sqrt(m) = 0.25 across instances instead of 1
+    assert 0.7 < s1[:, 0].std() < 1.3 and 0.15 < sm[:, 0].std() < 0.35
+    # m = 1 is the original search exactly
+    base = run_search(strat, key_noise, jax.random.PRNGKey(0), inst, pop * 2, repeats=1)
+    np.testing.assert_array_equal(np.asarray(base.returns), s1)
+    # without common noise (``sampling``) every candidate draws its own m keys
+    samp = run_search(make_strategy("sampling", 1, d, pop=pop), key_noise, jax.random.PRNGKey(0), inst, pop * m,
+                      repeats=m)
+    assert len(np.unique(np.asarray(samp.returns)[0])) == pop
+
+
 @pytest.fixture(scope="module")
 def latent_team():
     env = envs.make("mpe:simple_spread", num_agents=3)
@@ -108,3 +137,13 @@ def test_cli_refuses_run_without_latent(tmp_path, capsys):
     assert "\n" not in err
     code = main(["search", str(run), "--out", str(tmp_path / "o"), "--methods", "cmaes-bogus"])
     assert code == 2 and "unknown search method 'cmaes-bogus'" in capsys.readouterr().err
+    code = main(["search", str(run), "--out", str(tmp_path / "o"), "--repeats", "0"])
+    assert code == 2 and "--repeats must be >= 1, got 0" in capsys.readouterr().err
+
+
+def test_budget_must_fit_population_times_repeats(latent_team):
+    from envs.errors import UserError
+
+    env, team = latent_team
+    with pytest.raises(UserError, match=r"--budget \(48\) must be a multiple of population x repeats \(16 x 2\)"):
+        search_methods(env, team, ["random-shared"], num_instances=2, budget=48, repeats=2, log=lambda *a: None)
