@@ -110,6 +110,19 @@ def _greedy_eval(run: Path, episodes: int) -> list[float]:
     return [float(np.mean(w)) for w in np.asarray(res.won, np.float64)]
 
 
+def _run_rows(run: Path, algo: str, config, episodes: int) -> tuple[list[dict], list[float], int]:
+    """A finished run's training curve and greedy evaluation as CSV rows (seeds numbered from
+    ``config.seed``), its greedy win rates per seed, and its last update."""
+    from marl import checkpoint as ckpt
+
+    step = ckpt.steps(run)[-1]
+    wins = _greedy_eval(run, episodes)
+    rows = _curve(run, algo, config.seed) + [
+        {"algo": algo, "kind": "greedy eval", "seed": config.seed + i, "env_steps": step * config.steps_per_update,
+         "return": None, "win_rate": w} for i, w in enumerate(wins)]
+    return rows, wins, step
+
+
 def _other_seeds(args, cfg, final: dict) -> list[dict]:
     """Curves and greedy evaluations of the finished HAPPO runs named by ``--also`` (other seeds of
     the same settings) join the report; their win rates are appended to ``final``."""
@@ -123,12 +136,8 @@ def _other_seeds(args, cfg, final: dict) -> list[dict]:
         if same(other) != same(cfg):
             raise SystemExit(f"--also {tag}: {run} was trained with other settings than this run; "
                              f"only other seeds of the same settings can be pooled")
-        step = ckpt.steps(run)[-1]
-        wins = _greedy_eval(run, args.episodes)
-        rows += _curve(run, "happo", other.seed)
-        rows += [{"algo": "happo", "kind": "greedy eval", "seed": other.seed + i,
-                  "env_steps": step * other.steps_per_update, "return": None, "win_rate": w}
-                 for i, w in enumerate(wins)]
+        r, wins, _ = _run_rows(run, "happo", other, args.episodes)
+        rows += r
         final["greedy_win_rate"] += wins
         final.setdefault("pooled_runs", []).append(str(run.relative_to(ROOT)))
         print(f"happo ({tag})", wins, flush=True)
@@ -165,11 +174,8 @@ def learn(args) -> None:
                 continue
         elif not done:
             train_run(cfg, run, resume=resume, progress=False)
-        rows += _curve(run, algo, cfg.seed)
-        step = ckpt.steps(run)[-1]
-        wins = _greedy_eval(run, args.episodes)
-        rows += [{"algo": algo, "kind": "greedy eval", "seed": cfg.seed + i, "env_steps": step * cfg.steps_per_update,
-                  "return": None, "win_rate": w} for i, w in enumerate(wins)]
+        r, wins, step = _run_rows(run, algo, cfg, args.episodes)
+        rows += r
         finals[algo] = {"greedy_win_rate": wins, "episodes": args.episodes, "train_seconds": round(time.time() - t0),
                         "run": str(run.relative_to(ROOT)), "final_update": step,
                         "final_env_steps": step * cfg.steps_per_update,

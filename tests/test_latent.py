@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import envs
+from envs.errors import UserError
 from marl.config import NetworkConfig, TrainConfig
 from marl.evaluate import evaluate
 from marl.latent import LatentTrainer, best_of_k, first_episode_mask, first_episode_return
@@ -155,7 +156,7 @@ def test_latent_run_warm_starts_from_a_plain_run(tmp_path):
     np.testing.assert_array_equal(np.asarray(p.pop("latent")["kernel"]), 0.0)
     jax.tree.map(np.testing.assert_array_equal, s_src.actor_params["params"], p)
     jax.tree.map(np.testing.assert_array_equal, s_src.critic_params, state.critic_params)
-    with pytest.raises(Exception, match="network config differs"):  # other shapes still refuse
+    with pytest.raises(UserError, match="network config differs"):  # other shapes still refuse
         warm_start(LatentTrainer(tiny_config(network=NetworkConfig(hidden=8, critic_hidden=16, latent_dim=4,
                                                                     recurrent=False))), state, str(src))
 

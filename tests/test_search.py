@@ -68,9 +68,14 @@ def test_repeats_average_common_noise_over_m_keys():
     np.testing.assert_array_equal(sm, sm[:, :1].repeat(2 * pop, axis=1))
     # that score is the mean of m N(0, 1) draws: spread 1 / sqrt(m) = 0.25 across instances instead of 1
     assert 0.7 < s1[:, 0].std() < 1.3 and 0.15 < sm[:, 0].std() < 0.35
-    # m = 1 is the original search exactly
-    base = run_search(strat, key_noise, jax.random.PRNGKey(0), inst, pop * 2, repeats=1)
-    np.testing.assert_array_equal(np.asarray(base.returns), s1)
+    # repeats change only the scoring: on a noise-free fitness, m repeats over m times the budget run
+    # the same generations (same candidates, same strategy updates) as one episode per candidate
+    fit = quadratic(jnp.full((inst, 1, d), 0.3))
+    cm = make_strategy("cmaes-shared", 1, d, pop=pop)
+    r1 = run_search(cm, fit, jax.random.PRNGKey(3), inst, pop * 5)
+    r4 = run_search(cm, fit, jax.random.PRNGKey(3), inst, pop * 5 * 4, repeats=4)
+    np.testing.assert_allclose(np.asarray(r4.returns), np.repeat(np.asarray(r1.returns), 4, axis=1), rtol=1e-6)
+    np.testing.assert_array_equal(np.asarray(r4.best_latent), np.asarray(r1.best_latent))
     # without common noise (``sampling``) every candidate draws its own m keys
     samp = run_search(make_strategy("sampling", 1, d, pop=pop), key_noise, jax.random.PRNGKey(0), inst, pop * m,
                       repeats=m)
