@@ -11,6 +11,9 @@
         Trains HAPPO (and MAPPO unless bench/results/<--mappo-csv> exists) through the ordinary
         run folders (runs/bench-happo-3m, ...), evaluates the final team greedily (256 episodes), and
         writes bench/results/happo_vs_mappo_smax_3m.{csv,png} (+ happo_learning.md with the numbers).
+        ``--variant mappo-separate`` trains MAPPO with one actor per agent instead of HAPPO
+        (runs/bench-mappo-separate-3m-TAG), to tell what separate actors cost from what HAPPO's
+        sequential update costs.
 """
 
 from __future__ import annotations
@@ -33,6 +36,8 @@ from marl.config import NetworkConfig, TrainConfig  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 DEFAULT_NAME = "happo_vs_mappo_smax_3m"
+# The separate-actor algorithms the learn command can set beside the recorded shared-actor MAPPO curve.
+VARIANTS = {"happo": dict(algo="happo", share_actor=False), "mappo-separate": dict(algo="mappo", share_actor=False)}
 
 JAXMARL_SMAX = dict(env="smax:3m", num_envs=128, rollout_len=128, epochs=4, minibatches=4, lr=2e-3,
                     max_grad_norm=0.25, ent_coef=0.0, network=NetworkConfig(hidden=128, critic_hidden=128))
@@ -42,8 +47,7 @@ def throughput(args) -> None:
     from marl.trainer import Trainer, seed_keys
 
     variants = {"mappo (shared actor)": dict(algo="mappo", share_actor=True),
-                "mappo (separate actors)": dict(algo="mappo", share_actor=False),
-                "happo": dict(algo="happo", share_actor=False)}
+                "mappo (separate actors)": VARIANTS["mappo-separate"], "happo": VARIANTS["happo"]}
     base = dict(JAXMARL_SMAX, num_envs=args.num_envs, rollout_len=args.rollout_len)
     progs = {}
     for name, kw in variants.items():
@@ -131,16 +135,16 @@ def _other_seeds(args, cfg, final: dict) -> list[dict]:
     rows = []
     same = lambda c: {k: v for k, v in c.to_dict().items() if k not in ("seed", "num_seeds", "checkpoint_every")}
     for tag in args.also:
-        run = ROOT / "runs" / f"bench-happo-3m-{tag}"
+        run = ROOT / "runs" / f"bench-{args.variant}-3m-{tag}"
         other = ckpt.load_config(run)
         if same(other) != same(cfg):
             raise SystemExit(f"--also {tag}: {run} was trained with other settings than this run; "
                              f"only other seeds of the same settings can be pooled")
-        r, wins, _ = _run_rows(run, "happo", other, args.episodes)
+        r, wins, _ = _run_rows(run, args.variant, other, args.episodes)
         rows += r
         final["greedy_win_rate"] += wins
         final.setdefault("pooled_runs", []).append(str(run.relative_to(ROOT)))
-        print(f"happo ({tag})", wins, flush=True)
+        print(f"{args.variant} ({tag})", wins, flush=True)
     return rows
 
 
@@ -155,7 +159,7 @@ def learn(args) -> None:
                   updates_per_chunk=args.updates_per_chunk, checkpoint_every=args.checkpoint_every,
                   network=NetworkConfig(hidden=args.hidden, critic_hidden=args.hidden))
     mappo_csv = RESULTS / args.mappo_csv
-    algos = [("happo", dict(algo="happo", share_actor=False))]
+    algos = [(args.variant, VARIANTS[args.variant])]
     if (not mappo_csv.exists() and not args.no_mappo) or args.train_mappo:
         algos.append(("mappo", dict(algo="mappo", share_actor=True)))
     rows, finals = [], {}
@@ -181,8 +185,8 @@ def learn(args) -> None:
                         "final_env_steps": step * cfg.steps_per_update,
                         "config": {k: v for k, v in cfg.to_dict().items() if k != "network"} | {"hidden": args.hidden}}
         print(algo, finals[algo]["greedy_win_rate"], flush=True)
-        if algo == "happo":
-            rows += _other_seeds(args, cfg, finals["happo"])
+        if algo == args.variant:
+            rows += _other_seeds(args, cfg, finals[algo])
     df = pd.DataFrame(rows)
     if mappo_csv.exists() and "mappo" not in finals:  # a recorded MAPPO run (bench/learning.py)
         m = pd.read_csv(mappo_csv)
@@ -256,8 +260,11 @@ def main(argv=None) -> None:
     lr.add_argument("--tag", default="", help="run folders are runs/bench-<algo>-3m-<tag>")
     lr.add_argument("--name", default=DEFAULT_NAME,
                     help="output stem in bench/results: NAME.csv, NAME.png (and NAME.json unless the default)")
+    lr.add_argument("--variant", choices=sorted(VARIANTS), default="happo",
+                    help="what to train beside MAPPO: HAPPO, or MAPPO with one actor per agent (mappo-separate: "
+                         "the same separate actors, updated simultaneously without the factor M)")
     lr.add_argument("--also", nargs="*", default=[], metavar="TAG",
-                    help="finished HAPPO runs (runs/bench-happo-3m-TAG: other seeds, same settings) to pool in the report")
+                    help="finished runs of the variant (runs/bench-VARIANT-3m-TAG: other seeds, same settings) to pool in the report")
     lr.add_argument("--mappo-csv", default="mappo_smax_3m_e64.csv",
                     help="the MAPPO learning curve (bench/learning.py output in bench/results) to plot beside HAPPO")
     lr.add_argument("--no-mappo", action="store_true", help="never train MAPPO here (use the lead's CSV)")
