@@ -129,8 +129,8 @@ def _run_rows(run: Path, algo: str, config, episodes: int) -> tuple[list[dict], 
 
 
 def _other_seeds(args, cfg, final: dict) -> list[dict]:
-    """Curves and greedy evaluations of the finished HAPPO runs named by ``--also`` (other seeds of
-    the same settings) join the report; their win rates are appended to ``final``."""
+    """Curves and greedy evaluations of the finished runs of ``--variant`` named by ``--also`` (other
+    seeds of the same settings and algorithm) join the report; their win rates are appended to ``final``."""
     from marl import checkpoint as ckpt
 
     rows = []

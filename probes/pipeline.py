@@ -42,7 +42,7 @@ def _write_csv(path: Path, rows: list[dict]) -> None:
         w.writerows(rows)
 
 
-def _check_episodes(episodes: int, team_batch: int = 0) -> None:
+def _check_counts(episodes: int, team_batch: int = 0) -> None:
     if episodes < 2:
         raise UserError(f"--episodes must be >= 2 (a bootstrap needs two episodes), got {episodes}")
     if team_batch < 0:
@@ -65,7 +65,7 @@ def probe_barrier(ref_a: str, ref_b: str, out: str | Path, alphas=21, episodes: 
                   quiet: bool = False, command: str | None = None, team_batch: int = 0) -> dict:
     """Barrier between two checkpoints (and between A and permutation-aligned B with ``align``)."""
     grid = alpha_grid(alphas) if not isinstance(alphas, np.ndarray) else alphas
-    _check_episodes(episodes, team_batch)
+    _check_counts(episodes, team_batch)
     team_a, team_b, env, src_a, src_b = _load_pair(ref_a, ref_b)
     key = jax.random.PRNGKey(eval_seed)
     rep = barrier_probe(env, team_a, team_b, grid, key, episodes, greedy, num_boot, team_batch=team_batch)
@@ -117,7 +117,7 @@ def probe_teams(ref_a: str, ref_b: str, out: str | Path, episodes: int = 256, gr
                 num_boot: int = stats.DEFAULT_BOOT, eval_seed: int = 12345, quiet: bool = False,
                 command: str | None = None, team_batch: int = 0) -> dict:
     """Mixed teams, hot-swap, clone-all and role-swap between two checkpoints."""
-    _check_episodes(episodes, team_batch)
+    _check_counts(episodes, team_batch)
     team_a, team_b, env, src_a, src_b = _load_pair(ref_a, ref_b)
     rep = team_probes(env, team_a, team_b, jax.random.PRNGKey(eval_seed), episodes, greedy, num_boot,
                       team_batch=team_batch)
