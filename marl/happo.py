@@ -40,6 +40,24 @@ def happo_factor(factor, logp_new, logp_old):
     return factor * jnp.exp(logp_new - logp_old)
 
 
+def factor_stats(factors, weight) -> dict:
+    """Spread of M over the samples the agents after the first trained on (the first has M = 1).
+
+    factors, weight [N, T, E] in update order (weight: the updated agent's alive mask). Returns
+    ``factor_std`` (weighted std of M), ``factor_min`` and ``factor_max`` (over weight > 0); with one
+    agent, or no alive sample, M = 1 everywhere: std 0, min = max = 1.
+    """
+    f, w = factors[1:], weight[1:].astype(jnp.float32)
+    total = w.sum()
+    safe = jnp.maximum(total, 1.0)
+    mean = jnp.where(total > 0, (w * f).sum() / safe, 1.0)
+    std = jnp.sqrt(jnp.where(total > 0, (w * (f - mean) ** 2).sum() / safe, 0.0))
+    on = w > 0
+    fmin = jnp.where(on.any(), jnp.min(jnp.where(on, f, jnp.inf), initial=jnp.inf), 1.0)
+    fmax = jnp.where(on.any(), jnp.max(jnp.where(on, f, -jnp.inf), initial=-jnp.inf), 1.0)
+    return {"factor_std": std, "factor_min": fmin, "factor_max": fmax}
+
+
 def happo_permutation(key, n: int) -> jax.Array:
     """The order in which the agents are updated in one iteration ([n] int32)."""
     return jax.random.permutation(key, n).astype(jnp.int32)
@@ -80,6 +98,7 @@ def _set_row(tree, i, row):
 
 class HAPPO:
     name = "happo"
+    extra_metric_keys = ("factor_std", "factor_min", "factor_max")  # logged per update (factor_stats)
 
     def init_opt(self, trainer, actor_params):
         """One optimiser state per agent (stacked [N, ...], like the params)."""
@@ -130,4 +149,6 @@ class HAPPO:
         (params, opt, _), (metrics, visited, factors) = jax.lax.scan(
             agent_update, (state.actor_params, state.actor_opt, factor0), (order, jax.random.split(k_agents, n)))
         metrics = jax.tree.map(jnp.mean, metrics)
-        return params, opt, {**metrics, "order": visited, "factors": factors}
+        alive = jnp.moveaxis(jnp.take(batch.weight, visited, axis=2), 2, 0)  # [N, T, E], in update order
+        stats = factor_stats(factors, alive)
+        return params, opt, {**metrics, **stats, "order": visited, "factors": factors}

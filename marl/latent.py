@@ -120,9 +120,8 @@ class LatentTrainer(Trainer):
     def metrics(self, tr: Transition, am: dict, cm: dict) -> dict:
         """Standard metrics; return/win/length are over the scored (first) episodes of the rollout."""
         from marl.rollout import episode_stats
-        from marl.trainer import METRIC_KEYS
 
         first_done = tr.done & (first_episode_mask(tr.done) > 0)
         stats = episode_stats(tr.replace(done=first_done))
         m = {**stats, **am, **cm}
-        return {k: jnp.asarray(m[k], jnp.float32) for k in METRIC_KEYS}
+        return {k: jnp.asarray(m[k], jnp.float32) for k in self.metric_keys}

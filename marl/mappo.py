@@ -11,6 +11,7 @@ from marl.trainer import Batch, policy_terms, run_minibatches
 
 class MAPPO:
     name = "mappo"
+    extra_metric_keys = ()
 
     def init_opt(self, trainer, actor_params):
         return trainer.actor_tx.init(actor_params)

@@ -17,7 +17,7 @@ from envs.errors import UserError
 from marl import checkpoint as ckpt
 from marl.config import TrainConfig
 from marl.team import tile
-from marl.trainer import METRIC_KEYS, Trainer, TrainState, make_trainer, seed_keys
+from marl.trainer import Trainer, TrainState, make_trainer, seed_keys
 
 
 class _Stop(Exception):
@@ -28,8 +28,9 @@ def _raise_stop(signum, frame):
     raise _Stop()
 
 
-def _metrics_lines(metrics: dict, first_update: int, config: TrainConfig, elapsed: float) -> list[str]:
-    """One JSON line per update (values are per-seed lists); skipped padding updates are dropped."""
+def _metrics_lines(metrics: dict, keys, first_update: int, config: TrainConfig, elapsed: float) -> list[str]:
+    """One JSON line per update (values are per-seed lists, in the order of ``keys``); skipped padding
+    updates are dropped."""
     m = {k: np.asarray(v) for k, v in metrics.items()}  # [S, U]
     lines = []
     for j in range(m["return"].shape[1]):
@@ -37,7 +38,7 @@ def _metrics_lines(metrics: dict, first_update: int, config: TrainConfig, elapse
         if update > config.num_updates:
             break
         row = {"update": update, "env_steps": update * config.steps_per_update, "time": round(elapsed, 2)}
-        for k in METRIC_KEYS:
+        for k in keys:
             row[k] = [None if not math.isfinite(x) else round(float(x), 6) for x in m[k][:, j]]
         lines.append(json.dumps(row))
     return lines
@@ -139,7 +140,8 @@ def train_run(config: TrainConfig, out: str | Path, *, resume: bool = False, ini
                 state, metrics = chunk(state)
                 metrics = jax.device_get(metrics)
                 with metrics_path.open("a") as f:
-                    f.writelines(ln + "\n" for ln in _metrics_lines(metrics, first, config, time.time() - t0))
+                    f.writelines(ln + "\n" for ln in _metrics_lines(metrics, trainer.metric_keys, first, config,
+                                                                  time.time() - t0))
                 update = min(first + config.updates_per_chunk, config.num_updates)
                 bar.advance(update, metrics, time.time() - t0)
                 if (c + 1) % config.checkpoint_every == 0 or c + 1 == config.num_chunks:

@@ -86,6 +86,7 @@ def policy_terms(logits, mb: Batch, adv, clip_eps: float, factor=1.0):
 
 class ActorAlgo(Protocol):
     name: str
+    extra_metric_keys: tuple[str, ...]  # metrics logged besides METRIC_KEYS (per update, per seed)
 
     def init_opt(self, trainer: "Trainer", actor_params): ...
 
@@ -110,6 +111,11 @@ class Trainer:
         self.actor_tx = ppo.make_optimizer(config.lr, config.max_grad_norm, anneal)
         self.critic_tx = ppo.make_optimizer(config.critic_lr or config.lr, config.max_grad_norm, anneal)
         self.critic = make_critic(self.net)
+
+    @property
+    def metric_keys(self) -> tuple[str, ...]:
+        """The metrics every update returns: ``METRIC_KEYS`` plus the algorithm's own."""
+        return METRIC_KEYS + tuple(self.algo.extra_metric_keys)
 
     # -- state ------------------------------------------------------------------------------
     def init(self, key: jax.Array) -> TrainState:
@@ -196,14 +202,14 @@ class Trainer:
         new = state.replace(actor_params=actor_params, actor_opt=actor_opt, critic_params=critic_params,
                             critic_opt=critic_opt, value_norm=vn, runner=runner, key=key, update=state.update + 1)
         metrics = {**episode_stats(tr), **am, **cm}
-        return new, {k: jnp.asarray(metrics[k], jnp.float32) for k in METRIC_KEYS}
+        return new, {k: jnp.asarray(metrics[k], jnp.float32) for k in self.metric_keys}
 
     # -- programs -----------------------------------------------------------------------------
     def chunk(self, state: TrainState) -> tuple[TrainState, dict]:
         """``updates_per_chunk`` iterations in one scan; iterations past ``num_updates`` are skipped
         (so every chunk is the same compiled program and a resumed run matches an unbroken one)."""
         total = self.config.num_updates
-        nan = {k: jnp.float32(jnp.nan) for k in METRIC_KEYS}
+        nan = {k: jnp.float32(jnp.nan) for k in self.metric_keys}
 
         def body(s, _):
             return jax.lax.cond(s.update < total, self.update, lambda s2: (s2, nan), s)

@@ -10,7 +10,7 @@ import pytest
 
 from marl import ppo
 from marl.config import NetworkConfig, TrainConfig
-from marl.happo import HAPPO, agent_slice, happo_factor, happo_permutation
+from marl.happo import HAPPO, agent_slice, factor_stats, happo_factor, happo_permutation
 from marl.rollout import collect
 from marl.team import agent_unroll, tile
 from marl.trainer import Trainer
@@ -121,6 +121,31 @@ def test_update_is_sequential_with_the_factor(happo):
         expect = expect * np.exp(np.asarray(logp_new) - np.asarray(ab.tr.logp))
     assert np.abs(factors[1] - 1.0).max() > 1e-4  # the first agent's update did change M
     assert np.abs(factors[2] - factors[1]).max() > 1e-4
+    # the logged spread of M: over the later agents' alive samples (numpy reference)
+    alive = np.moveaxis(np.asarray(batch.weight), 2, 0)[order][1:] > 0
+    later = factors[1:][alive]
+    np.testing.assert_allclose(float(m["factor_std"]), later.std(), rtol=1e-4)
+    assert float(m["factor_min"]) == later.min() and float(m["factor_max"]) == later.max()
+
+
+def test_factor_stats_by_hand():
+    """Two later agents; dead samples (weight 0) are left out; the first agent's M = 1 is not counted."""
+    f = jnp.array([[[1.0, 1.0]], [[2.0, 50.0]], [[0.5, 4.0]]])  # [N=3, T=1, E=2]
+    w = jnp.array([[[1.0, 1.0]], [[1.0, 0.0]], [[1.0, 1.0]]])
+    s = factor_stats(f, w)
+    kept = np.array([2.0, 0.5, 4.0])
+    np.testing.assert_allclose(float(s["factor_std"]), kept.std(), rtol=1e-6)
+    assert float(s["factor_min"]) == 0.5 and float(s["factor_max"]) == 4.0
+    one = factor_stats(f[:1], w[:1])  # a single agent: M = 1 throughout
+    assert (float(one["factor_std"]), float(one["factor_min"]), float(one["factor_max"])) == (0.0, 1.0, 1.0)
+
+
+def test_happo_logs_the_spread_of_m(happo):
+    trainer, _, _, _, metrics = happo
+    assert trainer.metric_keys[-3:] == ("factor_std", "factor_min", "factor_max")
+    std, lo, hi = (np.asarray(metrics[k]) for k in ("factor_std", "factor_min", "factor_max"))
+    assert std.shape == (trainer.config.updates_per_chunk,)
+    assert (std > 0).all() and (lo < 1).all() and (hi > 1).all() and (lo <= hi).all()
 
 
 def test_happo_from_identical_rows_trains_rows_apart(happo):

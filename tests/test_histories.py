@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import jax
@@ -128,6 +129,9 @@ def test_sweep_makes_every_history_with_right_lineage(sweep, capsys):
         algo, shared = {"shared": ("mappo", True), "continued": ("mappo", True), "decoupled": ("mappo", False),
                         "happo-from-shared": ("happo", False), "happo": ("happo", False)}[h]
         assert (meta["algo"], meta["share_actor"], meta["num_seeds"]) == (algo, shared, 2)
+        first = json.loads((run / "metrics.jsonl").read_text().splitlines()[0])
+        assert list(first)[3:] == list(Trainer(ckpt.load_config(run)).metric_keys)  # update, env_steps, time
+        assert ("factor_std" in first) == (algo == "happo")  # HAPPO also logs the spread of M
         if h in ("shared", "happo"):
             assert meta["parent"] is None and meta["seed"] == 5
         else:

@@ -169,6 +169,7 @@ def test_best_of_k_normalises_advantages_over_all_samples():
 
     class Capture:
         name = "capture"
+        extra_metric_keys = ()
 
         def init_opt(self, trainer, params):
             return trainer.actor_tx.init(params)
