@@ -15,6 +15,11 @@
         ``--variant mappo-separate`` trains MAPPO with one actor per agent instead of HAPPO
         (runs/bench-mappo-separate-3m-TAG), to tell what separate actors cost from what HAPPO's
         sequential update costs.
+
+    python bench/happo_vs_mappo.py curves RUN [RUN ...] [--bin 5e5]
+        Training curves of finished or running run folders, averaged over updates in bins of env steps:
+        win rate and entropy per seed, and for HAPPO runs the spread of M (mean factor_std, largest
+        factor_max in the bin). Printed as a markdown table.
 """
 
 from __future__ import annotations
@@ -233,6 +238,23 @@ def _plot(df, path: Path, finals: dict) -> None:
     fig.savefig(path, dpi=120)
 
 
+def curves(args) -> None:
+    print("| run | env steps | win rate (per seed) | entropy | mean factor_std | max factor_max |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for run in args.runs:
+        rows = [json.loads(ln) for ln in (Path(run) / "metrics.jsonl").read_text().splitlines() if ln.strip()]
+        bins = {}
+        for r in rows:
+            bins.setdefault(int((r["env_steps"] - 1) // args.bin), []).append(r)
+        for b, rs in sorted(bins.items()):
+            col = lambda k: np.array([r[k] for r in rs], dtype=float)  # [updates, seeds]
+            win = " / ".join(f"{x:.3f}" for x in col("win_rate").mean(0))
+            ent = " / ".join(f"{x:.2f}" for x in col("entropy").mean(0))
+            fs = f"{col('factor_std').mean():.3f}" if "factor_std" in rs[0] else "-"
+            fm = f"{col('factor_max').max():.1f}" if "factor_max" in rs[0] else "-"
+            print(f"| {Path(run).name} | {b * args.bin / 1e6:.1f}-{(b + 1) * args.bin / 1e6:.1f}M | {win} | {ent} | {fs} | {fm} |")
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -243,6 +265,10 @@ def main(argv=None) -> None:
     t.add_argument("--reps", type=int, default=3)
     t.add_argument("--out-name", default="happo_throughput.md")
     t.set_defaults(func=throughput)
+    c = sub.add_parser("curves")
+    c.add_argument("runs", nargs="+")
+    c.add_argument("--bin", type=float, default=5e5, help="env steps per row")
+    c.set_defaults(func=curves)
     lr = sub.add_parser("learn")
     lr.add_argument("--total-steps", type=float, default=3e6)
     lr.add_argument("--num-envs", type=int, default=64)
