@@ -98,6 +98,7 @@ def main():
     ap.add_argument("--reeval", type=int, default=16)
     ap.add_argument("--repeats", type=int, default=1, help="episodes per latent candidate (noisy envs)")
     ap.add_argument("--population", type=int, default=16)
+    ap.add_argument("--seed", type=int, default=0, help="instance and episode keys (another seed: fresh instances)")
     ap.add_argument("--cost", action="store_true")
     ap.add_argument("--cost-methods", nargs="+", default=["random-shared", "cmaes-shared", "sep-cmaes-per-agent"])
     a = ap.parse_args()
@@ -105,13 +106,13 @@ def main():
     cfg = ckpt.load_config(ckpt.parse_ref(a.run).run)
     env = envs.make(cfg.env, **cfg.env_kwargs())
     print(f"{a.label}: {team.spec.name} N={team.num_agents} d={team.network.latent_dim} from {source['run']} "
-          f"@ {source['step']} ({source['env_steps']} env steps); {a.instances} instances, B={a.budget}")
+          f"@ {source['step']} ({source['env_steps']} env steps); {a.instances} instances (seed {a.seed}), B={a.budget}")
     t0 = time.time()
     res = search_methods(env, team, a.methods, a.instances, a.budget, pop=a.population, reeval_episodes=a.reeval,
-                         repeats=a.repeats)
+                         repeats=a.repeats, seed=a.seed)
     s = summarize(res)
     s.update(run=source, env=team.spec.name, instances=a.instances, budget=a.budget, reeval_episodes=a.reeval,
-             repeats=a.repeats, population=a.population,
+             repeats=a.repeats, population=a.population, seed=a.seed,
              wall_s=time.time() - t0)
     if a.cost:
         c = cost(env, team, a.instances, a.budget, 16, a.cost_methods)
