@@ -98,6 +98,7 @@ def main():
     ap.add_argument("--reeval", type=int, default=16)
     ap.add_argument("--repeats", type=int, default=1, help="episodes per latent candidate (noisy envs)")
     ap.add_argument("--population", type=int, default=16)
+    ap.add_argument("--sigma", type=float, default=0.5, help="initial CMA-ES step size (latent box [-1, 1])")
     ap.add_argument("--seed", type=int, default=0, help="instance and episode keys (another seed: fresh instances)")
     ap.add_argument("--cost", action="store_true")
     ap.add_argument("--cost-methods", nargs="+", default=["random-shared", "cmaes-shared", "sep-cmaes-per-agent"])
@@ -109,10 +110,10 @@ def main():
           f"@ {source['step']} ({source['env_steps']} env steps); {a.instances} instances (seed {a.seed}), B={a.budget}")
     t0 = time.time()
     res = search_methods(env, team, a.methods, a.instances, a.budget, pop=a.population, reeval_episodes=a.reeval,
-                         repeats=a.repeats, seed=a.seed)
+                         repeats=a.repeats, seed=a.seed, sigma=a.sigma)
     s = summarize(res)
     s.update(run=source, env=team.spec.name, instances=a.instances, budget=a.budget, reeval_episodes=a.reeval,
-             repeats=a.repeats, population=a.population, seed=a.seed,
+             repeats=a.repeats, population=a.population, seed=a.seed, sigma=a.sigma,
              wall_s=time.time() - t0)
     if a.cost:
         c = cost(env, team, a.instances, a.budget, 16, a.cost_methods)
