@@ -101,13 +101,10 @@ def throughput(args) -> None:
 
 
 def _curve(run: Path, algo: str, seed0: int = 0) -> list[dict]:
-    rows = []
-    for ln in (run / "metrics.jsonl").read_text().splitlines():
-        d = json.loads(ln)
-        for s, (ret, win) in enumerate(zip(d["return"], d["win_rate"])):
-            rows.append({"algo": algo, "kind": "training (sampled)", "seed": seed0 + s, "env_steps": d["env_steps"],
-                         "return": ret, "win_rate": win})
-    return rows
+    from marl import checkpoint as ckpt
+
+    return [{"algo": algo, "kind": "training (sampled)", "seed": seed0 + r["seed"], "env_steps": r["env_steps"],
+             "return": r["return"], "win_rate": r["win_rate"]} for r in ckpt.read_metrics(run)]
 
 
 def _greedy_eval(run: Path, episodes: int) -> list[float]:
@@ -239,20 +236,22 @@ def _plot(df, path: Path, finals: dict) -> None:
 
 
 def curves(args) -> None:
+    import pandas as pd
+
+    from marl import checkpoint as ckpt
+
     print("| run | env steps | win rate (per seed) | entropy | mean factor_std | max factor_max |")
     print("| --- | --- | --- | --- | --- | --- |")
-    for run in args.runs:
-        rows = [json.loads(ln) for ln in (Path(run) / "metrics.jsonl").read_text().splitlines() if ln.strip()]
-        bins = {}
-        for r in rows:
-            bins.setdefault(int((r["env_steps"] - 1) // args.bin), []).append(r)
-        for b, rs in sorted(bins.items()):
-            col = lambda k: np.array([r[k] for r in rs], dtype=float)  # [updates, seeds]
-            win = " / ".join(f"{x:.3f}" for x in col("win_rate").mean(0))
-            ent = " / ".join(f"{x:.2f}" for x in col("entropy").mean(0))
-            fs = f"{col('factor_std').mean():.3f}" if "factor_std" in rs[0] else "-"
-            fm = f"{col('factor_max').max():.1f}" if "factor_max" in rs[0] else "-"
-            print(f"| {Path(run).name} | {b * args.bin / 1e6:.1f}-{(b + 1) * args.bin / 1e6:.1f}M | {win} | {ent} | {fs} | {fm} |")
+    for run in map(Path, args.runs):
+        df = pd.DataFrame(ckpt.read_metrics(run))
+        df["bin"] = (df.env_steps - 1) // args.bin
+        for b, g in df.groupby("bin"):
+            per_seed = g.groupby("seed")[["win_rate", "entropy"]].mean()
+            win = " / ".join(f"{x:.3f}" for x in per_seed.win_rate)
+            ent = " / ".join(f"{x:.2f}" for x in per_seed.entropy)
+            fs = f"{g.factor_std.mean():.3f}" if "factor_std" in g else "-"
+            fm = f"{g.factor_max.max():.1f}" if "factor_max" in g else "-"
+            print(f"| {run.name} | {b * args.bin / 1e6:.1f}-{(b + 1) * args.bin / 1e6:.1f}M | {win} | {ent} | {fs} | {fm} |")
 
 
 def main(argv=None) -> None:

@@ -9,7 +9,6 @@ checkpoint) and <name>.png, and prints the final greedy figures.
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import sys
 from pathlib import Path
@@ -43,12 +42,8 @@ def greedy_curve(run: Path, episodes: int, seed: int = 0) -> pd.DataFrame:
 
 
 def training_curve(run: Path) -> pd.DataFrame:
-    rows = []
-    for line in (run / ckpt.METRICS_FILE).read_text().splitlines():
-        m = json.loads(line)
-        for s, (r, w) in enumerate(zip(m["return"], m["win_rate"])):
-            rows.append(dict(env_steps=m["env_steps"], seed=s, kind="training (sampled)", **{"return": r}, win_rate=w))
-    return pd.DataFrame(rows)
+    df = pd.DataFrame(ckpt.read_metrics(run)).assign(kind="training (sampled)")
+    return df[["env_steps", "seed", "kind", "return", "win_rate"]]
 
 
 def plot(df: pd.DataFrame, title: str, path: Path, has_win: bool) -> None:

@@ -116,6 +116,21 @@ def read_meta(run: Path, step: int) -> dict:
         raise UserError(f"checkpoint {run}/{CKPT_DIR}/{step} has corrupted metadata; pick another step") from None
 
 
+def read_metrics(run: Path) -> list[dict]:
+    """A run's metrics.jsonl as one row per (update, seed): ``update``, ``env_steps``, ``seed`` and every
+    logged metric for that seed (None where it was not finite)."""
+    rows = []
+    for line in (Path(run) / METRICS_FILE).read_text().splitlines():
+        if not line.strip():
+            continue
+        d = json.loads(line)
+        per_seed = {k: v for k, v in d.items() if isinstance(v, list)}
+        for s in range(len(d["return"])):
+            rows.append({"update": d["update"], "env_steps": d["env_steps"], "seed": s,
+                         **{k: v[s] for k, v in per_seed.items()}})
+    return rows
+
+
 def load_config(run: Path) -> TrainConfig:
     return TrainConfig.from_toml(Path(run) / CONFIG_FILE)
 

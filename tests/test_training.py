@@ -53,6 +53,10 @@ def test_checkpoint_round_trip_and_team(tiny_run, tiny_cfg):
     np.testing.assert_array_equal(jax.tree.leaves(team.params)[0][0], jax.tree.leaves(state.actor_params)[0][1])
     lines = [json.loads(x) for x in (tiny_run / "metrics.jsonl").read_text().splitlines()]
     assert [x["update"] for x in lines] == [1, 2, 3, 4] and len(lines[0]["return"]) == 2
+    rows = ckpt.read_metrics(tiny_run)  # long form: one row per (update, seed)
+    assert [(r["update"], r["seed"]) for r in rows] == [(u, s) for u in [1, 2, 3, 4] for s in (0, 1)]
+    assert rows[3]["return"] == lines[1]["return"][1] and rows[3]["env_steps"] == lines[1]["env_steps"]
+    assert rows[3]["entropy"] == lines[1]["entropy"][1]
 
 
 def test_exact_resume_is_bitwise(tmp_path, tiny_cfg):
