@@ -5,6 +5,13 @@
 Each RUN is a (short) latent-conditioned training of that team size. Writes
 bench/results/search_scale.{json,csv,png} and prints the table: per team size, every method's best
 return (mean, 95% CI over instances), and the paired gaps per-agent - shared.
+
+    python bench/search_scale.py --strategy-cost 3 8 16 32 [--instances 64 --budget 256]
+
+What each strategy costs on its own as N grows, without episodes: the same search loop, with a
+quadratic fitness (a per-instance target uniform in the latent box [-1, 1]^(N x d)) in place of the env. Times
+the whole search (best of 2 compiled calls) and reports the mean squared distance of the best latent
+to the target (z = 0 scores 1/3). Writes bench/results/search_strategy_cost.json.
 """
 
 from __future__ import annotations
@@ -20,7 +27,7 @@ import numpy as np
 import envs
 from marl import checkpoint as ckpt
 from marl.evaluate import mean_ci
-from marl.search import search_methods
+from marl.search import make_strategy, run_search, search_methods
 
 RESULTS = Path(__file__).parent / "results"
 METHODS = ("zero-shot", "random-shared", "cmaes-shared", "random-per-agent", "cmaes-per-agent", "sep-cmaes-per-agent",
@@ -30,12 +37,17 @@ PER_AGENT = ("random-per-agent", "cmaes-per-agent", "sep-cmaes-per-agent", "cmae
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--runs", nargs="+", required=True, help="label=RUN")
+    ap.add_argument("--runs", nargs="+", help="label=RUN")
     ap.add_argument("--instances", type=int, default=16)
     ap.add_argument("--budget", type=int, default=64)
     ap.add_argument("--methods", nargs="+", default=list(METHODS))
     ap.add_argument("--merge", action="store_true", help="add to the settings already in search_scale.json")
+    ap.add_argument("--strategy-cost", nargs="+", type=int, metavar="N", help="team sizes: strategy cost only")
     a = ap.parse_args()
+    if a.strategy_cost:
+        return strategy_cost(a.strategy_cost, a.instances, a.budget, [m for m in a.methods if m != "zero-shot"])
+    if not a.runs:
+        ap.error("--runs is required (or --strategy-cost)")
     rows, out = [], {"instances": a.instances, "budget": a.budget, "methods": a.methods, "settings": {}}
     if a.merge and (RESULTS / "search_scale.json").exists():
         out = json.loads((RESULTS / "search_scale.json").read_text())
@@ -77,6 +89,39 @@ def main():
         gaps = {k.split(" - ")[0]: v for k, v in s["gaps"].items() if k.endswith("cmaes-shared")}
         print(f"  {label:<10} N={s['num_agents']:<3} " + "  ".join(
             f"{m}: {v[0]:.2f} [{v[1]:.2f}, {v[2]:.2f}]" for m, v in gaps.items()))
+
+
+def strategy_cost(sizes, instances: int, budget: int, methods, dim: int = 16, pop: int = 16):
+    import jax
+    import jax.numpy as jnp
+
+    out = {"instances": instances, "budget": budget, "population": pop, "dim": dim, "sizes": {}}
+    print(f"strategy cost: {instances} instances, B={budget}, population {pop}, d={dim}; "
+          "quadratic fitness, z = 0 scores 0.333")
+    for n in sizes:
+        target = jax.random.uniform(jax.random.PRNGKey(n), (instances, 1, n, dim), minval=-1.0, maxval=1.0)
+        def fitness(cands, keys, t=target):  # cands [I, P, R, d], R = 1 (shared: broadcast) or N
+            z = jnp.broadcast_to(cands, cands.shape[:2] + t.shape[2:])
+            return -jnp.mean((z - t) ** 2, axis=(-2, -1))
+
+        row = {}
+        for m in methods:
+            strat = make_strategy(m, n, dim, pop)
+            prog = jax.jit(lambda k, s=strat: run_search(s, fitness, k, instances, budget).best_return)
+            t0 = time.time()
+            compiled = prog.lower(jax.random.PRNGKey(0)).compile()
+            compile_s = time.time() - t0
+            runs = []
+            for _ in range(2):
+                t0 = time.time()
+                best = jax.block_until_ready(compiled(jax.random.PRNGKey(1)))
+                runs.append(time.time() - t0)
+            row[m] = {"search_s": min(runs), "compile_s": compile_s, "msd": float(-np.asarray(best).mean())}
+            print(f"  N={n:<3} {m:<20} {min(runs):8.3f} s  (compile {compile_s:5.1f} s)  "
+                  f"mean squared distance {row[m]['msd']:.4f}")
+        out["sizes"][str(n)] = row
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "search_strategy_cost.json").write_text(json.dumps(out, indent=2))
 
 
 def plot(out):
