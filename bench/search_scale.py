@@ -9,9 +9,9 @@ return (mean, 95% CI over instances), and the paired gaps per-agent - shared.
     python bench/search_scale.py --strategy-cost 3 8 16 32 [--instances 64 --budget 256]
 
 What each strategy costs on its own as N grows, without episodes: the same search loop, with a
-quadratic fitness (a per-instance target uniform in the latent box [-1, 1]^(N x d)) in place of the env. Times
-the whole search (best of 2 compiled calls) and reports the mean squared distance of the best latent
-to the target (z = 0 scores 1/3). Writes bench/results/search_strategy_cost.json.
+quadratic fitness (a per-instance target uniform in the latent box [-1, 1]^(N x d)) in place of
+the env. Times the whole search (best of 2 compiled calls) and reports the mean squared distance of
+the best latent to the target (z = 0 scores 1/3). Writes bench/results/search_strategy_cost.json.
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ import json
 import time
 from pathlib import Path
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
 import envs
@@ -92,9 +94,6 @@ def main():
 
 
 def strategy_cost(sizes, instances: int, budget: int, methods, dim: int = 16, pop: int = 16):
-    import jax
-    import jax.numpy as jnp
-
     out = {"instances": instances, "budget": budget, "population": pop, "dim": dim, "sizes": {}}
     print(f"strategy cost: {instances} instances, B={budget}, population {pop}, d={dim}; "
           "quadratic fitness, z = 0 scores 0.333")
@@ -107,7 +106,7 @@ def strategy_cost(sizes, instances: int, budget: int, methods, dim: int = 16, po
         row = {}
         for m in methods:
             strat = make_strategy(m, n, dim, pop)
-            prog = jax.jit(lambda k, s=strat: run_search(s, fitness, k, instances, budget).best_return)
+            prog = jax.jit(lambda k, s=strat, f=fitness: run_search(s, f, k, instances, budget).best_return)
             t0 = time.time()
             compiled = prog.lower(jax.random.PRNGKey(0)).compile()
             compile_s = time.time() - t0
