@@ -14,6 +14,7 @@ from envs.errors import UserError
 
 ACTIVATIONS = ("relu", "tanh", "gelu")
 ALGOS = ("mappo", "happo")
+TIE_BREAKS = ("none", "length")  # latent_tie_break choices (marl.latent.best_of_k)
 
 
 def _check(cond: bool, msg: str) -> None:
@@ -70,6 +71,9 @@ class TrainConfig:
     updates_per_chunk: int = 8  # updates per compiled chunk: progress and checkpoints happen between chunks
     checkpoint_every: int = 1  # chunks between checkpoints
     num_latents: int = 0  # K latents per instance for latent-conditioned (best-of-K) training; 0: off
+    # best-of-K among copies tied at the best return: "none" masks the instance (COMPASS); "length": the
+    # copy whose scored episode is shortest trains (SMAX: every win of a map has the same return)
+    latent_tie_break: str = "none"
     network: NetworkConfig = NetworkConfig()
 
     def __post_init__(self):
@@ -101,6 +105,8 @@ class TrainConfig:
         _check(self.ent_coef >= 0, f"ent_coef must be >= 0, got {self.ent_coef}")
         _check(self.max_grad_norm > 0, f"max_grad_norm must be > 0, got {self.max_grad_norm}")
         _check(self.num_latents >= 0, f"num_latents must be >= 0, got {self.num_latents}")
+        _check(self.latent_tie_break in TIE_BREAKS,
+               f"latent_tie_break must be one of {TIE_BREAKS}, got {self.latent_tie_break!r}")
         if self.num_latents:
             _check(self.network.latent_dim > 0, "num_latents > 0 needs network.latent_dim > 0")
             _check(self.num_envs % self.num_latents == 0,

@@ -9,7 +9,10 @@ The score of a copy is the team return of its first episode inside the rollout (
 end of the rollout if it has not finished: all K copies of an instance share that horizon, so the
 comparison stays fair). Per instance, only the copy with the best score trains the actor; if the
 best score is shared by several copies (within ``TIE_TOL``), none of them does (COMPASS masks
-ties). The critic trains on every alive sample of the rollout, including steps after a copy's first
+ties). With ``latent_tie_break="length"`` the tied copy whose scored episode is shortest trains
+instead (a tie in length too still masks): on SMAX every win of a map has the same return, so once
+the team wins on two or more of the K latents of most instances, masking ties leaves the actor no
+signal at all (smax:20m from a 6% win-rate policy: actor loss 0 on every update from the 5th on). The critic trains on every alive sample of the rollout, including steps after a copy's first
 episode ended (the env auto-resets; those samples are valid on-policy data for V but belong to no
 instance, so they never train the actor).
 
@@ -65,10 +68,21 @@ def first_episode_return(reward: jax.Array, done: jax.Array) -> jax.Array:
     return (reward * first_episode_mask(done)).sum(axis=0)
 
 
-def best_of_k(scores: jax.Array, tie_tol: float = TIE_TOL) -> jax.Array:
-    """scores [I, K] -> [I, K] float mask: 1 for the unique argmax of each row, all 0 on a tie."""
+def first_episode_length(done: jax.Array) -> jax.Array:
+    """done [T, E] -> [E]: steps of each env's first episode inside the rollout (T if unfinished)."""
+    return first_episode_mask(done).sum(axis=0)
+
+
+def best_of_k(scores: jax.Array, tie_tol: float = TIE_TOL, tie_break: jax.Array | None = None) -> jax.Array:
+    """scores [I, K] -> [I, K] float mask: 1 for the unique argmax of each row, all 0 on a tie.
+
+    ``tie_break`` [I, K] (optional): among the copies tied at the best score, the smallest value wins;
+    only a tie that remains masks the row."""
     best = scores.max(axis=1, keepdims=True)
     is_best = scores >= best - tie_tol * jnp.maximum(1.0, jnp.abs(best))
+    if tie_break is not None:
+        least = jnp.where(is_best, tie_break, jnp.inf).min(axis=1, keepdims=True)
+        is_best = is_best & (tie_break <= least)
     unique = is_best.sum(axis=1, keepdims=True) == 1
     return (is_best & unique).astype(jnp.float32)
 
@@ -100,8 +114,10 @@ class LatentTrainer(Trainer):
         """(actor weight, critic weight), each [T, E, N]."""
         alive = tr.alive.astype(jnp.float32)
         first = first_episode_mask(tr.done)  # [T, E]
-        scores = first_episode_return(tr.reward, tr.done).reshape(self.num_instances, self.num_latents)
-        best = best_of_k(scores).reshape(-1)  # [E]
+        shape = (self.num_instances, self.num_latents)
+        scores = first_episode_return(tr.reward, tr.done).reshape(shape)
+        tie_break = first_episode_length(tr.done).reshape(shape) if self.config.latent_tie_break == "length" else None
+        best = best_of_k(scores, tie_break=tie_break).reshape(-1)  # [E]
         actor_w = alive * (first * best[None, :])[..., None]
         return actor_w, alive
 

@@ -11,7 +11,7 @@ import envs
 from envs.errors import UserError
 from marl.config import NetworkConfig, TrainConfig
 from marl.evaluate import evaluate
-from marl.latent import LatentTrainer, best_of_k, first_episode_mask, first_episode_return
+from marl.latent import LatentTrainer, best_of_k, first_episode_length, first_episode_mask, first_episode_return
 from marl.networks import init_actor
 from marl.team import Team, team_step, tile
 
@@ -73,6 +73,39 @@ def test_best_of_k_by_hand():
 def test_best_of_k_ties_below_best_are_fine():
     m = np.asarray(best_of_k(jnp.array([[-4.0, -3.0, -3.5], [2.0, 2.0 + 1e-7, 0.0]])))
     np.testing.assert_array_equal(m, [[0, 1, 0], [0, 0, 0]])  # 2.0 vs 2.0+1e-7: a float tie
+
+
+def test_best_of_k_tie_break_by_hand():
+    scores = jnp.array([[2.0, 2.0, 1.0],   # tied at the best: the shorter episode (40) trains
+                        [2.0, 2.0, 1.0],   # tied in length too: still masked
+                        [3.0, 2.0, 2.0],   # a unique best trains even if it is the longest
+                        [2.0, 1.0, 2.0]])  # the short non-best copy (10) does not count
+    length = jnp.array([[50.0, 40.0, 10.0], [40.0, 40.0, 10.0], [90.0, 10.0, 10.0], [60.0, 10.0, 30.0]])
+    np.testing.assert_array_equal(np.asarray(best_of_k(scores, tie_break=length)),
+                                  [[0, 1, 0], [0, 0, 0], [1, 0, 0], [0, 0, 1]])
+    np.testing.assert_array_equal(np.asarray(best_of_k(scores)), [[0, 0, 0], [0, 0, 0], [1, 0, 0], [0, 0, 0]])
+
+
+def test_weights_tie_break_by_length():
+    # I = 2 x K = 4, T = 4; instance 0: copies 1 and 2 tie at return 4, copy 2's episode ends first
+    T, E, N = 4, 8, 3
+    reward = np.zeros((T, E), np.float32)
+    reward[0] = [1, 4, 4, 0, 2, 2, 2, 2]  # instance 1: all tied, lengths 4, 4, 2, 2: still a tie
+    done = np.zeros((T, E), bool)
+    done[1, 2] = done[1, 6] = done[1, 7] = True
+    tr = SimpleNamespace(reward=jnp.asarray(reward), done=jnp.asarray(done), alive=jnp.ones((T, E, N), bool))
+    np.testing.assert_array_equal(np.asarray(first_episode_length(tr.done)), [4, 4, 2, 4, 4, 4, 2, 2])
+    plain = LatentTrainer(tiny_config())
+    tb = LatentTrainer(tiny_config(latent_tie_break="length"))
+    assert float(plain.weights(tr)[0].sum()) == 0.0  # COMPASS masking: both instances tied
+    expect = np.zeros((T, E, N), np.float32)
+    expect[:2, 2, :] = 1.0  # copy 2, first episode only (steps 0 and 1)
+    np.testing.assert_array_equal(np.asarray(tb.weights(tr)[0]), expect)
+
+
+def test_unknown_tie_break_is_a_clear_error():
+    with pytest.raises(UserError, match="latent_tie_break must be one of"):
+        tiny_config(latent_tie_break="shortest")
 
 
 def test_first_episode_return_by_hand():
