@@ -12,7 +12,8 @@ best score is shared by several copies (within ``TIE_TOL``), none of them does (
 ties). With ``latent_tie_break="length"`` the tied copy whose scored episode is shortest trains
 instead (a tie in length too still masks): on SMAX every win of a map has the same return, so once
 the team wins on two or more of the K latents of most instances, masking ties leaves the actor no
-signal at all (smax:20m from a 6% win-rate policy: actor loss 0 on every update from the 5th on). The critic trains on every alive sample of the rollout, including steps after a copy's first
+signal (smax:20m from a 6% win-rate policy: actor loss 0 on 11 of the 12 updates from the 5th on).
+The critic trains on every alive sample of the rollout, including steps after a copy's first
 episode ended (the env auto-resets; those samples are valid on-policy data for V but belong to no
 instance, so they never train the actor).
 
