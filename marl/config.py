@@ -107,6 +107,8 @@ class TrainConfig:
         _check(self.num_latents >= 0, f"num_latents must be >= 0, got {self.num_latents}")
         _check(self.latent_tie_break in TIE_BREAKS,
                f"latent_tie_break must be one of {TIE_BREAKS}, got {self.latent_tie_break!r}")
+        _check(self.latent_tie_break == "none" or self.num_latents > 0,
+               "latent_tie_break applies only to latent training: set num_latents (--latents K) or drop it")
         if self.num_latents:
             _check(self.network.latent_dim > 0, "num_latents > 0 needs network.latent_dim > 0")
             _check(self.num_envs % self.num_latents == 0,

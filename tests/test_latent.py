@@ -106,6 +106,8 @@ def test_weights_tie_break_by_length():
 def test_unknown_tie_break_is_a_clear_error():
     with pytest.raises(UserError, match="latent_tie_break must be one of"):
         tiny_config(latent_tie_break="shortest")
+    with pytest.raises(UserError, match="applies only to latent training"):
+        tiny_config(latent_tie_break="length", num_latents=0)
 
 
 def test_first_episode_return_by_hand():
