@@ -46,7 +46,7 @@ def evaluate(env: Env, team: Team, key: jax.Array, num_episodes: int, greedy: bo
     def body(c):
         t, ts, state, carry, reset, finished, ret, won, length = c
         k_act, k_env = jax.random.split(jax.random.fold_in(k_run, t))
-        carry, logits = team_step(spec, net, team.params, carry, ts.obs, reset, latent)
+        carry, logits = team_step(spec, net, team.params, carry, ts.obs, reset, latent, ids=team.ids)
         logits = ppo.masked_logits(logits, ts.avail)
         action = ppo.sample(k_act, logits, greedy)
         ts, state = jax.vmap(env.step)(jax.random.split(k_env, num_episodes), state, action)

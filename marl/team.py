@@ -2,6 +2,11 @@
 
 Acting is ``jax.vmap`` over that axis (``team_step``). A shared actor is stored tiled N times, so
 every probe (interpolation, hot-swap, clone-all, role-swap, mixed teams) is array work on axis 0.
+
+Each row also carries the agent id it was trained with (``Team.ids``; the one-hot id is part of the
+actor's input). An actor trained only in seat i has never had a gradient on the other ids' input
+weights, so when a probe moves row i to another seat its id moves with it: feeding it the seat's id
+would be a random input perturbation, not a change of role.
 """
 
 from __future__ import annotations
@@ -24,13 +29,20 @@ class Team:
     spec: EnvSpec = struct.field(pytree_node=False)
     network: NetworkConfig = struct.field(pytree_node=False)
     shared: bool = struct.field(pytree_node=False, default=False)  # trained as one shared actor
+    ids: jax.Array | None = None  # [N] int32: the agent id row i was trained with; None: i (a trained team)
 
     @property
     def num_agents(self) -> int:
         return self.spec.num_agents
 
-    def replace_params(self, params) -> "Team":
-        return self.replace(params=params, shared=False)
+    @property
+    def seat_ids(self) -> jax.Array:
+        """[N] int32: the agent id each row is fed (its trained id)."""
+        return jnp.arange(self.spec.num_agents, dtype=jnp.int32) if self.ids is None else self.ids
+
+    def replace_params(self, params, ids: jax.Array | None = None) -> "Team":
+        """The same kind of team with other rows (and, if given, other ids; else the rows keep theirs)."""
+        return self.replace(params=params, shared=False, ids=self.ids if ids is None else ids)
 
 
 def tile(params, n: int):
@@ -88,35 +100,36 @@ def agent_unroll(spec: EnvSpec, net: NetworkConfig, params, seat, init_carry, ob
                                        method=Actor.unroll)
 
 
-def _seats(obs, spec):
-    return jnp.broadcast_to(jnp.arange(spec.num_agents), obs.shape[:-1])
+def _ids(spec: EnvSpec, ids) -> jax.Array:
+    return jnp.arange(spec.num_agents, dtype=jnp.int32) if ids is None else jnp.asarray(ids, jnp.int32)
 
 
-def team_step(spec: EnvSpec, net: NetworkConfig, params, carry, obs, reset, latent=None, shared: bool = False):
+def team_step(spec: EnvSpec, net: NetworkConfig, params, carry, obs, reset, latent=None, shared: bool = False,
+              ids=None):
     """The whole team acts.
 
     params: the [N, ...] stack (vmapped over rows), or with ``shared=True`` one actor's params
     (applied to all seats at once: the same function as its tiled stack, with no batched matmuls).
-    carry [..., N, H]; obs [..., N, O]; reset [...] bool; latent [..., N, d] or None.
-    Returns (carry [..., N, H], logits [..., N, A]).
+    carry [..., N, H]; obs [..., N, O]; reset [...] bool; latent [..., N, d] or None; ids [N] int: the
+    agent id fed to row i (None: i; ``Team.seat_ids``). Returns (carry [..., N, H], logits [..., N, A]).
     """
     reset_n = jnp.broadcast_to(reset[..., None], obs.shape[:-1])
+    ids = _ids(spec, ids)
     if shared:
-        return agent_step(spec, net, params, _seats(obs, spec), carry, obs, reset_n, latent)
+        return agent_step(spec, net, params, jnp.broadcast_to(ids, obs.shape[:-1]), carry, obs, reset_n, latent)
     latent = _zeros_latent(obs, latent, net)
     fn = functools.partial(agent_step, spec, net)
-    return jax.vmap(fn, in_axes=(0, 0, -2, -2, -1, -2), out_axes=(-2, -2))(
-        params, jnp.arange(spec.num_agents), carry, obs, reset_n, latent)
+    return jax.vmap(fn, in_axes=(0, 0, -2, -2, -1, -2), out_axes=(-2, -2))(params, ids, carry, obs, reset_n, latent)
 
 
 def team_unroll(spec: EnvSpec, net: NetworkConfig, params, init_carry, obs, resets, latent=None,
-                shared: bool = False):
+                shared: bool = False, ids=None):
     """The team over time: obs [T, ..., N, O], resets [T, ...], init_carry [..., N, H],
-    latent [T, ..., N, d] or None -> logits [T, ..., N, A]. ``shared`` as in ``team_step``."""
+    latent [T, ..., N, d] or None -> logits [T, ..., N, A]. ``shared`` and ``ids`` as in ``team_step``."""
     resets_n = jnp.broadcast_to(resets[..., None], obs.shape[:-1])
+    ids = _ids(spec, ids)
     if shared:
-        return agent_unroll(spec, net, params, _seats(obs, spec), init_carry, obs, resets_n, latent)
+        return agent_unroll(spec, net, params, jnp.broadcast_to(ids, obs.shape[:-1]), init_carry, obs, resets_n, latent)
     latent = _zeros_latent(obs, latent, net)
     fn = functools.partial(agent_unroll, spec, net)
-    return jax.vmap(fn, in_axes=(0, 0, -2, -2, -1, -2), out_axes=-2)(
-        params, jnp.arange(spec.num_agents), init_carry, obs, resets_n, latent)
+    return jax.vmap(fn, in_axes=(0, 0, -2, -2, -1, -2), out_axes=-2)(params, ids, init_carry, obs, resets_n, latent)

@@ -17,7 +17,7 @@ def _cmd_teams(args) -> int:
     from probes.pipeline import probe_teams
 
     probe_teams(args.run_a, args.run_b, args.out, args.episodes, not args.sample, args.boot, args.eval_seed,
-                team_batch=args.team_batch)
+                team_batch=args.team_batch, seat_ids=args.seat_ids, max_perms=args.max_perms)
     return 0
 
 
@@ -48,7 +48,8 @@ def add_parser(subparsers) -> None:
     b = sub.add_parser("barrier", help="return along theta(alpha) = (1-alpha) A + alpha B, and the barrier")
     b.add_argument("run_a", metavar="RUN_A", help=ref)
     b.add_argument("run_b", metavar="RUN_B", help=ref)
-    b.add_argument("--alphas", default="21", help="number of alphas in [0, 1] (default 21) or a comma list")
+    b.add_argument("--alphas", default="21", help="odd number of alphas in [0, 1] (default 21) or a comma list "
+                                                    "holding 0, 0.5 and 1")
     b.add_argument("--align", action="store_true", help="also the barrier after permutation alignment of B to A")
     common(b)
     b.set_defaults(func=_cmd_barrier)
@@ -56,6 +57,9 @@ def add_parser(subparsers) -> None:
     t = sub.add_parser("teams", help="mixed teams, hot-swap, clone-all, role-swap")
     t.add_argument("run_a", metavar="RUN_A", help=ref)
     t.add_argument("run_b", metavar="RUN_B", help=ref)
+    t.add_argument("--seat-ids", action="store_true",
+                   help="feed each seat its own agent id instead of the moved actor's trained id (shared actors only)")
+    t.add_argument("--max-perms", type=int, default=720, help="role-swap permutations (all when N! is smaller)")
     common(t)
     t.set_defaults(func=_cmd_teams)
 

@@ -21,23 +21,22 @@ DEFAULT_ALPHAS = 21
 
 
 def alpha_grid(alphas) -> np.ndarray:
-    """An int K >= 2 -> linspace(0, 1, K); a sequence -> sorted unique values with 0, 0.5 and 1 added.
-
-    Raises UserError for values outside [0, 1] or fewer than 2 values/points.
-    """
+    """An odd int K >= 3 -> linspace(0, 1, K); a sequence -> its sorted unique values, which must hold 0,
+    0.5 and 1 (the endpoints of the line and the midpoint barrier). Bad grids raise a one-line UserError."""
     if isinstance(alphas, (int, np.integer)):
-        if alphas < 2:
-            raise UserError(f"--alphas must be at least 2 points (the endpoints), got {alphas}")
-        grid = np.linspace(0.0, 1.0, int(alphas))
-    else:
-        vals = np.asarray(list(alphas), np.float64)
-        if vals.size < 2:
-            raise UserError(f"need at least 2 alphas, got {vals.size}")
-        if not np.all(np.isfinite(vals)) or vals.min() < 0 or vals.max() > 1:
-            bad = [v for v in vals if not (0 <= v <= 1)]
-            raise UserError(f"alphas must lie in [0, 1], got {bad[0]}")
-        grid = vals
-    return np.unique(np.concatenate([grid, [0.0, 0.5, 1.0]]))
+        if alphas < 3 or alphas % 2 == 0:
+            raise UserError(f"--alphas must be an odd count >= 3 (so the grid holds 0, 0.5 and 1), got {alphas}")
+        return np.linspace(0.0, 1.0, int(alphas))
+    vals = np.asarray(list(alphas), np.float64)
+    if not np.all(np.isfinite(vals)) or vals.min(initial=0) < 0 or vals.max(initial=0) > 1:
+        bad = [v for v in vals if not (0 <= v <= 1)]
+        raise UserError(f"alphas must lie in [0, 1], got {bad[0]}")
+    grid = np.unique(vals)
+    missing = [v for v in (0.0, 0.5, 1.0) if not np.isclose(grid, v, atol=1e-9).any()]
+    if missing:
+        raise UserError(f"the alphas must include 0, 0.5 and 1 (the barrier estimators need them); missing "
+                        f"{', '.join(f'{v:g}' for v in missing)}")
+    return grid
 
 
 def parse_alphas(text: str) -> np.ndarray:
@@ -48,7 +47,7 @@ def parse_alphas(text: str) -> np.ndarray:
             return alpha_grid(int(text))
         return alpha_grid([float(t) for t in text.split(",") if t.strip()])
     except ValueError:
-        raise UserError(f"--alphas must be a count (e.g. 21) or a comma list of values in [0, 1], got {text!r}") from None
+        raise UserError(f"--alphas must be an odd count (e.g. 21) or a comma list of values in [0, 1], got {text!r}") from None
 
 
 def interpolate(params_a, params_b, alphas) -> dict:
@@ -65,11 +64,13 @@ def interpolate(params_a, params_b, alphas) -> dict:
     return jax.tree.map(lerp, params_a, params_b)
 
 
-def stack_teams(*teams: Team) -> dict:
-    """Concatenate teams' stacks along the agent axis: [N_1 + N_2 + ..., ...] (the row source)."""
+def stack_teams(*teams: Team) -> tuple[dict, jax.Array]:
+    """Concatenate teams' stacks along the agent axis: (params [N_1 + N_2 + ..., ...], ids [N_1 + ...]),
+    the row source of ``evaluate_rows`` (each row keeps the agent id it was trained with)."""
     for t in teams[1:]:
         check_compatible(teams[0], t)
-    return jax.tree.map(lambda *xs: jnp.concatenate(xs, axis=0), *[t.params for t in teams])
+    params = jax.tree.map(lambda *xs: jnp.concatenate(xs, axis=0), *[t.params for t in teams])
+    return params, jnp.concatenate([t.seat_ids for t in teams])
 
 
 _CACHE: dict = {}
@@ -88,42 +89,59 @@ def _batch_eval(env: Env, template: Team, num_episodes: int, greedy: bool, mode:
     team_batch = int(team_batch)
     key = (id(env), template.spec, template.network, num_episodes, greedy, mode, team_batch)
     if key not in _CACHE:
-        def one(params, k):
-            return evaluate(env, template.replace_params(params), k, num_episodes, greedy)
+        def one(team, k):  # team: (params [N, ...], ids [N])
+            params, ids = team
+            return evaluate(env, template.replace_params(params, ids), k, num_episodes, greedy)
 
         if mode == "rows":
-            def fn(source, idx, k):  # source [R, ...], idx [M, N] -> rows source[idx] [M, N, ...]
-                return _over_teams(one, jax.tree.map(lambda x: x[idx], source), k, team_batch)
+            def fn(source, idx, ids, k):  # rows source[idx] [M, N, ...], fed ids [M, N]
+                return _over_teams(one, (jax.tree.map(lambda x: x[idx], source), ids), k, team_batch)
         elif mode == "lerp":
-            def fn(params_a, params_b, alphas, k):  # the K interpolated teams are built in the program
-                return _over_teams(one, interpolate(params_a, params_b, alphas), k, team_batch)
+            def fn(params_a, params_b, ids, alphas, k):  # the K interpolated teams are built in the program
+                lerp = interpolate(params_a, params_b, alphas)
+                return _over_teams(one, (lerp, jnp.broadcast_to(ids, (len(alphas),) + ids.shape)), k, team_batch)
         else:
-            def fn(params, k):  # params [M, N, ...]
-                return _over_teams(one, params, k, team_batch)
+            def fn(params, ids, k):  # params [M, N, ...], ids [M, N]
+                return _over_teams(one, (params, ids), k, team_batch)
         _CACHE[key] = (jax.jit(fn), env)  # keep env alive so its id is not reused
     return _CACHE[key][0]
 
 
 def evaluate_stack(env: Env, template: Team, params, key: jax.Array, num_episodes: int,
-                   greedy: bool = True, team_batch: int = 0) -> EvalResult:
+                   greedy: bool = True, team_batch: int = 0, ids=None) -> EvalResult:
     """Evaluate M teams params [M, N, ...] on the same ``num_episodes`` episodes (one program).
 
-    Returns EvalResult with fields [M, E]. ``template`` supplies spec and network. ``team_batch``:
-    teams vmapped side by side (0: all); results do not depend on it.
+    Returns EvalResult with fields [M, E]. ``template`` supplies spec and network; ``ids`` [M, N] the
+    agent id each row is fed (default: the template's ids for every team). ``team_batch``: teams vmapped
+    side by side (0: all); results do not depend on it.
     """
-    return _batch_eval(env, template, num_episodes, greedy, "stack", team_batch)(params, key)
+    m = jax.tree.leaves(params)[0].shape[0]
+    ids = jnp.broadcast_to(template.seat_ids, (m, template.num_agents)) if ids is None else jnp.asarray(ids, jnp.int32)
+    return _batch_eval(env, template, num_episodes, greedy, "stack", team_batch)(params, ids, key)
 
 
 def evaluate_rows(env: Env, template: Team, source, idx, key: jax.Array, num_episodes: int,
-                  greedy: bool = True, team_batch: int = 0) -> EvalResult:
-    """Evaluate the teams ``source[idx[m]]`` (source leaves [R, ...], idx [M, N] int) in one program."""
-    idx = jnp.asarray(np.asarray(idx, np.int32))
-    return _batch_eval(env, template, num_episodes, greedy, "rows", team_batch)(source, idx, key)
+                  greedy: bool = True, team_batch: int = 0, source_ids=None, seat_ids: bool = False) -> EvalResult:
+    """Evaluate the teams ``source[idx[m]]`` (source leaves [R, ...], idx [M, N] int) in one program.
+
+    Row r is fed the agent id ``source_ids[r]`` (its trained id, which moves with it; default: r mod N).
+    ``seat_ids=True`` feeds each seat its own id instead, which only makes sense for actors trained in
+    every seat (a shared actor).
+    """
+    idx = np.asarray(idx, np.int32)
+    n = template.num_agents
+    rows = jax.tree.leaves(source)[0].shape[0]
+    source_ids = np.arange(rows) % n if source_ids is None else np.asarray(source_ids, np.int32)
+    ids = np.broadcast_to(np.arange(n), idx.shape) if seat_ids else source_ids[idx]
+    fn = _batch_eval(env, template, num_episodes, greedy, "rows", team_batch)
+    return fn(source, jnp.asarray(idx), jnp.asarray(ids, jnp.int32), key)
 
 
 def evaluate_interpolation(env: Env, team_a: Team, team_b: Team, alphas, key: jax.Array,
                            num_episodes: int, greedy: bool = True, team_batch: int = 0) -> EvalResult:
     """Evaluate theta(alpha) for every alpha on the same episodes: fields [K, E]."""
     check_compatible(team_a, team_b)
+    if not np.array_equal(np.asarray(team_a.seat_ids), np.asarray(team_b.seat_ids)):
+        raise UserError("cannot interpolate teams whose rows carry different agent ids; interpolate teams as trained")
     fn = _batch_eval(env, team_a, num_episodes, greedy, "lerp", team_batch)
-    return fn(team_a.params, team_b.params, jnp.asarray(alphas, jnp.float32), key)
+    return fn(team_a.params, team_b.params, team_a.seat_ids, jnp.asarray(alphas, jnp.float32), key)

@@ -68,20 +68,23 @@ def probe_barrier(ref_a: str, ref_b: str, out: str | Path, alphas=21, episodes: 
     _check_counts(episodes, team_batch)
     team_a, team_b, env, src_a, src_b = _load_pair(ref_a, ref_b)
     key = jax.random.PRNGKey(eval_seed)
-    rep = barrier_probe(env, team_a, team_b, grid, key, episodes, greedy, num_boot, team_batch=team_batch)
+    rep, eps = barrier_probe(env, team_a, team_b, grid, key, episodes, greedy, num_boot, team_batch=team_batch)
     report = {"probe": "barrier", "command": command or _command(), "a": src_a, "b": src_b, "env": src_a["env"],
               "eval_seed": eval_seed, "num_boot": num_boot, "naive": rep,
               "weight_distance": {"naive": team_distance(team_a.params, team_b.params)}}
+    arrays = {"alphas": grid, **{f"naive_{k}": v for k, v in eps.items()}}
     aligned = None
     if align:
         team_b2, perms = align_team(team_a, team_b)
-        aligned = barrier_probe(env, team_a, team_b2, grid, key, episodes, greedy, num_boot, team_batch=team_batch)
+        aligned, eps2 = barrier_probe(env, team_a, team_b2, grid, key, episodes, greedy, num_boot, team_batch=team_batch)
         report["aligned"] = aligned
         report["weight_distance"]["aligned"] = team_distance(team_a.params, team_b2.params)
         report["permutations"] = {k: v.tolist() for k, v in perms.items()}
+        arrays.update({f"aligned_{k}": v for k, v in eps2.items()})
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     _write_json(out / "barrier.json", report)
+    np.savez_compressed(out / "barrier.npz", **arrays)
     rows = []
     for i, a in enumerate(rep["alphas"]):
         row = {"alpha": a}
@@ -96,11 +99,12 @@ def probe_barrier(ref_a: str, ref_b: str, out: str | Path, alphas=21, episodes: 
     _write_csv(out / "barrier.csv", rows)
     plots.barrier_figure(rep, out / "barrier.png", f"{src_a['ref']} (A) vs {src_b['ref']} (B), {episodes} episodes",
                          aligned)
-    report["files"] = [str(out / f) for f in ("barrier.json", "barrier.csv", "barrier.png")]
+    report["files"] = [str(out / f) for f in ("barrier.json", "barrier.csv", "barrier.png", "barrier.npz")]
     if not quiet:
         print(f"A {src_a['ref']} (update {src_a['step']})  B {src_b['ref']} (update {src_b['step']})  "
               f"{episodes} {'greedy' if greedy else 'sampled'} episodes x {len(grid)} alphas")
-        print(f"{'':10s}{'metric':10s}{'R(A)':>9s}{'R(B)':>9s}  {'barrier [95% CI]':>28s}  {'midpoint [95% CI]':>28s}")
+        print(f"{'':10s}{'metric':10s}{'R(A)':>9s}{'R(B)':>9s}  {'cross-fitted barrier [95% CI]':>30s} {'at':>5s}  "
+              f"{'midpoint [95% CI]':>28s}  {'max (biased up) [95% CI]':>28s}")
         for name, r in (("naive", rep), ("aligned", aligned)):
             if r is None:
                 continue
@@ -108,28 +112,39 @@ def probe_barrier(ref_a: str, ref_b: str, out: str | Path, alphas=21, episodes: 
                 if m in r:
                     s = r[m]
                     print(f"{name:10s}{m:10s}{s['mean'][0]:9.3f}{s['mean'][-1]:9.3f}  "
-                          f"{_fmt_ci(s['barrier'], s['barrier_ci']):>28s}  {_fmt_ci(s['midpoint'], s['midpoint_ci']):>28s}")
-        print(f"wrote {out}/barrier.json, barrier.csv, barrier.png")
+                          f"{_fmt_ci(s['barrier'], s['barrier_ci']):>30s} {s['barrier_alpha']:5.2f}  "
+                          f"{_fmt_ci(s['midpoint'], s['midpoint_ci']):>28s}  {_fmt_ci(s['barrier_max'], s['barrier_max_ci']):>28s}")
+        print("headline: cross-fitted barrier (calibrated: bench/results/barrier_calibration.md); the max is biased upward")
+        print(f"wrote {out}/barrier.json, barrier.csv, barrier.png, barrier.npz")
     return report
 
 
 def probe_teams(ref_a: str, ref_b: str, out: str | Path, episodes: int = 256, greedy: bool = True,
                 num_boot: int = stats.DEFAULT_BOOT, eval_seed: int = 12345, quiet: bool = False,
-                command: str | None = None, team_batch: int = 0) -> dict:
-    """Mixed teams, hot-swap, clone-all and role-swap between two checkpoints."""
+                command: str | None = None, team_batch: int = 0, seat_ids: bool = False, max_perms: int = 720) -> dict:
+    """Mixed teams, hot-swap, clone-all and role-swap between two checkpoints (ids move with the rows
+    unless ``seat_ids``), each with its paired difference to the probe's base team."""
     _check_counts(episodes, team_batch)
+    if max_perms < 1:
+        raise UserError(f"--max-perms must be >= 1, got {max_perms}")
     team_a, team_b, env, src_a, src_b = _load_pair(ref_a, ref_b)
-    rep = team_probes(env, team_a, team_b, jax.random.PRNGKey(eval_seed), episodes, greedy, num_boot,
-                      team_batch=team_batch)
+    if seat_ids and not (team_a.shared and team_b.shared):
+        print("warning: --seat-ids feeds moved actors the seat's id; only a shared actor was trained on every id",
+              file=sys.stderr)
+    rep, eps = team_probes(env, team_a, team_b, jax.random.PRNGKey(eval_seed), episodes, greedy, num_boot,
+                           team_batch=team_batch, seat_ids=seat_ids, max_perms=max_perms)
     report = {"probe": "teams", "command": command or _command(), "a": src_a, "b": src_b, "env": src_a["env"],
               "episodes": episodes, "greedy": greedy, "eval_seed": eval_seed, **rep}
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     _write_json(out / "teams.json", report)
+    np.savez_compressed(out / "teams.npz", **{f"{p}_{k}": v for p, d in eps.items() for k, v in d.items()})
     metrics = [m for m in ("return", "win_rate") if m in rep["mixed"]]
 
     def cols(s, i):
-        return {f"{m}{suf}": s[m][key][i] for m in metrics for suf, key in (("", "mean"), ("_lo", "ci_lo"), ("_hi", "ci_hi"))}
+        return {f"{m}{suf}": s[m][key][i] for m in metrics
+                for suf, key in (("", "mean"), ("_lo", "ci_lo"), ("_hi", "ci_hi"), ("_diff", "diff"),
+                                 ("_diff_lo", "diff_lo"), ("_diff_hi", "diff_hi"))}
 
     mixed = rep["mixed"]
     _write_csv(out / "mixed.csv", [{"mask": "".join("B" if x else "A" for x in mk), "seats_from_b": k, **cols(mixed, i)}
@@ -144,19 +159,24 @@ def probe_teams(ref_a: str, ref_b: str, out: str | Path, episodes: int = 256, gr
                                        for t in ("a", "b") for i, p in enumerate(rs["perms"])])
     plots.teams_figure(rep, out / "teams.png", f"{src_a['ref']} (A) vs {src_b['ref']} (B), {episodes} episodes")
     if not quiet:
-        print(f"A {src_a['ref']} (update {src_a['step']})  B {src_b['ref']} (update {src_b['step']})  {episodes} episodes")
+        print(f"A {src_a['ref']} (update {src_a['step']})  B {src_b['ref']} (update {src_b['step']})  {episodes} episodes; "
+              f"ids: {rep['ids']}")
         print("mixed teams by seats from B:  " + "  ".join(
             f"k={g['k']}: {g['return']['mean']:.3f}" + (f" (win {g['win_rate']['mean']:.2f})" if "win_rate" in g else "")
             for g in mixed["by_k"]))
-        print("hot-swap A<-B seat i: " + " ".join(f"{v:.3f}" for v in hs["a_with_b_seat"]["return"]["mean"])
-              + "   B<-A seat i: " + " ".join(f"{v:.3f}" for v in hs["b_with_a_seat"]["return"]["mean"]))
-        print("clone-all A: " + " ".join(f"{v:.3f}" for v in ca["a"]["return"]["mean"])
-              + "   B: " + " ".join(f"{v:.3f}" for v in ca["b"]["return"]["mean"]))
+        def diffs(s):
+            r = s["return"]
+            return " ".join(f"{d:+.3f} [{lo:+.3f}, {hi:+.3f}]" for d, lo, hi in zip(r["diff"], r["diff_lo"], r["diff_hi"]))
+
+        print("hot-swap, return minus A, A<-B seat i: " + diffs(hs["a_with_b_seat"]))
+        print("hot-swap, return minus B, B<-A seat i: " + diffs(hs["b_with_a_seat"]))
+        print("clone-all, return minus own team, A agent i: " + diffs(ca["a"]))
+        print("clone-all, return minus own team, B agent i: " + diffs(ca["b"]))
         for t in ("a", "b"):
             s = rs[t]
             print(f"role-swap {t.upper()}: identity {s['identity']['return']:.3f}  best {s['best']['return']:.3f} "
                   f"{s['best']['perm']}  worst {s['worst']['return']:.3f} {s['worst']['perm']}")
-        print(f"wrote {out}/teams.json, mixed.csv, hot_swap.csv, clone_all.csv, role_swap.csv, teams.png")
+        print(f"wrote {out}/teams.json, teams.npz, mixed.csv, hot_swap.csv, clone_all.csv, role_swap.csv, teams.png")
     return report
 
 

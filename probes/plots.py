@@ -34,7 +34,8 @@ def barrier_figure(report: dict, path: Path, title: str = "", aligned: dict | No
             if rep is None:
                 continue
             s = rep[m]
-            b = f"{label}: B={s['barrier']:.3f} [{s['barrier_ci'][0]:.3f}, {s['barrier_ci'][1]:.3f}]"
+            b = (f"{label}: cross-fitted B={s['barrier']:.3f} [{s['barrier_ci'][0]:.3f}, {s['barrier_ci'][1]:.3f}], "
+                 f"midpoint {s['midpoint']:.3f}")
             sns.lineplot(x=a, y=s["mean"], ax=ax, color=color, marker="o", label=b)
             ax.fill_between(a, s["ci_lo"], s["ci_hi"], color=color, alpha=0.2)
             ax.plot(a, s["line"], "--", color=color, alpha=0.7)
@@ -74,11 +75,12 @@ def teams_figure(report: dict, path: Path, title: str = "") -> Path:
           "mixed teams: return (rows: seats from B)")
     axes[0].set_ylabel("seats from B")
     seats = [f"seat {i}" for i in range(n)]
-    _heat(axes[1], [hs["a_with_b_seat"]["return"]["mean"], hs["b_with_a_seat"]["return"]["mean"]], True, seats,
+    _heat(axes[1], [hs["a_with_b_seat"]["return"]["diff"], hs["b_with_a_seat"]["return"]["diff"]], True, seats,
           ["A, seat from B", "B, seat from A"],
-          f"hot-swap: return (A {hs['a']['return']['mean'][0]:.2f}, B {hs['b']['return']['mean'][0]:.2f})")
-    _heat(axes[2], [ca["a"]["return"]["mean"], ca["b"]["return"]["mean"]], True, [f"agent {i}" for i in range(n)],
-          ["A", "B"], "clone-all: every seat runs agent i")
+          f"hot-swap: return minus base team\n(A {hs['a']['return']['mean'][0]:.2f}, B {hs['b']['return']['mean'][0]:.2f})",
+          fmt="+.2f", cmap="vlag_r")
+    _heat(axes[2], [ca["a"]["return"]["diff"], ca["b"]["return"]["diff"]], True, [f"agent {i}" for i in range(n)],
+          ["A", "B"], "clone-all (agent i, its id, in every seat):\nreturn minus own team", fmt="+.2f", cmap="vlag_r")
     for ax, name in ((axes[3], "a"), (axes[4], "b")):
         s = rs[name]
         _heat(ax, s["agent_seat_return"], True, seats, [f"agent {i}" for i in range(n)],

@@ -1,14 +1,16 @@
-"""Statistics helpers: paired bootstrap over episodes, percentile CIs, interquartile mean.
+"""Statistics helpers: paired bootstrap over episodes, percentile CIs, interquartile mean and
+stratified bootstrap aggregates (rliable's definitions, Agarwal et al. 2021).
 
 Every probe evaluates all its teams on the same episode keys (common random numbers), so the
 episodes are paired across teams: a resample draws one set of episode indices and applies it to
-every team. Statistics that combine teams (a barrier is a max over alphas) are recomputed inside
-each resample, which keeps the upward bias of a max over noisy points inside the CI.
+every team. A percentile bootstrap of a max over noisy points measures its spread but does not
+remove its upward bias: the barrier's calibrated estimator is in ``probes/estimators.py``.
 """
 
 from __future__ import annotations
 
 import numpy as np
+from scipy import stats as sps
 
 DEFAULT_BOOT = 2000
 
@@ -56,12 +58,39 @@ def mean_ci_rows(x: np.ndarray, num_boot: int = DEFAULT_BOOT, confidence: float 
 
 
 def iqm(x) -> float:
-    """Interquartile mean: the mean of the middle 50% of the values (rliable's aggregate)."""
-    x = np.sort(np.asarray(x, np.float64).ravel())
-    n = x.size
-    if n == 0:
-        return float("nan")
-    lo, hi = int(np.floor(0.25 * n)), int(np.ceil(0.75 * n))
-    if hi <= lo:
-        return float(x.mean())
-    return float(x[lo:hi].mean())
+    """Interquartile mean: the 25%-trimmed mean of all values (rliable's ``aggregate_iqm``)."""
+    x = np.asarray(x, np.float64).ravel()
+    return float(sps.trim_mean(x, 0.25)) if x.size else float("nan")
+
+
+def stratified_bootstrap(groups, stat=iqm, num_boot: int = DEFAULT_BOOT, confidence: float = 0.95,
+                         seed: int = 0) -> tuple[float, float, float]:
+    """(stat of all values, lo, hi): percentile CI of ``stat`` over resamples that draw, within each
+    stratum, as many values as it has, with replacement (rliable's StratifiedBootstrap; strata: tasks).
+
+    groups: a list of 1-d arrays, one per stratum (e.g. the pair barriers of one map).
+    """
+    groups = [np.asarray(g, np.float64).ravel() for g in groups if np.size(g)]
+    if not groups:
+        return float("nan"), float("nan"), float("nan")
+    point = stat(np.concatenate(groups))
+    rng = np.random.default_rng(seed)
+    draws = [g[rng.integers(0, g.size, size=(num_boot, g.size))] for g in groups]
+    boot = np.array([stat(np.concatenate([d[b] for d in draws])) for b in range(num_boot)])
+    lo, hi = percentile_ci(boot, confidence)
+    return float(point), float(lo), float(hi)
+
+
+def stratified_bootstrap_diff(groups_a, groups_b, stat=iqm, num_boot: int = DEFAULT_BOOT,
+                              confidence: float = 0.95, seed: int = 0) -> tuple[float, float, float]:
+    """stat(A) - stat(B) with a percentile CI; A and B are resampled independently within each stratum."""
+    ga = [np.asarray(g, np.float64).ravel() for g in groups_a]
+    gb = [np.asarray(g, np.float64).ravel() for g in groups_b]
+    point = stat(np.concatenate(ga)) - stat(np.concatenate(gb))
+    rng = np.random.default_rng(seed)
+    da = [g[rng.integers(0, g.size, size=(num_boot, g.size))] for g in ga if g.size]
+    db = [g[rng.integers(0, g.size, size=(num_boot, g.size))] for g in gb if g.size]
+    boot = np.array([stat(np.concatenate([d[b] for d in da])) - stat(np.concatenate([d[b] for d in db]))
+                     for b in range(num_boot)])
+    lo, hi = percentile_ci(boot, confidence)
+    return float(point), float(lo), float(hi)

@@ -3,7 +3,15 @@
 Each probe writes its teams as an index matrix ``idx[M, N]`` into the row source
 ``concat(A, B)`` (rows 0..N-1 are A's actors, N..2N-1 are B's) and evaluates all M teams over the
 same episodes in one vmapped program (``evaluate_rows``). A team's seat s runs actor row
-``idx[m, s]``; seats keep their own agent-id input, so moving an actor moves it to another role.
+``idx[m, s]``, fed the agent id that row was trained with (the id moves with the row): "agent i in
+seat s" means agent i's whole policy, id input included, acting from seat s's observation. An actor
+trained only in seat i has random, untrained weights on the other ids, so feeding it the seat's id
+would perturb it rather than change its role. ``seat_ids=True`` feeds each seat its own id instead
+(meaningful only for actors trained in every seat, i.e. a shared actor).
+
+Every team is reported with its mean and CI and with the paired difference to its probe's base team
+(A for mixed teams and A with a seat from B, B for B with a seat from A, the team itself for
+clone-all, the identity permutation for role-swap) on the same episodes.
 """
 
 from __future__ import annotations
@@ -91,15 +99,18 @@ def role_perms(n: int, max_perms: int = 720, seed: int = 0) -> tuple[np.ndarray,
 
 
 # -- evaluation ------------------------------------------------------------------------------------
-def _summaries(res, has_win: bool, num_boot: int, seed: int) -> dict:
-    """EvalResult [M, E] -> {"return": {mean, ci_lo, ci_hi}, "win_rate": {...}} lists of length M."""
+def _summaries(res, has_win: bool, base: np.ndarray, num_boot: int, seed: int) -> dict:
+    """EvalResult [M, E] -> {"return": {mean, ci_lo, ci_hi, diff, diff_lo, diff_hi}, "win_rate": ...}, lists
+    of length M; ``diff`` is team m minus team ``base[m]`` on the same episodes (paired bootstrap CI)."""
     out = {}
     fields = [("return", np.asarray(res.returns, np.float64))]
     if has_win:
         fields.append(("win_rate", np.asarray(res.won, np.float64)))
     for name, x in fields:
         m, lo, hi = stats.mean_ci_rows(x, num_boot, seed=seed)
-        out[name] = {"mean": m.tolist(), "ci_lo": np.asarray(lo).tolist(), "ci_hi": np.asarray(hi).tolist()}
+        d, dlo, dhi = stats.mean_ci_rows(x - x[base], num_boot, seed=seed)
+        out[name] = {"mean": m.tolist(), "ci_lo": np.asarray(lo).tolist(), "ci_hi": np.asarray(hi).tolist(),
+                     "diff": d.tolist(), "diff_lo": np.asarray(dlo).tolist(), "diff_hi": np.asarray(dhi).tolist()}
     return out
 
 
@@ -107,20 +118,27 @@ def _take(summ: dict, rows) -> dict:
     return {f: {k: [v[i] for i in rows] for k, v in d.items()} for f, d in summ.items()}
 
 
-def _run(env: Env, team_a: Team, team_b: Team, idx: np.ndarray, key, num_episodes: int, greedy: bool,
-         num_boot: int, seed: int, team_batch: int = 0) -> dict:
-    source = stack_teams(team_a, team_b)
-    res = jax.device_get(evaluate_rows(env, team_a, source, idx, key, num_episodes, greedy, team_batch))
-    return _summaries(res, team_a.spec.has_win, num_boot, seed)
+def _run(env: Env, team_a: Team, team_b: Team, idx: np.ndarray, base: np.ndarray, key, num_episodes: int,
+         greedy: bool, num_boot: int, seed: int, team_batch: int = 0, seat_ids: bool = False) -> tuple[dict, dict]:
+    """Evaluate the teams idx [M, N] (base [M]: each team's base row) -> (summaries, per-episode outcomes)."""
+    source, source_ids = stack_teams(team_a, team_b)
+    res = jax.device_get(evaluate_rows(env, team_a, source, idx, key, num_episodes, greedy, team_batch,
+                                       source_ids=source_ids, seat_ids=seat_ids))
+    episodes = {"idx": np.asarray(idx), "returns": np.asarray(res.returns), "won": np.asarray(res.won),
+                "lengths": np.asarray(res.lengths)}
+    return _summaries(res, team_a.spec.has_win, np.asarray(base), num_boot, seed), episodes
 
 
 def mixed_team_probe(env: Env, team_a: Team, team_b: Team, key, num_episodes: int, greedy: bool = True,
                      max_masks: int = 1024, num_boot: int = stats.DEFAULT_BOOT, seed: int = 0,
-                     team_batch: int = 0) -> dict:
-    """Teams with each seat from A or B (mask); grouped by k = seats taken from B."""
+                     team_batch: int = 0, seat_ids: bool = False) -> tuple[dict, dict]:
+    """Teams with each seat from A or B (mask); grouped by k = seats taken from B; differences to A.
+    Returns (report, per-episode outcomes)."""
     n = team_a.num_agents
     masks = mixed_masks(n, max_masks, seed)
-    summ = _run(env, team_a, team_b, mask_index(masks), key, num_episodes, greedy, num_boot, seed, team_batch)
+    base = np.full(len(masks), int(np.flatnonzero(masks.sum(1) == 0)[0]))  # the all-A team
+    summ, episodes = _run(env, team_a, team_b, mask_index(masks), base, key, num_episodes, greedy, num_boot, seed,
+                          team_batch, seat_ids)
     k = masks.sum(1)
     groups = []
     for kk in range(n + 1):
@@ -130,46 +148,56 @@ def mixed_team_probe(env: Env, team_a: Team, team_b: Team, key, num_episodes: in
         g = {"k": kk, "count": int(rows.size)}
         for f, d in summ.items():
             vals = np.asarray(d["mean"])[rows]
-            g[f] = {"mean": float(vals.mean()), "min": float(vals.min()), "max": float(vals.max())}
+            g[f] = {"mean": float(vals.mean()), "min": float(vals.min()), "max": float(vals.max()),
+                    "diff_mean": float(np.asarray(d["diff"])[rows].mean())}
         groups.append(g)
-    return {"masks": masks.astype(int).tolist(), "seats_from_b": k.tolist(),
-            "sampled": n > MAX_EXHAUSTIVE_MASKS, **summ, "by_k": groups}
+    return {"masks": masks.astype(int).tolist(), "seats_from_b": k.tolist(), "base": "A",
+            "sampled": n > MAX_EXHAUSTIVE_MASKS, **summ, "by_k": groups}, episodes
 
 
 def hot_swap_probe(env: Env, team_a: Team, team_b: Team, key, num_episodes: int, greedy: bool = True,
-                   num_boot: int = stats.DEFAULT_BOOT, seed: int = 0, team_batch: int = 0) -> dict:
-    """A with seat i from B and B with seat i from A, for every seat i (plus A and B themselves)."""
+                   num_boot: int = stats.DEFAULT_BOOT, seed: int = 0, team_batch: int = 0,
+                   seat_ids: bool = False) -> tuple[dict, dict]:
+    """A with seat i from B (differences to A) and B with seat i from A (differences to B), for every
+    seat i, plus A and B themselves. Returns (report, per-episode outcomes)."""
     n = team_a.num_agents
     ab, ba = hot_swap_index(n)
     idx = np.concatenate([ab, ba, mask_index(np.zeros((1, n), bool)), mask_index(np.ones((1, n), bool))])
-    summ = _run(env, team_a, team_b, idx, key, num_episodes, greedy, num_boot, seed, team_batch)
+    base = np.concatenate([np.full(n, 2 * n), np.full(n, 2 * n + 1), [2 * n, 2 * n + 1]])
+    summ, episodes = _run(env, team_a, team_b, idx, base, key, num_episodes, greedy, num_boot, seed, team_batch, seat_ids)
     return {"a_with_b_seat": _take(summ, range(n)), "b_with_a_seat": _take(summ, range(n, 2 * n)),
-            "a": _take(summ, [2 * n]), "b": _take(summ, [2 * n + 1])}
+            "a": _take(summ, [2 * n]), "b": _take(summ, [2 * n + 1])}, episodes
 
 
 def clone_all_probe(env: Env, team_a: Team, team_b: Team | None, key, num_episodes: int, greedy: bool = True,
-                    num_boot: int = stats.DEFAULT_BOOT, seed: int = 0, team_batch: int = 0) -> dict:
-    """For each agent i of A (and of B): every seat runs agent i's actor; plus the teams themselves."""
+                    num_boot: int = stats.DEFAULT_BOOT, seed: int = 0, team_batch: int = 0,
+                    seat_ids: bool = False) -> tuple[dict, dict]:
+    """For each agent i of A (and of B): every seat runs agent i's policy, its id i included (also for a
+    shared actor); differences to the team itself. Returns (report, per-episode outcomes)."""
     team_b = team_a if team_b is None else team_b
     n = team_a.num_agents
     ca, cb = clone_index(n)
     ident = np.arange(n)[None]
     idx = np.concatenate([ca, cb, ident, ident + n])
-    summ = _run(env, team_a, team_b, idx, key, num_episodes, greedy, num_boot, seed, team_batch)
+    base = np.concatenate([np.full(n, 2 * n), np.full(n, 2 * n + 1), [2 * n, 2 * n + 1]])
+    summ, episodes = _run(env, team_a, team_b, idx, base, key, num_episodes, greedy, num_boot, seed, team_batch, seat_ids)
     return {"a": _take(summ, range(n)), "b": _take(summ, range(n, 2 * n)),
-            "a_team": _take(summ, [2 * n]), "b_team": _take(summ, [2 * n + 1])}
+            "a_team": _take(summ, [2 * n]), "b_team": _take(summ, [2 * n + 1])}, episodes
 
 
 def role_swap_probe(env: Env, team_a: Team, team_b: Team | None, key, num_episodes: int, greedy: bool = True,
                     max_perms: int = 720, num_boot: int = stats.DEFAULT_BOOT, seed: int = 0,
-                    team_batch: int = 0) -> dict:
-    """Permutations of each team's agents over the seats (all when N <= 6); identity, best, worst."""
+                    team_batch: int = 0, seat_ids: bool = False) -> tuple[dict, dict]:
+    """Permutations of each team's agents over the seats (all when N <= 6; agents keep their ids, so a
+    permuted shared team is not the same team); identity, best, worst, differences to the identity.
+    Returns (report, per-episode outcomes)."""
     team_b = team_a if team_b is None else team_b
     n = team_a.num_agents
     perms, sampled = role_perms(n, max_perms, seed)
     p = len(perms)
-    summ = _run(env, team_a, team_b, np.concatenate([perms, perms + n]), key, num_episodes, greedy,
-                num_boot, seed, team_batch)
+    base = np.concatenate([np.zeros(p, np.int64), np.full(p, p)])
+    summ, episodes = _run(env, team_a, team_b, np.concatenate([perms, perms + n]), base, key, num_episodes, greedy,
+                          num_boot, seed, team_batch, seat_ids)
     out = {"perms": perms.tolist(), "sampled": sampled}
     for name, rows in (("a", range(p)), ("b", range(p, 2 * p))):
         s = _take(summ, rows)
@@ -184,15 +212,20 @@ def role_swap_probe(env: Env, team_a: Team, team_b: Team | None, key, num_episod
                      "best": {"perm": perms[best].tolist(), "return": float(r[best])},
                      "worst": {"perm": perms[worst].tolist(), "return": float(r[worst])},
                      "agent_seat_return": marg.tolist()}
-    return out
+    return out, episodes
 
 
 def team_probes(env: Env, team_a: Team, team_b: Team, key, num_episodes: int, greedy: bool = True,
-                num_boot: int = stats.DEFAULT_BOOT, seed: int = 0, team_batch: int = 0) -> dict:
+                num_boot: int = stats.DEFAULT_BOOT, seed: int = 0, team_batch: int = 0, seat_ids: bool = False,
+                max_perms: int = 720) -> tuple[dict, dict]:
     """All four team probes on the same episode key (common random numbers across probes);
-    ``team_batch`` > 0: that many teams at a time inside each program (bounds memory)."""
-    kw = dict(greedy=greedy, num_boot=num_boot, seed=seed, team_batch=team_batch)
-    return {"mixed": mixed_team_probe(env, team_a, team_b, key, num_episodes, **kw),
-            "hot_swap": hot_swap_probe(env, team_a, team_b, key, num_episodes, **kw),
-            "clone_all": clone_all_probe(env, team_a, team_b, key, num_episodes, **kw),
-            "role_swap": role_swap_probe(env, team_a, team_b, key, num_episodes, **kw)}
+    ``team_batch`` > 0: that many teams at a time inside each program (bounds memory).
+    Returns (report by probe, per-episode outcomes by probe: idx [M, N], returns/won/lengths [M, E])."""
+    kw = dict(greedy=greedy, num_boot=num_boot, seed=seed, team_batch=team_batch, seat_ids=seat_ids)
+    probes = {"mixed": mixed_team_probe(env, team_a, team_b, key, num_episodes, **kw),
+              "hot_swap": hot_swap_probe(env, team_a, team_b, key, num_episodes, **kw),
+              "clone_all": clone_all_probe(env, team_a, team_b, key, num_episodes, **kw),
+              "role_swap": role_swap_probe(env, team_a, team_b, key, num_episodes, max_perms=max_perms, **kw)}
+    report = {k: v[0] for k, v in probes.items()}
+    report["ids"] = "seat" if seat_ids else "agent (each moved row keeps the agent id it was trained with)"
+    return report, {k: v[1] for k, v in probes.items()}

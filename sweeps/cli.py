@@ -1,19 +1,24 @@
-"""``marl sweep FILE [--out DIR] [--dry-run] [key=value ...]``: run a sweep file locally."""
+"""``marl sweep FILE [--out DIR] [--dry-run] [key=value ...]``: train -> probe -> report, locally."""
 
 from __future__ import annotations
 
 
 def _cmd_sweep(args) -> int:
-    from sweeps.runner import describe, load_sweep, plan, run_sweep
+    from sweeps.runner import describe, load_sweep, plan, plan_probes, run_sweep
 
-    runs = plan(load_sweep(args.file), args.out, args.overrides or [])
+    sweep = load_sweep(args.file)
+    runs = plan(sweep, args.out, args.overrides or [])
+    jobs = plan_probes(sweep, runs)  # bad pairs and unequal budgets are refused before anything trains
     if args.dry_run:
         for r in runs:
             print(describe(r))
-        print(f"{len(runs)} run(s); nothing trained (--dry-run)")
+        for j in jobs:
+            print(f"probe {j.env} {j.pair}: {j.label} -> {j.out}")
+        steps = sum(r.total_steps * r.config.num_seeds for r in runs)
+        print(f"{len(runs)} run(s), {steps:,} env steps in all; {len(jobs)} probe job(s); nothing run (--dry-run)")
         return 0
-    run_sweep(runs, progress=not args.quiet)
-    print(f"sweep done: {len(runs)} run(s)")
+    run_sweep(runs, progress=not args.quiet, sweep=sweep, jobs=jobs)
+    print(f"sweep done: {len(runs)} run(s), {len(jobs)} probe job(s)")
     return 0
 
 

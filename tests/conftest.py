@@ -14,8 +14,13 @@ from marl.config import NetworkConfig, TrainConfig
 # Many tests build the same tiny programs in new closures (a run and its continuation, a run and
 # its resume), which jit's in-memory cache cannot see; XLA's persistent cache keys on the compiled
 # program, so those repeats are compiled once per machine (and shared by the xdist workers).
-jax.config.update("jax_compilation_cache_dir", os.environ.get(
-    "MARL_TEST_XLA_CACHE", os.path.join(tempfile.gettempdir(), f"marl-tests-xla-cache-{os.getuid()}")))
+# The same settings go to the environment, so processes the tests start (sweep runs train in
+# subprocesses) share the cache.
+_CACHE = os.environ.get("MARL_TEST_XLA_CACHE", os.path.join(tempfile.gettempdir(), f"marl-tests-xla-cache-{os.getuid()}"))
+os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", _CACHE)
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.2")
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
+jax.config.update("jax_compilation_cache_dir", _CACHE)
 jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.2)
 jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
 

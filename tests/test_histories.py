@@ -39,8 +39,40 @@ hidden = 16
 critic_hidden = 16
 recurrent = false
 
+[history.continued]
+total_steps = 32
+
+[history.decoupled]
+total_steps = 32
+
+[history.happo-from-shared]
+total_steps = 32
+
 [history.happo]
-total_steps = 3_000_000
+total_steps = 96
+
+[probe]
+alphas = 3
+episodes = 4
+boot = 20
+teams = true
+max_perms = 3
+
+[[pairs]]
+a = "continued"
+b = "decoupled"
+seeds = "same"
+
+[[pairs]]
+a = "happo"
+b = "happo"
+seeds = "across"
+align = true
+
+[report]
+out = "REPORT"
+connected = ["continued x decoupled"]
+separated = ["happo x happo"]
 """
 
 
@@ -111,9 +143,9 @@ def test_shipped_sweep_file_plans():
 def sweep(tmp_path_factory):
     root = tmp_path_factory.mktemp("sweep")
     f = root / "tiny.toml"
-    f.write_text(TINY_SWEEP)
+    f.write_text(TINY_SWEEP.replace("REPORT", str(root / "report")).replace("2_000_000", "64"))
     out = root / "runs"
-    assert main(["sweep", str(f), "--out", str(out), "--quiet", "total_steps=64"]) == 0
+    assert main(["sweep", str(f), "--out", str(out), "--quiet"]) == 0
     return f, out / "smax-3m"
 
 
@@ -145,10 +177,67 @@ def test_sweep_makes_every_history_with_right_lineage(sweep, capsys):
     assert lines[1].strip().startswith(f"<- {s_run} @ update {s_step}: mappo, seed 5")
     assert main(["lineage", str(env_dir / "happo")]) == 0
     assert len(capsys.readouterr().out.strip().splitlines()) == 1
-    # running the sweep again trains nothing
-    assert main(["sweep", str(f), "--out", str(env_dir.parent), "--quiet", "total_steps=64"]) == 0
+    # running the sweep again trains and probes nothing
+    assert main(["sweep", str(f), "--out", str(env_dir.parent), "--quiet"]) == 0
     out = capsys.readouterr().out
-    assert out.count("skip (done)") == 5
+    assert out.count("skip (done) ") == 5 + 3 and out.count("skip (done) probe") == 3
+
+
+def test_sweep_probes_pairs_and_writes_the_report(sweep):
+    f, env_dir = sweep
+    probes = env_dir / "probes"
+    assert sorted(p.name for p in probes.iterdir()) == [
+        "continued-s0_vs_decoupled-s0", "continued-s1_vs_decoupled-s1", "happo-s0_vs_happo-s1"]
+    job = probes / "happo-s0_vs_happo-s1"
+    rep = json.loads((job / "barrier.json").read_text())
+    assert rep["a"]["seed"] == 0 and rep["b"]["seed"] == 1 and "aligned" in rep  # align set for this pair
+    assert "aligned" not in json.loads((probes / "continued-s0_vs_decoupled-s0" / "barrier.json").read_text())
+    assert np.load(job / "barrier.npz")["naive_returns"].shape == (3, 4)
+    assert json.loads((job / "teams.json").read_text())["ids"].startswith("agent")
+    report = f.parent / "report"
+    summary = json.loads((report / "summary.json").read_text())
+    assert len(summary["rows"]) == 3 and summary["verdict"] in ("supports", "refutes", "inconclusive")
+    pooled = {a["pair"]: a for a in summary["aggregate"] if a["env"] == "pooled"}
+    happo = [r["barrier"] for r in summary["rows"] if r["pair"] == "happo x happo"]
+    assert pooled["happo x happo"]["iqm"] == pytest.approx(happo[0])  # one job: its IQM is its value
+    cd = [r["barrier"] for r in summary["rows"] if r["pair"] == "continued x decoupled"]
+    assert pooled["continued x decoupled"]["iqm"] == pytest.approx(np.mean(cd))
+    assert summary["contrasts"][0]["diff"] == pytest.approx(happo[0] - np.mean(cd))
+    md = (report / "summary.md").read_text()
+    assert "Verdict" in md and "cross-fitted" in md and (report / "connectivity.png").stat().st_size > 1000
+    assert len((report / "pairs.csv").read_text().splitlines()) == 4
+
+
+def test_sweep_pair_errors(tmp_path, capsys):
+    from sweeps.runner import plan_probes
+
+    def err(text, match):
+        bad = tmp_path / "bad.toml"
+        bad.write_text(text)
+        with pytest.raises(UserError, match=match):
+            sweep = load_sweep(bad)
+            plan_probes(sweep, plan(sweep))
+
+    base = TINY_SWEEP.replace("REPORT", str(tmp_path / "r"))
+    err(base.replace('a = "continued"\nb = "decoupled"', 'a = "continued"\nb = "decoupledd"'), "unknown history")
+    err(base.replace('histories = ["happo", "decoupled", ', 'histories = ["happo", '), "not in the sweep")
+    err(base.replace('seeds = "across"', 'seeds = [[0, 5]]'), "out of range")
+    err(base.replace('seeds = "across"', 'seeds = "some"'), "seeds must be")
+    err(base.replace("[history.happo]\ntotal_steps = 96", "[history.happo]\ntotal_steps = 64"), "unequal budgets|different budgets")
+    err(base.replace("alphas = 3", "alphas = [0, 1]"), "0.5")
+    err(base.replace("alphas = 3", "alphass = 3"), "did you mean 'alphas'")
+    err(base.replace("[history.happo]", "[history.happoo]"), "unknown history")
+    err(base.replace('seeds = "across"\nalign = true', 'seeds = "same"'), "compares a run with itself")
+    ok = tmp_path / "ok.toml"
+    ok.write_text("allow_unequal_budgets = true\n" + base.replace("[history.happo]\ntotal_steps = 96",
+                                                                    "[history.happo]\ntotal_steps = 64"))
+    sweep = load_sweep(ok)
+    assert len(plan_probes(sweep, plan(sweep))) == 3
+    # the CLI: one line, exit 2, nothing trained
+    bad = tmp_path / "bad.toml"
+    bad.write_text(base.replace("alphas = 3", "alphas = 4"))
+    assert main(["sweep", str(bad), "--out", str(tmp_path / "never")]) == 2
+    assert capsys.readouterr().err.strip().startswith("marl: error:") and not (tmp_path / "never").exists()
 
 
 def _warm(run: Path, source: Path):

@@ -15,10 +15,12 @@ from marl.networks import init_actor
 from marl.team import Team, team_step, tile
 from probes import stats
 from probes.align import align_team
-from probes.barrier import barrier, barrier_probe, barrier_stats, gap_curve, midpoint_barrier
-from probes.interpolate import alpha_grid, interpolate, parse_alphas
-from probes.team_probes import (clone_all_probe, hot_swap_probe, mixed_masks, mixed_team_probe, role_perms,
-                                role_swap_probe)
+from probes.barrier import barrier_probe
+from probes.estimators import (barrier, barrier_stats, cross_fitted, episode_gaps, gap_curve, midpoint_barrier,
+                               split_folds)
+from probes.interpolate import alpha_grid, evaluate_rows, interpolate, parse_alphas, stack_teams
+from probes.team_probes import (clone_all_probe, clone_index, hot_swap_probe, mixed_masks, mixed_team_probe,
+                                role_perms, role_swap_probe)
 from probes.weights import layer_vectors, team_distance, weight_report
 
 E = 16  # episodes per team
@@ -47,7 +49,7 @@ def teams(env):
 @pytest.fixture(scope="module")
 def barrier_ab(env, teams):
     a, b, _ = teams
-    return barrier_probe(env, a, b, alpha_grid(5), jax.random.PRNGKey(7), E, greedy=False, num_boot=200)
+    return barrier_probe(env, a, b, alpha_grid(5), jax.random.PRNGKey(7), E, greedy=False, num_boot=200)[0]
 
 
 # -- interpolation ---------------------------------------------------------------------------------
@@ -63,12 +65,14 @@ def test_interpolation_endpoints_exact(teams):
 
 def test_alpha_grid_and_errors():
     np.testing.assert_allclose(alpha_grid(21), np.linspace(0, 1, 21))
-    np.testing.assert_allclose(alpha_grid([0.3]  + [0.7]), [0, 0.3, 0.5, 0.7, 1])  # endpoints and midpoint added
-    np.testing.assert_allclose(parse_alphas("0,0.25,1"), [0, 0.25, 0.5, 1])
-    assert len(parse_alphas("2")) == 3  # 0, 0.5, 1
-    for bad in ("1", "0", "-1", "0,1.5", "-0.1,0.5", "abc", "0.5"):
+    np.testing.assert_allclose(alpha_grid([1, 0.3, 0.5, 0.7, 0]), [0, 0.3, 0.5, 0.7, 1])
+    np.testing.assert_allclose(parse_alphas("0,0.25,0.5,1"), [0, 0.25, 0.5, 1])
+    assert len(parse_alphas("3")) == 3  # 0, 0.5, 1
+    for bad in ("1", "0", "-1", "2", "20", "0,1.5", "-0.1,0.5", "abc", "0.5", "0,0.25,1", "0,0.5"):
         with pytest.raises(UserError):
             parse_alphas(bad)
+    with pytest.raises(UserError, match="missing 0.5"):
+        alpha_grid([0, 0.3, 1])
 
 
 def test_batched_endpoints_equal_direct_evaluation(env, teams, barrier_ab):
@@ -116,25 +120,74 @@ def test_barrier_formula_hand_computed():
     np.testing.assert_allclose(s["line"], [1, 1.25, 1.5, 1.75, 2])
 
 
-def test_barrier_bootstrap_recomputes_max_paired():
+def test_max_barrier_bootstrap_recomputes_max_paired():
     rng = np.random.default_rng(0)
     alphas = np.linspace(0, 1, 5)
     x = rng.normal(size=(5, 40)) + np.array([1.0, 0.5, 0.2, 0.8, 2.0])[:, None]
     s = barrier_stats(x, alphas, num_boot=300, seed=3)
     idx = stats.bootstrap_indices(40, 300, 3)
     manual = np.array([barrier(x[:, i].mean(-1), alphas) for i in idx])  # the same indices at every alpha
-    np.testing.assert_allclose(s["barrier_ci"], np.percentile(manual, [2.5, 97.5]))
-    assert s["barrier"] == pytest.approx(barrier(x.mean(-1), alphas))
+    np.testing.assert_allclose(s["barrier_max_ci"], np.percentile(manual, [2.5, 97.5]))
+    assert s["barrier_max"] == pytest.approx(barrier(x.mean(-1), alphas))
     assert s["barrier_ci"][0] <= s["barrier"] <= s["barrier_ci"][1]
+
+
+def _smooth3(m):
+    """numpy reference of the 3-point selection average (edges average the neighbours that exist)."""
+    k = len(m)
+    return np.array([m[max(0, i - 1):i + 2].mean() for i in range(k)])
+
+
+def test_cross_fitted_barrier_matches_a_hand_written_procedure():
+    rng = np.random.default_rng(1)
+    alphas = np.linspace(0, 1, 7)
+    x = rng.normal(size=(7, 30)) + np.array([1.0, 0.9, 0.6, 0.5, 0.8, 1.1, 1.2])[:, None]
+    d = episode_gaps(x, alphas)
+    np.testing.assert_allclose(d.mean(1), gap_curve(x.mean(1), alphas), atol=1e-12)
+    folds = split_folds(30, 4, seed=5)
+    assert folds.shape == (4, 30) and (folds.sum(1) == 15).all()
+    expect = []
+    for f in folds:
+        g0, g1 = d[:, ~f].mean(1), d[:, f].mean(1)
+        expect.append(0.5 * (g1[_smooth3(g0).argmax()] + g0[_smooth3(g1).argmax()]))
+    est, picks = cross_fitted(d, folds)
+    assert est[0] == pytest.approx(np.mean(expect)) and picks.shape == (1, 4, 2)
+    # a bootstrap weighting of all ones is the sample itself
+    est1, _ = cross_fitted(d, folds, np.ones((2, 30)))
+    np.testing.assert_allclose(est1, est[0])
+    # the headline of barrier_stats is this estimate, with its alpha and selection frequencies
+    s = barrier_stats(x, alphas, num_boot=100, seed=5, splits=4)
+    assert s["barrier"] == pytest.approx(np.mean(expect))
+    assert sum(s["barrier_alpha_freq"]) == pytest.approx(1.0) and s["barrier_alpha"] in alphas
+    # midpoint: t-interval of the per-episode gaps at alpha = 0.5 (alpha index 3 of 7 here: 0.5)
+    dm = d[3]
+    half = __import__("scipy").stats.t.ppf(0.975, 29) * dm.std(ddof=1) / np.sqrt(30)
+    np.testing.assert_allclose(s["midpoint_ci"], [dm.mean() - half, dm.mean() + half])
+
+
+def test_cross_fitted_barrier_is_unbiased_on_a_flat_curve_where_the_max_is_not():
+    """200 studies of a flat true curve (true barrier 0): the max is biased up, the cross-fitted is not."""
+    rng = np.random.default_rng(2)
+    alphas = np.linspace(0, 1, 11)
+    cf, mx = [], []
+    for _ in range(200):
+        x = 1.0 + 0.4 * (np.sqrt(0.7) * rng.normal(size=64)[None] + np.sqrt(0.3) * rng.normal(size=(11, 64)))
+        s = barrier_stats(x, alphas, num_boot=2)
+        cf.append(s["barrier"])
+        mx.append(s["barrier_max"])
+    se = np.std(cf) / np.sqrt(len(cf))
+    assert abs(np.mean(cf)) < 3 * se
+    assert np.mean(mx) > 0.02 and np.mean(mx) > np.mean(cf) + 10 * se
 
 
 def test_barrier_of_team_with_itself_is_zero(env, teams):
     _, b, shared = teams
-    rep = barrier_probe(env, b, b, alpha_grid(5), jax.random.PRNGKey(7), E, greedy=False, num_boot=200)
+    rep, eps = barrier_probe(env, b, b, alpha_grid(5), jax.random.PRNGKey(7), E, greedy=False, num_boot=200)
+    assert eps["returns"].shape == (5, E) and eps["won"].shape == (5, E)
     for m in ("return", "win_rate"):
         s = rep[m]
-        assert s["barrier"] == 0.0 and s["midpoint"] == 0.0
-        assert s["barrier_ci"][0] <= 0.0 <= s["barrier_ci"][1]
+        assert s["barrier"] == 0.0 and s["midpoint"] == 0.0 and s["barrier_max"] == 0.0
+        assert s["barrier_ci"] == [0.0, 0.0] and s["midpoint_ci"] == [0.0, 0.0]
         assert len(set(s["mean"])) == 1  # every alpha is the same team
 
 
@@ -144,13 +197,14 @@ def test_barrier_report_shapes(barrier_ab):
         s = barrier_ab[m]
         assert len(s["mean"]) == len(s["ci_lo"]) == len(s["ci_hi"]) == 5
         assert all(lo <= v <= hi for lo, v, hi in zip(s["ci_lo"], s["mean"], s["ci_hi"]))
-        assert s["barrier"] >= 0 and s["barrier_ci"][0] <= s["barrier_ci"][1]
+        assert s["barrier_max"] >= 0 and s["barrier_ci"][0] <= s["barrier"] <= s["barrier_ci"][1]
+        assert s["midpoint_ci"][0] <= s["midpoint"] <= s["midpoint_ci"][1]
 
 
 def test_shared_and_separate_teams_compare(env, teams):
     a, _, shared = teams
     assert shared.shared and not a.shared
-    rep = barrier_probe(env, shared, a, alpha_grid(5), jax.random.PRNGKey(7), E, greedy=False, num_boot=50)
+    rep, _ = barrier_probe(env, shared, a, alpha_grid(5), jax.random.PRNGKey(7), E, greedy=False, num_boot=50)
     assert len(rep["return"]["mean"]) == 5
 
 
@@ -192,8 +246,9 @@ def probes_ab(env, teams):
     a, b, shared = teams
     key = jax.random.PRNGKey(11)
     kw = dict(greedy=False, num_boot=100)
-    return {"mixed": mixed_team_probe(env, a, b, key, E, **kw), "hot": hot_swap_probe(env, a, b, key, E, **kw),
-            "clone": clone_all_probe(env, a, shared, key, E, **kw), "role": role_swap_probe(env, a, shared, key, E, **kw)}
+    return {"mixed": mixed_team_probe(env, a, b, key, E, **kw)[0], "hot": hot_swap_probe(env, a, b, key, E, **kw)[0],
+            "clone": clone_all_probe(env, a, shared, key, E, **kw)[0],
+            "role": role_swap_probe(env, a, shared, key, E, **kw)[0]}
 
 
 def test_team_probe_shapes_and_consistency(probes_ab):
@@ -214,15 +269,66 @@ def test_team_probe_shapes_and_consistency(probes_ab):
         one_a = tuple(int(j != i) for j in range(3))
         assert hot["b_with_a_seat"]["return"]["mean"][i] == pytest.approx(r[masks.index(one_a)], abs=1e-6)
     assert len(clone["a"]["return"]["mean"]) == 3 and len(clone["b"]["return"]["mean"]) == 3
-    # the shared team's rows are identical: cloning any agent is the team itself, every role-swap too
-    assert clone["b"]["return"]["mean"] == pytest.approx([clone["b_team"]["return"]["mean"][0]] * 3, abs=1e-6)
     assert clone["a_team"]["return"]["mean"][0] == pytest.approx(hot["a"]["return"]["mean"][0], abs=1e-6)
     assert len(role["perms"]) == 6 and len(role["a"]["return"]["mean"]) == 6
-    assert np.ptp(role["b"]["return"]["mean"]) == pytest.approx(0.0, abs=1e-6)
     assert role["a"]["identity"]["return"] == pytest.approx(hot["a"]["return"]["mean"][0], abs=1e-6)
+    # paired differences to each probe's base team (same episodes): difference of means, base row exactly 0
+    for probe, rows, base in ((hot, "a_with_b_seat", "a"), (hot, "b_with_a_seat", "b"), (clone, "a", "a_team")):
+        for m in ("return", "win_rate"):
+            r = probe[rows][m]
+            np.testing.assert_allclose(r["diff"], np.asarray(r["mean"]) - probe[base][m]["mean"][0], atol=1e-9)
+            assert all(lo <= d <= hi for lo, d, hi in zip(r["diff_lo"], r["diff"], r["diff_hi"]))
+            assert probe[base][m]["diff"] == [0.0] and probe[base][m]["diff_lo"] == [0.0]
+    assert role["a"]["return"]["diff"][0] == 0.0  # the identity permutation is the base
+    assert mixed["return"]["diff"][masks.index((0, 0, 0))] == 0.0 and mixed["base"] == "A"
     ra = np.asarray(role["a"]["return"]["mean"])
     assert role["a"]["best"]["return"] == pytest.approx(ra.max()) and role["a"]["worst"]["return"] == pytest.approx(ra.min())
     assert np.shape(role["a"]["agent_seat_return"]) == (3, 3)
+
+
+def test_moved_rows_keep_their_trained_ids(env, teams):
+    """Clone-all of a separate-actor team runs agent i with its own id i in every seat (not the seat's
+    id), and a role-swapped shared team is not the team itself: ids move with the rows."""
+    a, _, shared = teams
+    spec = env.spec
+    key = jax.random.PRNGKey(3)
+    source, source_ids = stack_teams(a, a)
+    assert np.asarray(source_ids).tolist() == [0, 1, 2, 0, 1, 2]
+    clones = clone_index(3)[0]  # team i: every seat runs row i
+    moved = jax.device_get(evaluate_rows(env, a, source, clones, key, E, greedy=True, source_ids=source_ids))
+    seat = jax.device_get(evaluate_rows(env, a, source, clones, key, E, greedy=True, source_ids=source_ids, seat_ids=True))
+    fn = jax.jit(lambda t, k: evaluate(env, t, k, E, True))
+    row = lambda i: jax.tree.map(lambda x: x[i], a.params)
+    for i in range(3):
+        own = fn(a.replace_params(tile(row(i), 3), jnp.full((3,), i, jnp.int32)), key)
+        np.testing.assert_array_equal(moved.returns[i], np.asarray(own.returns))
+        np.testing.assert_array_equal(moved.lengths[i], np.asarray(own.lengths))
+        by_seat = fn(a.replace_params(tile(row(i), 3), jnp.arange(3, dtype=jnp.int32)), key)
+        np.testing.assert_array_equal(seat.returns[i], np.asarray(by_seat.returns))
+    # the id is an input: a row fed another id acts differently (its untrained id weights are random)
+    obs = jax.random.normal(key, (4, 3, spec.obs_dim))
+    carry = jnp.zeros((4, 3, NET.hidden))
+    reset = jnp.ones((4,), bool)
+    _, own_logits = team_step(spec, NET, tile(row(1), 3), carry, obs, reset, ids=jnp.array([1, 1, 1]))
+    _, seat_logits = team_step(spec, NET, tile(row(1), 3), carry, obs, reset)
+    assert not np.allclose(own_logits[:, 0], seat_logits[:, 0])
+    np.testing.assert_allclose(own_logits[:, 1], seat_logits[:, 1], rtol=1e-6)  # seat 1 is row 1's own id
+    # role-swap of a shared team: seat s runs the actor with id perm[s], so permutations differ
+    same = jnp.broadcast_to(obs[:, :1], obs.shape)  # every seat sees the same observation
+    _, ident = team_step(spec, NET, shared.params, carry, same, reset)
+    _, perm = team_step(spec, NET, shared.params, carry, same, reset, ids=jnp.array([2, 0, 1]))
+    assert not np.allclose(ident, perm)
+    np.testing.assert_allclose(perm[:, 0], ident[:, 2], rtol=1e-5, atol=1e-6)  # same obs, same id -> same logits
+    rep, eps = role_swap_probe(env, shared, None, key, E, greedy=True, num_boot=10)
+    ids = np.asarray(eps["idx"]) % 3
+    assert ids[1].tolist() == role_perms(3)[0][1].tolist()  # the permutation's rows bring their ids
+
+
+def test_interpolating_teams_with_moved_ids_is_refused(env, teams):
+    a, b, _ = teams
+    with pytest.raises(UserError, match="agent ids"):
+        barrier_probe(env, a, b.replace_params(b.params, jnp.array([1, 0, 2], jnp.int32)), alpha_grid(3),
+                      jax.random.PRNGKey(0), 4)
 
 
 # -- weights ---------------------------------------------------------------------------------------
@@ -296,6 +402,17 @@ def test_alignment_of_a_permuted_copy_recovers_it(env):
 # -- statistics ------------------------------------------------------------------------------------
 def test_stats_helpers():
     assert stats.iqm([1, 2, 3, 4, 5, 6, 7, 100]) == pytest.approx(np.mean([3, 4, 5, 6]))
+    assert stats.iqm([1, 2, 3, 4, 5, 6]) == pytest.approx(np.mean([2, 3, 4, 5]))  # scipy trim_mean(x, 0.25)
+    # stratified bootstrap: each stratum resampled within itself (numpy reference with the same draws)
+    groups = [np.array([0.0, 1.0, 2.0, 10.0]), np.array([5.0, 6.0])]
+    point, lo, hi = stats.stratified_bootstrap(groups, num_boot=300, seed=4)
+    rng = np.random.default_rng(4)
+    draws = [g[rng.integers(0, g.size, size=(300, g.size))] for g in groups]
+    manual = [stats.iqm(np.concatenate([draws[0][b], draws[1][b]])) for b in range(300)]
+    assert point == pytest.approx(stats.iqm(np.concatenate(groups)))
+    assert [lo, hi] == pytest.approx(np.percentile(manual, [2.5, 97.5]).tolist())
+    d, dlo, dhi = stats.stratified_bootstrap_diff([np.full(5, 2.0)], [np.full(5, 1.0)], num_boot=50)
+    assert (d, dlo, dhi) == (1.0, 1.0, 1.0)
     x = np.random.default_rng(0).normal(size=200)
     m, lo, hi = stats.bootstrap_ci(x, num_boot=500)
     assert m == pytest.approx(x.mean()) and lo < m < hi

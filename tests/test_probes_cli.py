@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
+import numpy as np
 import pytest
 
 from marl.cli import main
@@ -46,7 +47,11 @@ def test_barrier_cli(runs, tmp_path, capsys):
     for k in ("naive", "aligned"):
         for m in ("return", "win_rate"):
             s = rep[k][m]
-            assert len(s["mean"]) == 3 and s["barrier"] >= 0 and len(s["barrier_ci"]) == 2
+            assert len(s["mean"]) == 3 and s["barrier_max"] >= 0 and len(s["barrier_ci"]) == 2
+            assert s["barrier_ci"][0] <= s["barrier"] <= s["barrier_ci"][1]
+    npz = np.load(out / "barrier.npz")
+    assert npz["naive_returns"].shape == (3, 8) and npz["aligned_won"].shape == (3, 8)
+    assert npz["naive_returns"].mean(1) == pytest.approx(rep["naive"]["return"]["mean"])
     # aligned B acts like B: the endpoint alpha = 1 is the same team up to float rounding
     assert rep["aligned"]["return"]["mean"][-1] == pytest.approx(rep["naive"]["return"]["mean"][-1], abs=1e-4)
     assert rep["weight_distance"]["aligned"] <= rep["weight_distance"]["naive"] + 1e-6
@@ -54,6 +59,13 @@ def test_barrier_cli(runs, tmp_path, capsys):
     lines = (out / "barrier.csv").read_text().splitlines()
     assert len(lines) == 4 and lines[0].startswith("alpha,return,return_lo,return_hi")
     assert (out / "barrier.png").stat().st_size > 1000
+    # a team against itself: every barrier is exactly 0 and the headline CI contains 0
+    capsys.readouterr()
+    assert main(["probe", "barrier", a, a, "--alphas", "3", "--episodes", "8", "--boot", "50", "--sample",
+                 "--out", str(tmp_path / "self")]) == 0
+    assert "cross-fitted" in capsys.readouterr().out
+    s = json.loads((tmp_path / "self" / "barrier.json").read_text())["naive"]["return"]
+    assert s["barrier"] == 0.0 and s["barrier_ci"][0] <= 0.0 <= s["barrier_ci"][1] and s["barrier_max"] == 0.0
 
 
 def test_teams_cli(runs, tmp_path, capsys):
@@ -67,7 +79,12 @@ def test_teams_cli(runs, tmp_path, capsys):
     assert len(rep["role_swap"]["perms"]) == 6
     for name, rows in (("mixed.csv", 8), ("hot_swap.csv", 6), ("clone_all.csv", 6), ("role_swap.csv", 12)):
         assert len((out / name).read_text().splitlines()) == rows + 1
+    assert "return_diff,return_diff_lo,return_diff_hi" in (out / "hot_swap.csv").read_text().splitlines()[0]
+    assert rep["ids"].startswith("agent")
     assert (out / "teams.png").stat().st_size > 1000
+    npz = np.load(out / "teams.npz")
+    assert npz["mixed_returns"].shape == (8, 8) and npz["role_swap_idx"].shape == (12, 3)
+    assert npz["mixed_returns"].mean(1) == pytest.approx(rep["mixed"]["return"]["mean"])
 
 
 def test_weights_cli(runs, tmp_path, capsys):
@@ -93,7 +110,9 @@ def test_cli_errors(runs, tmp_path, capsys):
     assert "incompatible" in _error_line(capsys, ["probe", "teams", a, str(runs["mpe"]), "--out", out])
     assert "incompatible" in _error_line(capsys, ["probe", "weights", a, str(runs["mpe"]), "--out", out])
     assert "[0, 1]" in _error_line(capsys, ["probe", "barrier", a, a, "--alphas", "0,1.5", "--out", out])
-    assert "at least 2" in _error_line(capsys, ["probe", "barrier", a, a, "--alphas", "1", "--out", out])
+    assert "odd count" in _error_line(capsys, ["probe", "barrier", a, a, "--alphas", "1", "--out", out])
+    assert "odd count" in _error_line(capsys, ["probe", "barrier", a, a, "--alphas", "20", "--out", out])
+    assert "0.5" in _error_line(capsys, ["probe", "barrier", a, a, "--alphas", "0,0.3,1", "--out", out])
     assert "--alphas" in _error_line(capsys, ["probe", "barrier", a, a, "--alphas", "many", "--out", out])
     assert "seed" in _error_line(capsys, ["probe", "barrier", a + "#5", a, "--out", out])
     assert "--episodes" in _error_line(capsys, ["probe", "barrier", a, a, "--episodes", "1", "--out", out])
