@@ -58,7 +58,8 @@ def mean_ci_rows(x: np.ndarray, num_boot: int = DEFAULT_BOOT, confidence: float 
 
 
 def iqm(x) -> float:
-    """Interquartile mean: the 25%-trimmed mean of all values (rliable's ``aggregate_iqm``)."""
+    """Interquartile mean: the 25%-trimmed mean of all values (rliable's ``aggregate_iqm``; rliable 1.2.0 itself
+    installs with our pins but fails at import: arch 7.2 against our pandas, so its definitions are used here)."""
     x = np.asarray(x, np.float64).ravel()
     return float(sps.trim_mean(x, 0.25)) if x.size else float("nan")
 

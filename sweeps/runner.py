@@ -27,7 +27,8 @@ from sweeps.histories import HISTORIES, SOURCE, get_history, history_config
 
 TOP_KEYS = ("out", "envs", "histories", "config", "env", "history", "probe", "pairs", "report",
             "allow_unequal_budgets")
-PROBE_KEYS = ("alphas", "episodes", "boot", "eval_seed", "align", "teams", "team_episodes", "max_perms", "team_batch")
+PROBE_SETTINGS = ("alphas", "episodes", "boot", "eval_seed", "align", "teams", "team_episodes", "max_perms", "team_batch")
+PROBE_KEYS = PROBE_SETTINGS + ("env",)  # [probe.env."NAME"]: settings for one env
 PAIR_KEYS = ("a", "b", "seeds", "align", "teams", "name")
 REPORT_KEYS = ("out", "metric", "connected", "separated", "threshold", "title")
 PROBE_DEFAULTS = dict(alphas=21, episodes=256, boot=2000, eval_seed=12345, align=False, teams=False,
@@ -57,8 +58,15 @@ class ProbeJob:
     seed_a: int
     seed_b: int
     out: Path
-    align: bool
-    teams: bool
+    settings: dict  # the [probe] settings for this job (env and pair overrides applied)
+
+    @property
+    def align(self) -> bool:
+        return bool(self.settings["align"])
+
+    @property
+    def teams(self) -> bool:
+        return bool(self.settings["teams"])
 
     @property
     def label(self) -> str:
@@ -78,6 +86,10 @@ def load_sweep(path: str | Path) -> dict:
     for h in data.get("history", {}):
         get_history(h)  # a misspelt [history.NAME] table is an error, not ignored
     _known(data.get("probe", {}), PROBE_KEYS, f"sweep file {path}: [probe]")
+    for env, table in data.get("probe", {}).get("env", {}).items():
+        if env not in data["envs"]:
+            raise UserError(f"sweep file {path}: [probe.env.{env!r}] names an env that is not in envs")
+        _known(table, PROBE_SETTINGS, f"sweep file {path}: [probe.env.{env!r}]")
     _known(data.get("report", {}), REPORT_KEYS, f"sweep file {path}: [report]")
     pairs = data.get("pairs", [])
     if not isinstance(pairs, list) or not all(isinstance(p, dict) for p in pairs):
@@ -176,12 +188,13 @@ def plan_probes(sweep: dict, runs: list[PlannedRun]) -> list[ProbeJob]:
     from probes.interpolate import alpha_grid
 
     pairs = sweep.get("pairs", [])
-    probe = {**PROBE_DEFAULTS, **sweep.get("probe", {})}
+    by_env = {env: probe_settings(sweep, env) for env in sweep["envs"]}
     if pairs:
-        alpha_grid(probe["alphas"])  # a bad grid is refused before anything trains
-        for k in ("episodes", "boot"):
-            if not isinstance(probe[k], int) or probe[k] < 2:
-                raise UserError(f"sweep [probe]: {k} must be an integer >= 2, got {probe[k]!r}")
+        for env, probe in by_env.items():
+            alpha_grid(probe["alphas"])  # a bad grid is refused before anything trains
+            for k in ("episodes", "boot"):
+                if not isinstance(probe[k], int) or probe[k] < 2:
+                    raise UserError(f"sweep [probe] ({env}): {k} must be an integer >= 2, got {probe[k]!r}")
     by = {(r.env, r.history): r for r in runs}
     jobs = []
     budgets = {}
@@ -198,8 +211,8 @@ def plan_probes(sweep: dict, runs: list[PlannedRun]) -> list[ProbeJob]:
             for sa, sb in _seed_pairs(p.get("seeds", "same"), n, p["a"] == p["b"], where):
                 budgets[(env, name)] = (budget(a, runs), budget(b, runs))
                 out = a.out.parent / "probes" / f"{a.history}-s{sa}_vs_{b.history}-s{sb}"
-                jobs.append(ProbeJob(env, name, a, b, sa, sb, out, bool(p.get("align", probe["align"])),
-                                     bool(p.get("teams", probe["teams"]))))
+                settings = {**by_env[env], **{k: p[k] for k in ("align", "teams") if k in p}}
+                jobs.append(ProbeJob(env, name, a, b, sa, sb, out, settings))
     if not sweep.get("allow_unequal_budgets", False):
         for (env, name), (ba, bb) in budgets.items():
             if ba != bb:
@@ -210,6 +223,12 @@ def plan_probes(sweep: dict, runs: list[PlannedRun]) -> list[ProbeJob]:
             raise UserError(f"sweep pairs compare teams of different budgets ({', '.join(f'{t:,}' for t in sorted(totals))} "
                             f"env steps); equalise total_steps or set allow_unequal_budgets = true")
     return jobs
+
+
+def probe_settings(sweep: dict, env: str) -> dict:
+    """[probe] settings for one env: defaults, then [probe], then [probe.env."ENV"]."""
+    probe = {k: v for k, v in sweep.get("probe", {}).items() if k != "env"}
+    return {**PROBE_DEFAULTS, **probe, **sweep.get("probe", {}).get("env", {}).get(env, {})}
 
 
 def describe(run: PlannedRun) -> str:
@@ -258,20 +277,20 @@ def train(run: PlannedRun, state: str, progress: bool = False) -> None:
                         f"fix it and run the sweep again (finished runs are kept)")
 
 
-def _probe_settings(job: ProbeJob, probe: dict) -> dict:
+def _probe_settings(job: ProbeJob) -> dict:
     from marl import checkpoint as ckpt
 
     return {"a": str(job.a.out.resolve()), "b": str(job.b.out.resolve()), "seed_a": job.seed_a, "seed_b": job.seed_b,
-            "step_a": ckpt.steps(job.a.out)[-1], "step_b": ckpt.steps(job.b.out)[-1], "align": job.align,
-            "teams": job.teams, **{k: probe[k] for k in PROBE_KEYS}}
+            "step_a": ckpt.steps(job.a.out)[-1], "step_b": ckpt.steps(job.b.out)[-1], **job.settings}
 
 
-def run_probe(job: ProbeJob, probe: dict, echo=print) -> Path:
+def run_probe(job: ProbeJob, echo=print) -> Path:
     """Barrier (and team) probes of one pair, reused when ``sweep_job.json`` records the same settings."""
     from probes.interpolate import alpha_grid
     from probes.pipeline import probe_barrier, probe_teams
 
-    settings = _probe_settings(job, probe)
+    probe = job.settings
+    settings = _probe_settings(job)
     marker = job.out / "sweep_job.json"
     if marker.exists() and json.loads(marker.read_text()) == settings:
         echo(f"skip (done) probe {job.env} {job.label}")
@@ -294,7 +313,13 @@ def run_sweep(runs: list[PlannedRun], progress: bool = True, echo=print, sweep: 
               jobs: list[ProbeJob] | None = None) -> list[Path]:
     """Train every planned run (skipping finished ones, resuming stopped ones), then the probe jobs,
     then the report (when the sweep has ``[report]``). Returns the run folders."""
-    states = [_state(r) for r in runs]  # every folder checked before anything trains
+    for r in runs:  # every folder checked before anything trains
+        for parent in (r.out, *r.out.parents):
+            if parent.exists():
+                if not parent.is_dir():
+                    raise UserError(f"sweep output {parent} exists and is not a folder; pick another --out")
+                break
+    states = [_state(r) for r in runs]
     done = []
     for r, state in zip(runs, states):
         echo(("skip (done) " if state == "done" else "resume " if state == "resume" else "train ") + describe(r))
@@ -302,9 +327,8 @@ def run_sweep(runs: list[PlannedRun], progress: bool = True, echo=print, sweep: 
             train(r, state, progress)
         done.append(r.out)
     if sweep is not None and jobs:
-        probe = {**PROBE_DEFAULTS, **sweep.get("probe", {})}
         for job in jobs:
-            run_probe(job, probe, echo)
+            run_probe(job, echo)
         if "report" in sweep:
             from sweeps.report import write_report
 

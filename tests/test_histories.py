@@ -218,7 +218,7 @@ def test_sweep_pair_errors(tmp_path, capsys):
             sweep = load_sweep(bad)
             plan_probes(sweep, plan(sweep))
 
-    base = TINY_SWEEP.replace("REPORT", str(tmp_path / "r"))
+    base = TINY_SWEEP.replace("REPORT", str(tmp_path / "r")).replace("2_000_000", "64")
     err(base.replace('a = "continued"\nb = "decoupled"', 'a = "continued"\nb = "decoupledd"'), "unknown history")
     err(base.replace('histories = ["happo", "decoupled", ', 'histories = ["happo", '), "not in the sweep")
     err(base.replace('seeds = "across"', 'seeds = [[0, 5]]'), "out of range")
@@ -228,6 +228,13 @@ def test_sweep_pair_errors(tmp_path, capsys):
     err(base.replace("alphas = 3", "alphass = 3"), "did you mean 'alphas'")
     err(base.replace("[history.happo]", "[history.happoo]"), "unknown history")
     err(base.replace('seeds = "across"\nalign = true', 'seeds = "same"'), "compares a run with itself")
+    err(base.replace("[report]", '[probe.env."smax:2s3z"]\nteams = false\n\n[report]'), "not in envs")
+    err(base.replace("[report]", '[probe.env."smax:3m"]\nteamz = false\n\n[report]'), "did you mean 'teams'")
+    per_env = tmp_path / "per_env.toml"
+    per_env.write_text(base.replace("[report]", '[probe.env."smax:3m"]\nteams = false\nepisodes = 6\n\n[report]'))
+    sweep = load_sweep(per_env)
+    jobs = plan_probes(sweep, plan(sweep))
+    assert [(j.teams, j.align, j.settings["episodes"]) for j in jobs] == [(False, False, 6)] * 2 + [(False, True, 6)]
     ok = tmp_path / "ok.toml"
     ok.write_text("allow_unequal_budgets = true\n" + base.replace("[history.happo]\ntotal_steps = 96",
                                                                     "[history.happo]\ntotal_steps = 64"))
@@ -238,6 +245,11 @@ def test_sweep_pair_errors(tmp_path, capsys):
     bad.write_text(base.replace("alphas = 3", "alphas = 4"))
     assert main(["sweep", str(bad), "--out", str(tmp_path / "never")]) == 2
     assert capsys.readouterr().err.strip().startswith("marl: error:") and not (tmp_path / "never").exists()
+    afile = tmp_path / "a_file"
+    afile.write_text("x")
+    ok.write_text(base)
+    assert main(["sweep", str(ok), "--out", str(afile)]) == 2
+    assert "not a folder" in capsys.readouterr().err and afile.read_text() == "x"
 
 
 def _warm(run: Path, source: Path):
