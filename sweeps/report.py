@@ -129,6 +129,7 @@ def write_report(sweep: dict, jobs) -> Path:
     agg = aggregate(rows)
     agg_mid = aggregate(rows, "midpoint")
     agg_win = aggregate(rows, "win_barrier") if all("win_barrier" in r for r in rows) else []
+    agg_aligned = aggregate([r for r in rows if "aligned_barrier" in r], "aligned_barrier")
     cons = contrasts(rows, separated, connected)
     threshold = float(rep.get("threshold", 0.05))
     decision, reasons = verdict(agg, cons, connected, separated, threshold) if connected and separated else ("none", [])
@@ -141,11 +142,12 @@ def write_report(sweep: dict, jobs) -> Path:
     with (out / "aggregate.csv").open("w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=["statistic", "pair", "env", "jobs", "iqm", "lo", "hi"])
         w.writeheader()
-        for name, a in (("cross-fitted barrier", agg), ("midpoint barrier", agg_mid), ("cross-fitted win barrier", agg_win)):
+        for name, a in (("cross-fitted barrier", agg), ("midpoint barrier", agg_mid), ("cross-fitted win barrier", agg_win),
+                        ("aligned cross-fitted barrier", agg_aligned)):
             w.writerows({"statistic": name, **x} for x in a)
     probe = sweep.get("probe", {})
     (out / "summary.json").write_text(json.dumps({"probe": probe, "rows": rows, "aggregate": agg, "aggregate_midpoint": agg_mid,
-                                                  "aggregate_win": agg_win, "contrasts": cons, "verdict": decision,
+                                                  "aggregate_win": agg_win, "aggregate_aligned": agg_aligned, "contrasts": cons, "verdict": decision,
                                                   "reasons": reasons}, indent=1))
     _figure(rows, agg, out / "connectivity.png")
     f3 = lambda x: f"{x:.3f}"
@@ -154,12 +156,15 @@ def write_report(sweep: dict, jobs) -> Path:
              f"Probe settings: {json.dumps(probe)}. Headline: the cross-fitted barrier on return "
              "(bench/results/barrier_calibration.md); midpoint and plain max (biased upward) beside it.", "",
              "## Aggregates (IQM over probe jobs; pooled: bootstrap stratified by env)", "",
-             "| pair group | env | jobs | cross-fitted barrier IQM [95% CI] | midpoint IQM [95% CI] |", "|---|---|---|---|---|"]
-    mids = {(a["pair"], a["env"]): a for a in agg_mid}
+             "| pair group | env | jobs | cross-fitted barrier IQM [95% CI] | midpoint IQM [95% CI] "
+             "| win-rate cross-fitted IQM [95% CI] | aligned cross-fitted IQM [95% CI] |", "|---|---|---|---|---|---|---|"]
+    by_key = lambda agg_: {(a["pair"], a["env"]): a for a in agg_}
+    mids, wins, als = by_key(agg_mid), by_key(agg_win), by_key(agg_aligned)
+    iv = lambda d, k: f"{f3(d[k]['iqm'])} [{f3(d[k]['lo'])}, {f3(d[k]['hi'])}]" if k in d else "-"
     for a in agg:
-        m = mids[(a["pair"], a["env"])]
+        k = (a["pair"], a["env"])
         lines.append(f"| {a['pair']} | {a['env']} | {a['jobs']} | {f3(a['iqm'])} [{f3(a['lo'])}, {f3(a['hi'])}] | "
-                     f"{f3(m['iqm'])} [{f3(m['lo'])}, {f3(m['hi'])}] |")
+                     f"{iv(mids, k)} | {iv(wins, k)} | {iv(als, k)} |")
     if cons:
         lines += ["", "## Contrasts (difference of pooled IQMs)", "", "| contrast | difference [95% CI] |", "|---|---|"]
         lines += [f"| {c['contrast']} | {f3(c['diff'])} [{f3(c['lo'])}, {f3(c['hi'])}] |" for c in cons]
