@@ -121,7 +121,11 @@ def markdown(rows: list[dict], seconds: float) -> str:
     for r in rows:
         cells = [f"{r['mean'][k]:.4f} / {r['coverage'][k]:.3f} / {r['detection'][k]:.3f}" for k in ESTIMATORS]
         lines.append(f"| {r['scenario']['name']} | {r['studies']} | {r['truth']['barrier']:.4f} | " + " | ".join(cells) + " |")
-    lines += ["", f"{len(rows)} scenarios in {seconds:.0f} s."]
+    lines += ["", "The shared episode effect cancels in the gap to the straight line, so only sd * sqrt(1 - rho) reaches",
+              "the estimators, and each is scale-equivariant: null rows of the same grid are identical across sd and",
+              "rho (same random draws). A dip of 3 se is 3.5 gap standard errors at rho 0.5 and 7.7 at rho 0.9.",
+              "The midpoint cannot see an off-centre dip; the plain max is biased upward and its percentile CI",
+              "misses the true 0 on most null studies.", "", f"{len(rows)} scenarios in {seconds:.0f} s."]
     return "\n".join(lines) + "\n"
 
 
