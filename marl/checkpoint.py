@@ -20,6 +20,13 @@ import numpy as np
 from envs.base import EnvSpec
 from envs.errors import UserError
 from marl.config import TrainConfig
+from marl.trainer import make_trainer, seed_keys
+
+# Version of what a checkpoint holds (TrainState layout and meaning). 1 (no ``format_version`` in the
+# meta): the critic read a per-agent world state [N, S] (state ++ one-hot seat, built by the env).
+# 2: the critic reads the team-global state [S] and adds the seat and the time step itself.
+FORMAT_VERSION = 2
+_FORMAT_CHANGES = {1: "its critic reads a per-agent world state [N, S]; this version's reads the team-global state [S]"}
 
 CONFIG_FILE = "config.toml"
 METRICS_FILE = "metrics.jsonl"
@@ -168,18 +175,28 @@ def make_meta(config: TrainConfig, spec: EnvSpec, update: int, parent: dict | No
         "update": update,
         "env_steps": update * config.steps_per_update,
         "version": package_version(),
+        "format_version": FORMAT_VERSION,
         "parent": parent,
         "config": config.to_dict(),
     }
 
 
+def check_format(meta: dict, where: str) -> None:
+    """Refuse a checkpoint written in another format with a one-line UserError saying why."""
+    version = meta.get("format_version", 1)
+    if version != FORMAT_VERSION:
+        why = _FORMAT_CHANGES.get(version, f"this version of the suite reads format {FORMAT_VERSION}")
+        raise UserError(f"checkpoint {where} has checkpoint format {version}, this suite reads format {FORMAT_VERSION} "
+                        f"({why}); retrain the run, or read it with the marl-suite version that wrote it "
+                        f"({meta.get('version', 'unknown')})")
+
+
 def load_state(ref: CheckpointRef | str):
     """(trainer, state with a leading seed axis, meta, step) of a checkpoint."""
-    from marl.trainer import make_trainer, seed_keys
-
     ref = parse_ref(ref) if not isinstance(ref, CheckpointRef) else ref
     step = resolve_step(ref)
     meta = read_meta(ref.run, step)
+    check_format(meta, f"{ref.run}/{CKPT_DIR}/{step}")
     config = load_config(ref.run)
     trainer = make_trainer(config)
     abstract = jax.eval_shape(trainer.init_seeds, seed_keys(config))
