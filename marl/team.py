@@ -15,7 +15,7 @@ from flax import struct
 from envs.base import EnvSpec
 from envs.errors import UserError
 from marl.config import NetworkConfig
-from marl.networks import Actor, make_actor
+from marl.networks import make_actor
 
 
 @struct.dataclass
@@ -81,6 +81,8 @@ def agent_step(spec: EnvSpec, net: NetworkConfig, params, seat, carry, obs, rese
 
 def agent_unroll(spec: EnvSpec, net: NetworkConfig, params, seat, init_carry, obs, resets, latent=None):
     """One actor over time: obs [T, ..., O], resets [T, ...], latent [T, ..., d] -> logits [T, ..., A]."""
+    from marl.networks import Actor
+
     x = _append_seat(obs, seat, spec, net)
     return make_actor(spec, net).apply(params, init_carry, x, resets, _zeros_latent(obs, latent, net),
                                        method=Actor.unroll)
