@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -112,17 +113,37 @@ def test_critic_trains_on_dead_agents_samples():
     jax.tree.map(np.testing.assert_array_equal, p1, p2)
 
 
-def test_checkpoint_records_its_format_and_refuses_the_old_one(tiny_run, tmp_path, capsys):
+FORMAT1_RUN = Path(__file__).resolve().parent / "data" / "format1_run"  # written by the suite before this change
+
+
+def test_checkpoint_records_its_format_and_refuses_to_resume_the_old_one(tiny_run, tmp_path, capsys):
     step = ckpt.steps(tiny_run)[-1]
     assert ckpt.read_meta(tiny_run, step)["format_version"] == ckpt.FORMAT_VERSION == 2
+    assert "format_version" not in ckpt.read_meta(FORMAT1_RUN, 1)
+    with pytest.raises(UserError, match=r"checkpoint format 1, this suite reads format 2 \(its critic reads a per-agent"):
+        ckpt.load_state(str(FORMAT1_RUN))
+    assert main(["train", "--init-from", str(FORMAT1_RUN), "--env", "mpe:simple_spread", "--quiet",
+                 "--out", str(tmp_path / "warm"), "network.hidden=8", "network.critic_hidden=8",
+                 "network.recurrent=false"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "retrain the run" in err[0] and not (tmp_path / "warm").exists()
+
+
+def test_old_format_teams_still_load_for_acting(tiny_run, tmp_path, capsys):
+    """The actor did not change: a format-1 checkpoint's team loads (probes, search, eval)."""
+    team, source = ckpt.load_team(str(FORMAT1_RUN))
+    assert team.spec.name == "mpe:simple_spread" and source["step"] == 1 and team.shared
+    assert jax.tree.leaves(team.params)[0].shape[0] == 3
+    assert main(["eval", str(FORMAT1_RUN), "--episodes", "2"]) == 0
+    assert "seed 0: return" in capsys.readouterr().out
+    # the actor-only path reads the same actor as the full restore (a new run with its version removed)
     old = tmp_path / "old"
     shutil.copytree(tiny_run, old)
+    step = ckpt.steps(old)[-1]
     meta_file = old / ckpt.CKPT_DIR / str(step) / "meta" / "metadata"
     meta = json.loads(meta_file.read_text())
-    del meta["format_version"]  # a checkpoint written before the format was versioned
+    del meta["format_version"]
     meta_file.write_text(json.dumps(meta))
-    with pytest.raises(UserError, match=r"checkpoint format 1, this suite reads format 2 \(its critic reads a per-agent"):
-        ckpt.load_team(str(old))
-    assert main(["eval", str(old), "--episodes", "2"]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "retrain the run" in err[0]
+    a, _ = ckpt.load_team(f"{tiny_run}#1")
+    b, _ = ckpt.load_team(f"{old}#1")
+    jax.tree.map(np.testing.assert_array_equal, a.params, b.params)
