@@ -8,7 +8,7 @@ from typing import Callable
 import jax
 import jax.numpy as jnp
 
-from envs.base import EnvSpec, EnvState, TimeStep, advance_episode, init_state
+from envs.base import EnvSpec, EnvState, EpisodeInfo, TimeStep, advance_episode, init_state
 
 
 @dataclasses.dataclass(frozen=True)
@@ -16,7 +16,7 @@ class Hooks:
     """Family-specific pieces. All take/return stacked arrays (agent axis first)."""
 
     avail: Callable  # inner_state -> [N, A] bool
-    world_state: Callable  # (obs_dict, inner_state) -> [S0] float32, shared part (id appended here)
+    state: Callable  # (obs_dict, inner_state) -> [S] team-global state (no agent axis, no seat)
     team_reward: Callable  # rewards [N] -> []
     won: Callable  # (team_reward, done) -> [] bool
     alive: Callable  # inner_state -> [N] bool
@@ -32,7 +32,6 @@ class Env:
         self.agents = list(inner.agents)
         self._obs_dims = agent_obs_dims
         self._num_actions = agent_num_actions
-        self._eye = jnp.eye(spec.num_agents, dtype=jnp.float32)
 
     def __repr__(self) -> str:
         return f"Env({self.spec.name}, N={self.spec.num_agents})"
@@ -42,15 +41,14 @@ class Env:
         rows = [jnp.pad(obs[a].astype(jnp.float32), (0, o - d)) for a, d in zip(self.agents, self._obs_dims)]
         return jnp.stack(rows)
 
-    def _timestep(self, obs: dict, inner, reward, done, info) -> TimeStep:
-        shared = self.hooks.world_state(obs, inner).astype(jnp.float32)
-        n = self.spec.num_agents
-        world = jnp.concatenate([jnp.broadcast_to(shared, (n, shared.shape[-1])), self._eye], axis=-1)
+    def _timestep(self, obs: dict, inner, reward, rewards, done, info, episode_step) -> TimeStep:
         return TimeStep(
             obs=self._stack_obs(obs),
-            world_state=world,
+            state=self.hooks.state(obs, inner).astype(jnp.float32),
+            episode_step=jnp.asarray(episode_step, jnp.int32),
             avail=self.hooks.avail(inner),
             reward=jnp.asarray(reward, jnp.float32),
+            rewards=jnp.asarray(rewards, jnp.float32),
             done=jnp.asarray(done, bool),
             alive=self.hooks.alive(inner),
             info=info,
@@ -63,17 +61,17 @@ class Env:
         inner = jax.tree.map(lambda x: jax.lax.convert_element_type(x, jnp.asarray(x).dtype), inner)
         state = init_state(inner)
         z = jnp.zeros((), jnp.float32)
-        from envs.base import EpisodeInfo
-
         info = EpisodeInfo(episode_return=z, episode_length=jnp.zeros((), jnp.int32), won=jnp.zeros((), bool))
-        return self._timestep(obs, inner, z, False, info), state
+        zn = jnp.zeros((self.spec.num_agents,), jnp.float32)
+        return self._timestep(obs, inner, z, zn, False, info, state.episode_length), state
 
     def step(self, key: jax.Array, state: EnvState, actions: jax.Array) -> tuple[TimeStep, EnvState]:
         """actions: [N] int32. Actions past an agent's own action count are clipped (they are masked anyway)."""
         act = {a: jnp.minimum(actions[i], k - 1) for i, (a, k) in enumerate(zip(self.agents, self._num_actions))}
         obs, inner, rewards, dones, _ = self.inner.step(key, state.inner, act)
-        reward = self.hooks.team_reward(jnp.stack([rewards[a] for a in self.agents]))
+        agent_rewards = jnp.stack([rewards[a] for a in self.agents]).astype(jnp.float32)
+        reward = self.hooks.team_reward(agent_rewards)
         done = dones["__all__"]
         won = self.hooks.won(reward, done)
         new_state, info = advance_episode(inner, state, reward, done, won)
-        return self._timestep(obs, inner, reward, done, info), new_state
+        return self._timestep(obs, inner, reward, agent_rewards, done, info, new_state.episode_length), new_state

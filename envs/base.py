@@ -21,7 +21,7 @@ class EnvSpec:
     name: str
     num_agents: int
     obs_dim: int
-    state_dim: int
+    state_dim: int  # S: size of the team-global state (once per env step, no agent axis)
     num_actions: int
     max_steps: int  # upper bound on an episode's length in env steps
     has_win: bool = False
@@ -46,9 +46,12 @@ class EpisodeInfo:
 @struct.dataclass
 class TimeStep:
     obs: jax.Array  # [N, O] float32
-    world_state: jax.Array  # [N, S] float32, agent-specific state for a centralised critic
+    state: jax.Array  # [S] float32, team-global state for the centralised critic (once per step: the
+    #                   critic adds the seat and the time step itself, so memory stays O(N) beyond obs)
+    episode_step: jax.Array  # [] int32, env steps since the episode of ``obs`` started (0 at a reset)
     avail: jax.Array  # [N, A] bool
     reward: jax.Array  # [] float32, team reward of the last transition
+    rewards: jax.Array  # [N] float32, each agent's own reward of the last transition (SMAX: the shared one)
     done: jax.Array  # [] bool, the last transition ended the episode (obs is already the reset obs)
     alive: jax.Array  # [N] bool
     info: EpisodeInfo

@@ -1,7 +1,15 @@
-"""MPE (multi-particle environments) scenarios from jaxmarl, discrete actions."""
+"""MPE (multi-particle environments) scenarios from jaxmarl, discrete actions.
+
+The critic's team-global state is built from the jaxmarl state, O(N) in the team size: positions and
+velocities of every entity (agents, then landmarks), the communication state, and the goal
+landmark(s) one-hot where the scenario has goals (simple_reference, simple_speaker_listener).
+(Concatenating the agents' observations instead would be O(N^2) per step on simple_spread, whose
+observations are themselves O(N).)
+"""
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import jaxmarl
 
@@ -33,12 +41,17 @@ def make_mpe(scenario: str, num_agents: int | None = None) -> Env:
     # Agents with fewer actions than the widest one see the extra actions masked out.
     avail_np = jnp.array([[j < k for j in range(a_max)] for k in acts], dtype=bool)
 
-    def world_state(obs, s):
-        return jnp.concatenate([jnp.pad(obs[a].astype(jnp.float32), (0, o - d)) for a, d in zip(agents, obs_dims)])
+    num_landmarks = int(inner.num_landmarks)
+
+    def state(obs, s):
+        parts = [s.p_pos.ravel(), s.p_vel.ravel(), s.c.ravel()]
+        if s.goal is not None:
+            parts.append(jax.nn.one_hot(s.goal, num_landmarks).ravel())
+        return jnp.concatenate([x.astype(jnp.float32) for x in parts])
 
     hooks = Hooks(
         avail=lambda s: avail_np,
-        world_state=world_state,
+        state=state,
         team_reward=lambda r: jnp.sum(r),  # team return = sum over agents
         won=lambda r, done: jnp.zeros((), bool),
         alive=lambda s: jnp.ones((n,), bool),
@@ -48,7 +61,7 @@ def make_mpe(scenario: str, num_agents: int | None = None) -> Env:
         name=name,
         num_agents=n,
         obs_dim=o,
-        state_dim=n * o + n,
+        state_dim=int(jax.eval_shape(lambda k: state(*inner.reset(k)), jax.random.PRNGKey(0)).shape[0]),
         num_actions=a_max,
         max_steps=int(inner.max_steps) + 1,  # done is checked before the counter moves: 26 steps
         has_win=False,

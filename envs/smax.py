@@ -50,7 +50,7 @@ def make_smax(map_name: str) -> Env:
 
     hooks = Hooks(
         avail=avail,
-        world_state=lambda obs, s: obs["world_state"],
+        state=lambda obs, s: obs["world_state"],  # jaxmarl's world state, stored once per env step
         team_reward=lambda r: r[0],  # SMAX reward is shared by the team
         won=lambda r, done: jnp.logical_and(done, r >= 1.0),  # the win bonus (1.0) arrives on the last step
         alive=lambda s: s.state.unit_alive[:n],
@@ -59,7 +59,7 @@ def make_smax(map_name: str) -> Env:
         name=f"smax:{map_name}",
         num_agents=n,
         obs_dim=max(obs_dims),
-        state_dim=state_dim + n,
+        state_dim=state_dim,
         num_actions=max(acts),
         max_steps=int(inner.max_steps) + 1,  # the time limit is checked before the counter moves: 101 steps
         has_win=True,

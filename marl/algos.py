@@ -3,15 +3,9 @@
 from __future__ import annotations
 
 from marl.config import TrainConfig
+from marl.happo import HAPPO
+from marl.mappo import MAPPO
 
 
 def get_algo(config: TrainConfig):
-    if config.algo == "mappo":
-        from marl.mappo import MAPPO
-
-        return MAPPO()
-    if config.algo == "happo":
-        from marl.happo import HAPPO
-
-        return HAPPO()
-    raise ValueError(config.algo)  # unreachable: TrainConfig validates algo
+    return {"mappo": MAPPO, "happo": HAPPO}[config.algo]()  # TrainConfig validates algo

@@ -20,6 +20,14 @@ import numpy as np
 from envs.base import EnvSpec
 from envs.errors import UserError
 from marl.config import TrainConfig
+from marl.trainer import make_trainer, seed_keys
+
+# Version of what a checkpoint holds (TrainState layout and meaning). 1 (no ``format_version`` in the
+# meta): the critic read a per-agent world state [N, S] (state ++ one-hot seat, built by the env).
+# 2: the critic reads the team-global state [S] and adds the seat and the time step itself.
+FORMAT_VERSION = 2
+_FORMAT_CHANGES = {1: "its critic reads a per-agent world state [N, S]; this version's reads the team-global state [S]"}
+ACTOR_FORMATS = (1, 2)  # formats whose actor parameters this version reads (the actor did not change)
 
 CONFIG_FILE = "config.toml"
 METRICS_FILE = "metrics.jsonl"
@@ -168,18 +176,28 @@ def make_meta(config: TrainConfig, spec: EnvSpec, update: int, parent: dict | No
         "update": update,
         "env_steps": update * config.steps_per_update,
         "version": package_version(),
+        "format_version": FORMAT_VERSION,
         "parent": parent,
         "config": config.to_dict(),
     }
 
 
+def check_format(meta: dict, where: str) -> None:
+    """Refuse a checkpoint written in another format with a one-line UserError saying why."""
+    version = meta.get("format_version", 1)
+    if version != FORMAT_VERSION:
+        why = _FORMAT_CHANGES.get(version, f"this version of the suite reads format {FORMAT_VERSION}")
+        raise UserError(f"checkpoint {where} has checkpoint format {version}, this suite reads format {FORMAT_VERSION} "
+                        f"({why}); retrain the run, or read it with the marl-suite version that wrote it "
+                        f"({meta.get('version', 'unknown')})")
+
+
 def load_state(ref: CheckpointRef | str):
     """(trainer, state with a leading seed axis, meta, step) of a checkpoint."""
-    from marl.trainer import make_trainer, seed_keys
-
     ref = parse_ref(ref) if not isinstance(ref, CheckpointRef) else ref
     step = resolve_step(ref)
     meta = read_meta(ref.run, step)
+    check_format(meta, f"{ref.run}/{CKPT_DIR}/{step}")
     config = load_config(ref.run)
     trainer = make_trainer(config)
     abstract = jax.eval_shape(trainer.init_seeds, seed_keys(config))
@@ -187,14 +205,56 @@ def load_state(ref: CheckpointRef | str):
     return trainer, state, meta, step
 
 
-def load_team(ref: CheckpointRef | str):
-    """The Team of one seed of a checkpoint, and a dict describing where it came from."""
+def restore_actor_params(run: Path, step: int, abstract_actor):
+    """Only the actor parameters (leading seed axis) of the TrainState saved at ``step``, whatever the
+    rest of the state looks like, checked against ``abstract_actor``'s shapes."""
+    ocp = _ocp()
+    mngr = manager(run)
+    where = f"{run}/{CKPT_DIR}/{step}"
+    try:
+        raw = mngr.restore(step, args=ocp.args.Composite(state=ocp.args.StandardRestore()))["state"]["actor_params"]
+    except Exception as e:  # orbax raises many types for damaged files
+        msg = str(e).splitlines()[0][:160] if str(e) else type(e).__name__
+        raise UserError(f"checkpoint {where} is unreadable or corrupted ({msg}); pick another step with "
+                        f"RUN/{CKPT_DIR}/STEP") from None
+    finally:
+        mngr.close()
+    want = jax.tree.map(lambda x: (tuple(x.shape), str(x.dtype)), abstract_actor)
+    got = jax.tree.map(lambda x: (tuple(np.shape(x)), str(np.asarray(x).dtype)), raw)
+    if want != got:
+        raise UserError(f"checkpoint {where}: its actor does not match its config.toml; the run folder was edited")
+    return jax.tree.map(lambda a, x: jax.numpy.asarray(x, a.dtype), abstract_actor, raw)
+
+
+def load_actors(ref: CheckpointRef | str):
+    """(trainer, actor params with a leading seed axis, meta, step) of a checkpoint, for acting only.
+
+    Reads every format in ``ACTOR_FORMATS``: the actor has not changed between them, so a team
+    trained before the critic change still evaluates and probes; resuming or warm-starting one
+    (``load_state``) is refused."""
     ref = parse_ref(ref) if not isinstance(ref, CheckpointRef) else ref
-    trainer, state, meta, step = load_state(ref)
+    step = resolve_step(ref)
+    meta = read_meta(ref.run, step)
+    if meta.get("format_version", 1) == FORMAT_VERSION:
+        trainer, state, meta, step = load_state(ref)
+        return trainer, state.actor_params, meta, step
+    if meta.get("format_version", 1) not in ACTOR_FORMATS:
+        check_format(meta, f"{ref.run}/{CKPT_DIR}/{step}")
+    config = load_config(ref.run)
+    trainer = make_trainer(config)
+    abstract = jax.eval_shape(trainer.init_seeds, seed_keys(config)).actor_params
+    return trainer, restore_actor_params(ref.run, step, abstract), meta, step
+
+
+def load_team(ref: CheckpointRef | str):
+    """The Team of one seed of a checkpoint (any format in ``ACTOR_FORMATS``), and a dict describing
+    where it came from."""
+    ref = parse_ref(ref) if not isinstance(ref, CheckpointRef) else ref
+    trainer, actor_params, meta, step = load_actors(ref)
     n_seeds = trainer.config.num_seeds
     if not 0 <= ref.seed < n_seeds:
         raise UserError(f"run {ref.run} has seeds 0..{n_seeds - 1}; seed {ref.seed} does not exist")
-    actor = jax.tree.map(lambda x: x[ref.seed], state.actor_params)
+    actor = jax.tree.map(lambda x: x[ref.seed], actor_params)
     team = trainer.team(actor)
     source = {"run": str(ref.run), "step": step, "seed": ref.seed, "algo": meta["algo"],
               "env_steps": meta["env_steps"], "shared": trainer.shared}

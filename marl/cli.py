@@ -91,7 +91,7 @@ def _cmd_eval(args) -> int:
 
     if args.episodes < 1:
         raise UserError(f"--episodes must be >= 1, got {args.episodes}")
-    trainer, state, meta, step = ckpt.load_state(args.run)
+    trainer, actor_params, meta, step = ckpt.load_actors(args.run)
     ref = ckpt.parse_ref(args.run)
     seeds = [ref.seed] if "#" in args.run else list(range(trainer.config.num_seeds))
     fn = jax.jit(lambda params, key: evaluate(trainer.env, trainer.team(params), key, args.episodes, not args.sample))
@@ -100,7 +100,7 @@ def _cmd_eval(args) -> int:
     print(f"{ref.run} at update {step} ({meta['env_steps']:,} env steps), {args.episodes} "
           f"{'sampled' if args.sample else 'greedy'} episodes per seed")
     for s in seeds:
-        res = jax.device_get(fn(jax.tree.map(lambda x: x[s], state.actor_params), key))
+        res = jax.device_get(fn(jax.tree.map(lambda x: x[s], actor_params), key))
         r = mean_ci(res.returns)
         row = {"seed": s, "return": r[0], "return_ci": [r[1], r[2]], "length": float(np.mean(res.lengths))}
         line = f"seed {s}: return {r[0]:.3f} [{r[1]:.3f}, {r[2]:.3f}]"

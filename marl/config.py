@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import tomllib
 import types
 import typing
@@ -11,9 +12,11 @@ from pathlib import Path
 import tomli_w
 
 from envs.errors import UserError
+from envs.registry import names
 
 ACTIVATIONS = ("relu", "tanh", "gelu")
 ALGOS = ("mappo", "happo")
+REWARDS = ("team", "agent")
 TIE_BREAKS = ("none", "length")  # latent_tie_break choices (marl.latent.best_of_k)
 
 
@@ -32,6 +35,7 @@ class NetworkConfig:
     agent_id: bool = True
     latent_dim: int = 0  # 0: no latent input
     critic_hidden: int = 128
+    critic_time: bool = True  # the critic reads the episode's time step t/max_steps (besides state and seat)
 
     def __post_init__(self):
         _check(self.hidden >= 1, f"network.hidden must be >= 1, got {self.hidden}")
@@ -48,6 +52,9 @@ class TrainConfig:
     num_agents: int = 0  # team size for mpe:simple_spread; 0 = the scenario's own
     algo: str = "mappo"
     share_actor: bool = True  # MAPPO: one actor tiled over agents; False: one actor per agent
+    # "team": every agent's advantages come from the team reward; "agent": each agent's GAE runs on its
+    # own reward (MPE only; SMAX has only the shared one). The logged return is the team sum either way.
+    reward: str = "team"
     seed: int = 0
     num_seeds: int = 1  # seeds trained at once (vmapped)
     total_steps: int = 2_000_000  # env steps per seed
@@ -77,18 +84,17 @@ class TrainConfig:
     network: NetworkConfig = NetworkConfig()
 
     def __post_init__(self):
-        from envs.registry import names
-
         family, _, rest = self.env.partition(":")
         base = f"{family}:{rest.split(':')[0]}"
         if base not in names():
-            import difflib
-
             close = difflib.get_close_matches(self.env, names(), n=3, cutoff=0.5)
             hint = f"; did you mean {', '.join(close)}?" if close else "; run `marl envs` for the list"
             raise UserError(f"unknown environment {self.env!r}{hint}")
         _check(self.algo in ALGOS, f"algo must be one of {ALGOS}, got {self.algo!r}")
         _check(not (self.algo == "happo" and self.share_actor), "happo trains one actor per agent: set share_actor=false")
+        _check(self.reward in REWARDS, f"reward must be one of {REWARDS}, got {self.reward!r}")
+        _check(not (self.reward == "agent" and family == "smax"),
+               "reward=agent needs per-agent rewards, which SMAX does not have (its reward is shared): use reward=team")
         _check(self.num_agents >= 0, f"num_agents must be >= 0, got {self.num_agents}")
         _check(self.num_agents == 0 or self.env.startswith("mpe:simple_spread"), "num_agents applies only to mpe:simple_spread")
         for name in ("num_seeds", "num_envs", "rollout_len", "epochs", "minibatches", "updates_per_chunk", "checkpoint_every"):
@@ -190,8 +196,6 @@ def _reject_unknown(d: dict, cls, prefix: str) -> None:
     known = _field_types(cls)
     for k in d:
         if k not in known:
-            import difflib
-
             close = difflib.get_close_matches(k, known, n=1)
             hint = f"; did you mean {prefix}{close[0]}?" if close else ""
             raise UserError(f"bad config: unknown key {prefix}{k!r}{hint}")

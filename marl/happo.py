@@ -1,10 +1,13 @@
 """HAPPO actor update (Kuba et al. 2022): sequential per-agent PPO with the factor M.
 
 One actor per agent (rows of the stacked params [N, ...]), one centralised critic (trained once per
-iteration by ``Trainer.critic_update``, after the actors). Per iteration:
+iteration by ``Trainer.critic_update``, after the actors). It differs from separate-actor MAPPO only
+in the sequential update: the optimiser (one state per agent, per-agent gradient clipping) and the
+advantages (``Batch.advantages``, normalised once over the whole batch's alive samples, before any
+factor) are the same. Per iteration:
 
 1. one random permutation of the agents, drawn once from the iteration's key;
-2. advantages A normalised once over the whole batch (alive samples), before any factor;
+2. advantages A as the batch holds them (normalised once, before any factor);
 3. M = 1 per (timestep, env);
 4. for each agent i in permutation order: its PPO epochs x minibatches on its own slice of the
    batch with loss ``-mean(M * min(r A, clip(r) A)) - ent_coef * entropy`` (M detached, not
@@ -23,11 +26,12 @@ import jax.numpy as jnp
 from flax import struct
 
 from marl import ppo
+from marl.batch import ActorSetup, Batch, init_opt, policy_terms, run_minibatches
 from marl.team import agent_unroll
-from marl.trainer import Batch, policy_terms, run_minibatches
 
-# Transition fields that carry an agent axis (at position 2 of [T, E, N, ...]).
-_AGENT_FIELDS = ("obs", "world_state", "avail", "alive", "latent", "action", "logp", "value")
+# Transition fields that carry an agent axis (at position 2 of [T, E, N, ...]); the team-global
+# state [T, E, S], the episode step and the team reward have none.
+_AGENT_FIELDS = ("obs", "avail", "alive", "latent", "action", "logp", "rewards")
 
 
 def happo_factor(factor, logp_new, logp_old):
@@ -65,12 +69,13 @@ def happo_permutation(key, n: int) -> jax.Array:
 
 def agent_slice(batch: Batch, i) -> Batch:
     """Agent i's part of the batch (i may be traced): tr fields [T, E, ...], init_carry [E, H],
-    advantages/targets/weight [T, E]."""
+    advantages/targets/values/weight [T, E]."""
     take = lambda x: jax.lax.dynamic_index_in_dim(x, i, axis=2, keepdims=False)
     tr = batch.tr
     tr = tr.replace(**{f: take(getattr(tr, f)) for f in _AGENT_FIELDS if getattr(tr, f, None) is not None})
     return Batch(tr=tr, init_carry=jax.lax.dynamic_index_in_dim(batch.init_carry, i, axis=1, keepdims=False),
-                 advantages=take(batch.advantages), targets=take(batch.targets), weight=take(batch.weight))
+                 advantages=take(batch.advantages), targets=take(batch.targets), values=take(batch.values),
+                 weight=take(batch.weight))
 
 
 @struct.dataclass
@@ -100,21 +105,17 @@ class HAPPO:
     name = "happo"
     extra_metric_keys = ("factor_std", "factor_min", "factor_max")  # logged per update (factor_stats)
 
-    def init_opt(self, trainer, actor_params):
+    def init_opt(self, setup: ActorSetup, actor_params):
         """One optimiser state per agent (stacked [N, ...], like the params)."""
-        return jax.vmap(trainer.actor_tx.init)(actor_params)
+        return init_opt(setup, actor_params)
 
-    def update(self, trainer, state, batch: Batch, key):
+    def update(self, setup: ActorSetup, params, opt, batch: Batch, key):
         """Sequential actor update. Returns (params [N, ...], opt [N, ...], metrics); metrics also hold
         ``order`` [N] (agents in the order they were updated) and ``factors`` [N, T, E] (the M each
         update step trained with, in that order) for inspection and tests."""
-        c = trainer.config
-        spec, net = trainer.spec, trainer.net
-        n = trainer.n
+        spec, net, n = setup.spec, setup.net, setup.n
         k_perm, k_agents = jax.random.split(key)
         order = happo_permutation(k_perm, n)  # drawn once per iteration
-        adv = batch.actor_advantages()  # once, before the factor
-        batch = batch.replace(advantages=adv)
         factor0 = jnp.ones(batch.tr.reward.shape, jnp.float32)  # [T, E]
 
         def logits_of(p, i, b: Batch):
@@ -130,15 +131,15 @@ class HAPPO:
                 p, o = cs
 
                 def loss_fn(p_):
-                    pg, aux = policy_terms(logits_of(p_, i, mb.batch), mb.batch, mb.batch.advantages, c.clip_eps,
-                                           factor=jax.lax.stop_gradient(mb.factor))
-                    return pg - c.ent_coef * aux["entropy"], {"actor_loss": pg, **aux}
+                    pg, ent, aux = policy_terms(logits_of(p_, i, mb.batch), mb.batch, setup.clip_eps,
+                                                factor=jax.lax.stop_gradient(mb.factor))
+                    return pg - setup.ent_coef * ent, aux
 
                 grads, aux = jax.grad(loss_fn, has_aux=True)(p)
-                updates, o = trainer.actor_tx.update(grads, o, p)
+                updates, o = setup.tx.update(grads, o, p)
                 return (jax.tree.map(jnp.add, p, updates), o), aux
 
-            (p_i, o_i), metrics = run_minibatches(k, AgentBatch(ab, factor), c.epochs, c.minibatches, step,
+            (p_i, o_i), metrics = run_minibatches(k, AgentBatch(ab, factor), setup.epochs, setup.minibatches, step,
                                                   (_row(params, i), _row(opt, i)))
             logits = ppo.masked_logits(logits_of(p_i, i, ab), ab.tr.avail)
             logp_new = ppo.log_prob(logits, ab.tr.action)
@@ -147,7 +148,7 @@ class HAPPO:
             return carry, (metrics, i, factor)
 
         (params, opt, _), (metrics, visited, factors) = jax.lax.scan(
-            agent_update, (state.actor_params, state.actor_opt, factor0), (order, jax.random.split(k_agents, n)))
+            agent_update, (params, opt, factor0), (order, jax.random.split(k_agents, n)))
         metrics = jax.tree.map(jnp.mean, metrics)
         alive = jnp.moveaxis(jnp.take(batch.weight, visited, axis=2), 2, 0)  # [N, T, E], in update order
         stats = factor_stats(factors, alive)

@@ -13,12 +13,12 @@ ties). With ``latent_tie_break="length"`` the tied copy whose scored episode is 
 instead (a tie in length too still masks): on SMAX every win of a map has the same return, so once
 the team wins on two or more of the K latents of most instances, masking ties leaves the actor no
 signal (smax:20m from a 6% win-rate policy: actor loss 0 on 11 of the 12 updates from the 5th on).
-The critic trains on every alive sample of the rollout, including steps after a copy's first
-episode ended (the env auto-resets; those samples are valid on-policy data for V but belong to no
-instance, so they never train the actor).
+The critic trains on every sample of the rollout (as in every run, see ``Trainer.critic_update``),
+including steps after a copy's first episode ended (the env auto-resets; those samples are valid
+on-policy data for V but belong to no instance, so they never train the actor).
 
 The actor's advantages are normalised with the mean and std of every alive sample
-(``Batch.actor_advantages``), not of the selected ones: centring them over trajectories chosen for their
+(``marl.batch.normalized_advantages``), not of the selected ones: centring them over trajectories chosen for their
 return gives the early steps of each best trajectory positive and its late steps negative advantages,
 and training then unlearns what good trajectories do at the end (on mpe:simple_spread:8 the mean
 return fell from -332 to -640 in 330k steps that way; normalised over all samples it stays level).
@@ -29,8 +29,9 @@ The rollout length is ``config.rollout_len``; one whole episode per update needs
 ``rollout_len >= spec.max_steps`` (26 on MPE, 101 on SMAX). Longer rollouts only add critic
 samples; shorter ones truncate the scored window (allowed, with a warning).
 
-Selected by ``marl.trainer.make_trainer(config)`` when ``config.num_latents > 0``, so
-``train_run``, checkpoints, resume and ``load_state`` work unchanged. Any actor algorithm (MAPPO, HAPPO) receives the masked batch.
+``BestOfK`` is a rollout schedule (like ``marl.rollout.Continuous``): the ``Trainer`` uses it when
+``config.num_latents > 0``, so ``train_run``, checkpoints, resume and ``load_state`` work unchanged.
+Any actor algorithm (MAPPO, HAPPO) receives the masked batch.
 """
 
 from __future__ import annotations
@@ -40,8 +41,9 @@ import warnings
 import jax
 import jax.numpy as jnp
 
-from marl.rollout import Runner, Transition
-from marl.trainer import Trainer, TrainState
+from envs import Env
+from marl.config import TrainConfig
+from marl.rollout import Runner, Transition, episode_stats
 
 TIE_TOL = 1e-5  # scores within TIE_TOL * max(1, |best|) of the best count as a tie
 
@@ -88,57 +90,44 @@ def best_of_k(scores: jax.Array, tie_tol: float = TIE_TOL, tie_break: jax.Array 
     return (is_best & unique).astype(jnp.float32)
 
 
-class LatentTrainer(Trainer):
-    """``Trainer`` whose update is an episode-synchronous best-of-K rollout (see module doc)."""
+class BestOfK:
+    """Episode-synchronous best-of-K rollout schedule (see module doc)."""
 
-    def __init__(self, config, algo=None):
-        super().__init__(config, algo)
-        if not config.num_latents or not self.net.latent_dim:
-            raise ValueError("LatentTrainer needs num_latents > 0 and network.latent_dim > 0")
+    def __init__(self, env: Env, config: TrainConfig):
+        if not config.num_latents or not config.network.latent_dim:
+            raise ValueError("BestOfK needs num_latents > 0 and network.latent_dim > 0")
+        self.env = env
+        self.n = env.spec.num_agents
+        self.num_envs = config.num_envs
+        self.latent_dim = config.network.latent_dim
+        self.tie_break = config.latent_tie_break
         self.num_latents = config.num_latents
         self.num_instances = config.num_envs // config.num_latents
-        if config.rollout_len < self.spec.max_steps:
+        if config.rollout_len < env.spec.max_steps:
             warnings.warn(f"latent training scores one episode per update; rollout_len={config.rollout_len} truncates "
-                          f"{self.spec.name} episodes (up to {self.spec.max_steps} steps): use "
-                          f"rollout_len={self.spec.max_steps}", stacklevel=2)
+                          f"{env.spec.name} episodes (up to {env.spec.max_steps} steps): use "
+                          f"rollout_len={env.spec.max_steps}", stacklevel=2)
 
-    def fresh_runner(self, key: jax.Array, carry_like: jax.Array) -> Runner:
+    def start(self, key: jax.Array, runner: Runner) -> Runner:
         """All E envs at the start of an episode: K copies per instance, one uniform latent per copy."""
         k_inst, k_lat = jax.random.split(key)
         keys = instance_keys(k_inst, self.num_instances, self.num_latents)
         ts, env_state = jax.vmap(self.env.reset)(keys)
         ts = ts.replace(done=jnp.ones_like(ts.done))
-        latent = sample_latents(k_lat, self.config.num_envs, self.n, self.net.latent_dim)
-        return Runner(env_state=env_state, ts=ts, carry=jnp.zeros_like(carry_like), latent=latent)
+        latent = sample_latents(k_lat, self.num_envs, self.n, self.latent_dim)
+        return Runner(env_state=env_state, ts=ts, carry=jnp.zeros_like(runner.carry), latent=latent)
 
-    def weights(self, tr: Transition) -> tuple[jax.Array, jax.Array]:
-        """(actor weight, critic weight), each [T, E, N]."""
+    def actor_weight(self, tr: Transition) -> jax.Array:
+        """[T, E, N]: alive samples of the first episode of each instance's best copy."""
         alive = tr.alive.astype(jnp.float32)
         first = first_episode_mask(tr.done)  # [T, E]
         shape = (self.num_instances, self.num_latents)
         scores = first_episode_return(tr.reward, tr.done).reshape(shape)
-        tie_break = first_episode_length(tr.done).reshape(shape) if self.config.latent_tie_break == "length" else None
+        tie_break = first_episode_length(tr.done).reshape(shape) if self.tie_break == "length" else None
         best = best_of_k(scores, tie_break=tie_break).reshape(-1)  # [E]
-        actor_w = alive * (first * best[None, :])[..., None]
-        return actor_w, alive
+        return alive * (first * best[None, :])[..., None]
 
-    def update(self, state: TrainState) -> tuple[TrainState, dict]:
-        key, k_fresh, k_roll, k_actor, k_critic = jax.random.split(state.key, 5)
-        start = state.replace(runner=self.fresh_runner(k_fresh, state.runner.carry))
-        runner, tr = self.collect(start, k_roll)
-        actor_w, critic_w = self.weights(tr)
-        batch, vn = self.make_batch(start, runner, tr, weight=critic_w)
-        actor_params, actor_opt, am = self.algo.update(self, start, batch.replace(weight=actor_w), k_actor)
-        critic_params, critic_opt, cm = self.critic_update(start, batch, k_critic)
-        new = state.replace(actor_params=actor_params, actor_opt=actor_opt, critic_params=critic_params,
-                            critic_opt=critic_opt, value_norm=vn, runner=runner, key=key, update=state.update + 1)
-        return new, self.metrics(tr, am, cm)
-
-    def metrics(self, tr: Transition, am: dict, cm: dict) -> dict:
-        """Standard metrics; return/win/length are over the scored (first) episodes of the rollout."""
-        from marl.rollout import episode_stats
-
+    def stats(self, tr: Transition) -> dict:
+        """Return/win/length over the scored (first) episodes of the rollout."""
         first_done = tr.done & (first_episode_mask(tr.done) > 0)
-        stats = episode_stats(tr.replace(done=first_done))
-        m = {**stats, **am, **cm}
-        return {k: jnp.asarray(m[k], jnp.float32) for k in self.metric_keys}
+        return episode_stats(tr.replace(done=first_done))

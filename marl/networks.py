@@ -111,16 +111,38 @@ def _orthogonal_blocks(blocks: int):
 
 
 class Critic(nn.Module):
-    """V(world_state[..., S]) -> [...]: an MLP on the agent-specific world state."""
+    """V(state, seat, t) for every seat at once: an MLP on ``state ++ one_hot(seat) ++ t/max_steps``.
 
+    state [..., S] is the team-global state (once per env step), episode_step [...] int the step of the
+    episode; returns values [..., N], one per seat. The first layer is a dense layer on that
+    concatenated input, computed without building it: ``state @ W_s`` once per step, plus the seat's
+    row of ``W_id`` and ``t/max_steps * w_t`` (one weight matrix [S + N + 1, H], orthogonal init), so
+    memory per step is O(S + N * H), not O(N * S). ``time=False`` drops the time input.
+
+    Why the time input: episodes that end at a time limit are treated as terminal by GAE, so a
+    state's value depends on the steps left. On mpe:simple_spread (26-step episodes) the critic with
+    it reached a training return of -48.1 at 1M steps vs -64.9 without it (2 seeds each;
+    bench/results/critic_core/critic_core.md).
+    """
+
+    num_agents: int
+    max_steps: int
     hidden: int = 128
     activation: str = "relu"
+    time: bool = True
 
     @nn.compact
-    def __call__(self, world_state):
+    def __call__(self, state, episode_step):
         act = _ACT[self.activation]
-        x = act(_dense(self.hidden)(world_state))
-        x = act(_dense(self.hidden)(x))
+        s, n, h = state.shape[-1], self.num_agents, self.hidden
+        kernel = self.param("input_kernel", nn.initializers.orthogonal(np.sqrt(2.0)), (s + n + int(self.time), h))
+        bias = self.param("input_bias", nn.initializers.zeros, (h,))
+        x = (state @ kernel[:s])[..., None, :] + kernel[s:s + n] + bias  # [..., N, H]
+        if self.time:
+            t = episode_step.astype(state.dtype) / self.max_steps
+            x = x + t[..., None, None] * kernel[s + n]
+        x = act(x)
+        x = act(_dense(h)(x))
         return _dense(1, scale=1.0)(x)[..., 0]
 
 
@@ -129,8 +151,9 @@ def make_actor(spec: EnvSpec, net: NetworkConfig) -> Actor:
                  activation=net.activation, latent_dim=net.latent_dim)
 
 
-def make_critic(net: NetworkConfig) -> Critic:
-    return Critic(hidden=net.critic_hidden, activation=net.activation)
+def make_critic(spec: EnvSpec, net: NetworkConfig) -> Critic:
+    return Critic(num_agents=spec.num_agents, max_steps=spec.max_steps, hidden=net.critic_hidden,
+                  activation=net.activation, time=net.critic_time)
 
 
 def actor_input_dim(spec: EnvSpec, net: NetworkConfig) -> int:
@@ -146,4 +169,4 @@ def init_actor(key: jax.Array, spec: EnvSpec, net: NetworkConfig):
 
 
 def init_critic(key: jax.Array, spec: EnvSpec, net: NetworkConfig):
-    return make_critic(net).init(key, jnp.zeros((spec.state_dim,)))
+    return make_critic(spec, net).init(key, jnp.zeros((spec.state_dim,)), jnp.zeros((), jnp.int32))

@@ -68,17 +68,17 @@ def normalize(x: jax.Array, mask: jax.Array | None = None, eps: float = 1e-8) ->
 
 
 # -- losses -----------------------------------------------------------------------------------
-def masked_mean(x, mask):
-    """Mean of x over the entries where mask is set (0 if none)."""
-    m = mask.astype(x.dtype)
-    return (x * m).sum() / jnp.maximum(m.sum(), 1.0)
+def masked_mean(x, mask, axis=None):
+    """Mean of x over the entries where mask is set (0 if none); over ``axis`` (default: all)."""
+    m = jnp.broadcast_to(mask, x.shape).astype(x.dtype)
+    return (x * m).sum(axis) / jnp.maximum(m.sum(axis), 1.0)
 
 
-def clipped_surrogate(logp, old_logp, adv, clip_eps: float, mask, factor=1.0):
+def clipped_surrogate(logp, old_logp, adv, clip_eps: float, mask, factor=1.0, axis=None):
     """PPO policy loss, -mean(factor * min(r A, clip(r, 1-eps, 1+eps) A)); factor is HAPPO's M."""
     ratio = jnp.exp(logp - old_logp)
     surr = jnp.minimum(ratio * adv, jnp.clip(ratio, 1.0 - clip_eps, 1.0 + clip_eps) * adv)
-    return -masked_mean(factor * surr, mask)
+    return -masked_mean(factor * surr, mask, axis)
 
 
 def value_loss(values, old_values, targets, clip_eps: float, mask):
@@ -88,7 +88,6 @@ def value_loss(values, old_values, targets, clip_eps: float, mask):
         clipped = old_values + jnp.clip(values - old_values, -clip_eps, clip_eps)
         err = jnp.maximum(err, (clipped - targets) ** 2)
     return 0.5 * masked_mean(err, mask)
-
 
 
 # -- value normalisation (running mean/std of targets, debiased EMA as in MAPPO) -----------

@@ -1,4 +1,9 @@
-"""Vectorised experience collection: ``lax.scan`` over time, ``vmap`` over environments."""
+"""Vectorised experience collection: ``lax.scan`` over time, ``vmap`` over environments.
+
+The scan runs only the actors and the envs; the critic is applied after it, in one batched call over
+the stored ``[T, E, S]`` states (``Trainer.values``). ``Continuous`` is the default rollout schedule
+(each update continues where the last one stopped); marl/latent.py has the best-of-K one.
+"""
 
 from __future__ import annotations
 
@@ -25,15 +30,16 @@ class Runner:
 @struct.dataclass
 class Transition:
     obs: jax.Array  # [T, E, N, O]
-    world_state: jax.Array  # [T, E, N, S]
+    state: jax.Array  # [T, E, S] team-global state (once per env step)
+    episode_step: jax.Array  # [T, E] int32, step of the episode the obs belongs to
     avail: jax.Array  # [T, E, N, A]
     alive: jax.Array  # [T, E, N]
     reset: jax.Array  # [T, E] obs starts an episode (resets the recurrent state)
     latent: jax.Array | None  # [T, E, N, d] or None
     action: jax.Array  # [T, E, N]
     logp: jax.Array  # [T, E, N]
-    value: jax.Array  # [T, E, N] critic output (normalised scale when value norm is on)
     reward: jax.Array  # [T, E] team reward
+    rewards: jax.Array  # [T, E, N] each agent's own reward
     done: jax.Array  # [T, E]
     info: EpisodeInfo  # [T, E]
 
@@ -48,11 +54,9 @@ def reset_runner(env: Env, key: jax.Array, num_envs: int, hidden: int, latent_di
 
 
 PolicyFn = Callable  # (carry[E,N,H], obs[E,N,O], reset[E], latent) -> (carry, logits[E,N,A])
-ValueFn = Callable  # world_state[E,N,S] -> values[E,N]
 
 
-def collect(env: Env, policy: PolicyFn, value_fn: ValueFn, runner: Runner, key: jax.Array,
-            length: int) -> tuple[Runner, Transition]:
+def collect(env: Env, policy: PolicyFn, runner: Runner, key: jax.Array, length: int) -> tuple[Runner, Transition]:
     """Run ``length`` steps of every environment with sampled, masked actions (latents held fixed)."""
 
     def step(r: Runner, k):
@@ -62,11 +66,11 @@ def collect(env: Env, policy: PolicyFn, value_fn: ValueFn, runner: Runner, key: 
         logits = ppo.masked_logits(logits, ts.avail)
         action = ppo.sample(k_act, logits)
         logp = ppo.log_prob(logits, action)
-        value = value_fn(ts.world_state)
         env_keys = jax.random.split(k_env, ts.done.shape[0])
         ts2, state2 = jax.vmap(env.step)(env_keys, r.env_state, action)
-        tr = Transition(obs=ts.obs, world_state=ts.world_state, avail=ts.avail, alive=ts.alive, reset=ts.done, latent=r.latent,
-                        action=action, logp=logp, value=value, reward=ts2.reward, done=ts2.done, info=ts2.info)
+        tr = Transition(obs=ts.obs, state=ts.state, episode_step=ts.episode_step, avail=ts.avail, alive=ts.alive,
+                        reset=ts.done, latent=r.latent, action=action, logp=logp, reward=ts2.reward,
+                        rewards=ts2.rewards, done=ts2.done, info=ts2.info)
         return r.replace(env_state=state2, ts=ts2, carry=carry), tr
 
     return jax.lax.scan(step, runner, jax.random.split(key, length))
@@ -84,3 +88,18 @@ def episode_stats(tr: Transition) -> dict:
         "win_rate": nan * (tr.info.won * d).sum() / safe,
         "length": nan * (tr.info.episode_length * d).sum() / safe,
     }
+
+
+class Continuous:
+    """The default rollout schedule: each update continues the episodes where the last one stopped;
+    every alive sample trains the actor; the stats are over the episodes that ended in the rollout."""
+
+    def start(self, key: jax.Array, runner: Runner) -> Runner:
+        return runner
+
+    def actor_weight(self, tr: Transition) -> jax.Array:
+        """[T, E, N] float: which samples train the actor."""
+        return tr.alive.astype(jnp.float32)
+
+    def stats(self, tr: Transition) -> dict:
+        return episode_stats(tr)

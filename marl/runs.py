@@ -89,7 +89,7 @@ def warm_start(trainer: Trainer, state: TrainState, source: str) -> tuple[TrainS
         actor = jax.vmap(lambda p: tile(p, trainer.n))(actor)
     if add_latent:  # the new latent weights keep their zero init: the team acts exactly like the source
         actor = with_new_leaves(actor, state.actor_params)
-    actor_opt = jax.vmap(lambda p: trainer.algo.init_opt(trainer, p))(actor)
+    actor_opt = jax.vmap(lambda p: trainer.algo.init_opt(trainer.actor_setup, p))(actor)
     state = state.replace(actor_params=actor, actor_opt=actor_opt,
                           critic_params=jax.tree.map(pick, src.critic_params),
                           value_norm=jax.tree.map(pick, src.value_norm))
@@ -113,6 +113,7 @@ def train_run(config: TrainConfig, out: str | Path, *, resume: bool = False, ini
         ref = ckpt.parse_ref(out)
         step = ckpt.resolve_step(ref)
         meta = ckpt.read_meta(out, step)
+        ckpt.check_format(meta, f"{out}/{ckpt.CKPT_DIR}/{step}")
         parent = meta.get("parent")
         abstract = jax.eval_shape(init, seed_keys(config))
         state = jax.tree.map(jnp.asarray, ckpt.restore_state(out, step, abstract))

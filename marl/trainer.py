@@ -1,9 +1,11 @@
 """The one training program shared by MAPPO, HAPPO and latent training.
 
 ``Trainer(config).init(key)`` builds a TrainState; ``Trainer.update`` is one PPO iteration
-(rollout, GAE, actor update, critic update); ``Trainer.chunk`` scans ``updates_per_chunk``
-iterations. Everything is pure and jittable, and ``jax.vmap`` over keys trains many seeds at once.
-The algorithm supplies only the actor update (``ActorAlgo``).
+(rollout, critic values, GAE, actor update, critic update); ``Trainer.chunk`` scans
+``updates_per_chunk`` iterations. Everything is pure and jittable, and ``jax.vmap`` over keys trains
+many seeds at once. Two parts are chosen by composition: the actor update (``ActorAlgo``: MAPPO or
+HAPPO, given only an ``ActorSetup``) and the rollout schedule (``Rollout``: continuous, or
+latent best-of-K episode-synchronous when ``num_latents > 0``).
 """
 
 from __future__ import annotations
@@ -16,9 +18,12 @@ from flax import struct
 
 import envs
 from marl import ppo
+from marl.algos import get_algo
+from marl.batch import ActorSetup, Batch, normalized_advantages, run_minibatches
 from marl.config import TrainConfig
+from marl.latent import BestOfK
 from marl.networks import init_actor, init_critic, make_critic
-from marl.rollout import Runner, Transition, collect, episode_stats, reset_runner
+from marl.rollout import Continuous, Runner, Transition, collect, reset_runner
 from marl.team import Team, stacked_params, team_step
 
 METRIC_KEYS = ("episodes", "return", "win_rate", "length", "actor_loss", "entropy", "approx_kl",
@@ -37,68 +42,32 @@ class TrainState:
     update: jax.Array  # int32, PPO iterations done
 
 
-@struct.dataclass
-class Batch:
-    tr: Transition  # [T, E, ...]
-    init_carry: jax.Array  # [E, N, H] actor state at the start of the rollout
-    advantages: jax.Array  # [T, E, N] raw GAE advantages
-    targets: jax.Array  # [T, E, N] value targets on the critic's (normalised) scale
-    weight: jax.Array  # [T, E, N] which samples train the actor and critic (alive, best latent)
-
-    def select(self, idx: jax.Array) -> "Batch":
-        """Minibatch of environments ``idx`` (whole sequences)."""
-        t1 = lambda x: jnp.take(x, idx, axis=1)
-        return Batch(tr=jax.tree.map(t1, self.tr), init_carry=jnp.take(self.init_carry, idx, axis=0),
-                     advantages=t1(self.advantages), targets=t1(self.targets), weight=t1(self.weight))
-
-    def actor_advantages(self) -> jax.Array:
-        """Advantages normalised over every alive sample, whatever ``weight`` selects (the one place the
-        actor's advantages are scaled). Best-of-K training must not centre them over its selected
-        samples: over trajectories picked for their return that pushes down the late actions of each."""
-        return ppo.normalize(self.advantages, self.tr.alive)
-
-
-def run_minibatches(key, batch: Batch, epochs: int, num_minibatches: int, step_fn, carry):
-    """``epochs`` passes over ``num_minibatches`` shuffled env-minibatches; step_fn(carry, mb) -> (carry, metrics)."""
-    num_envs = batch.init_carry.shape[0]
-
-    def epoch(c, k):
-        perm = jax.random.permutation(k, num_envs).reshape(num_minibatches, -1)
-        return jax.lax.scan(lambda c2, idx: step_fn(c2, batch.select(idx)), c, perm)
-
-    carry, metrics = jax.lax.scan(epoch, carry, jax.random.split(key, epochs))
-    return carry, jax.tree.map(jnp.mean, metrics)
-
-
-def policy_terms(logits, mb: Batch, adv, clip_eps: float, factor=1.0):
-    """Surrogate, entropy, KL and clip fraction of a minibatch; logits [T, E, N?, A] unmasked."""
-    tr = mb.tr
-    logits = ppo.masked_logits(logits, tr.avail)
-    logp = ppo.log_prob(logits, tr.action)
-    w = mb.weight
-    pg = ppo.clipped_surrogate(logp, tr.logp, adv, clip_eps, w, factor)
-    ent = ppo.masked_mean(ppo.entropy(logits), w)
-    log_ratio = logp - tr.logp
-    kl = ppo.masked_mean(jnp.exp(log_ratio) - 1.0 - log_ratio, w)
-    clip_frac = ppo.masked_mean((jnp.abs(jnp.exp(log_ratio) - 1.0) > clip_eps).astype(jnp.float32), w)
-    return pg, {"entropy": ent, "approx_kl": kl, "clip_frac": clip_frac}
-
-
 class ActorAlgo(Protocol):
+    """An actor update (marl/mappo.py, marl/happo.py). It sees only the ``ActorSetup``, the actor
+    params, their optimiser state and the batch, never the Trainer."""
+
     name: str
     extra_metric_keys: tuple[str, ...]  # metrics logged besides METRIC_KEYS (per update, per seed)
 
-    def init_opt(self, trainer: "Trainer", actor_params): ...
+    def init_opt(self, setup: ActorSetup, actor_params): ...
 
-    def update(self, trainer: "Trainer", state: TrainState, batch: Batch, key) -> tuple[Any, Any, dict]: ...
+    def update(self, setup: ActorSetup, params, opt, batch: Batch, key) -> tuple[Any, Any, dict]: ...
+
+
+class Rollout(Protocol):
+    """A rollout schedule (``marl.rollout.Continuous``, ``marl.latent.BestOfK``)."""
+
+    def start(self, key: jax.Array, runner: Runner) -> Runner: ...
+
+    def actor_weight(self, tr: Transition) -> jax.Array: ...
+
+    def stats(self, tr: Transition) -> dict: ...
 
 
 class Trainer:
     """Static pieces of a run (env, networks, optimisers) and its pure functions."""
 
-    def __init__(self, config: TrainConfig, algo: ActorAlgo | None = None):
-        from marl.algos import get_algo
-
+    def __init__(self, config: TrainConfig, algo: ActorAlgo | None = None, rollout: Rollout | None = None):
         self.config = config
         self.env = envs.make(config.env, **config.env_kwargs())
         self.spec = self.env.spec
@@ -106,11 +75,15 @@ class Trainer:
         self.n = self.spec.num_agents
         self.shared = config.share_actor
         self.algo = algo or get_algo(config)
+        self.rollout = rollout or (BestOfK(self.env, config) if config.num_latents > 0 else Continuous())
         opt_steps = config.num_updates * config.epochs * config.minibatches
         anneal = opt_steps if config.anneal_lr else None
         self.actor_tx = ppo.make_optimizer(config.lr, config.max_grad_norm, anneal)
         self.critic_tx = ppo.make_optimizer(config.critic_lr or config.lr, config.max_grad_norm, anneal)
-        self.critic = make_critic(self.net)
+        self.critic = make_critic(self.spec, self.net)
+        self.actor_setup = ActorSetup(spec=self.spec, net=self.net, shared=self.shared, tx=self.actor_tx,
+                                      clip_eps=config.clip_eps, ent_coef=config.ent_coef, epochs=config.epochs,
+                                      minibatches=config.minibatches)
 
     @property
     def metric_keys(self) -> tuple[str, ...]:
@@ -129,7 +102,7 @@ class Trainer:
         return TrainState(
             actor_params=actor,
             critic_params=critic,
-            actor_opt=self.algo.init_opt(self, actor),
+            actor_opt=self.algo.init_opt(self.actor_setup, actor),
             critic_opt=self.critic_tx.init(critic),
             value_norm=ppo.ValueNorm.create(),
             runner=reset_runner(self.env, k_env, c.num_envs, self.net.hidden, self.net.latent_dim),
@@ -155,32 +128,52 @@ class Trainer:
 
     # -- one PPO iteration --------------------------------------------------------------------
     def collect(self, state: TrainState, key) -> tuple[Runner, Transition]:
-        value_fn = lambda ws: self.critic.apply(state.critic_params, ws)
-        return collect(self.env, self.policy(state.actor_params), value_fn, state.runner, key, self.config.rollout_len)
+        """``rollout_len`` steps from ``state.runner`` (as it stands: the schedule's ``start`` is not applied)."""
+        return collect(self.env, self.policy(state.actor_params), state.runner, key, self.config.rollout_len)
+
+    def values(self, critic_params, states: jax.Array, episode_step: jax.Array) -> jax.Array:
+        """states [..., S], episode_step [...] -> values [..., N] (one batched critic call)."""
+        return self.critic.apply(critic_params, states, episode_step)
 
     def make_batch(self, state: TrainState, runner: Runner, tr: Transition, weight=None) -> tuple[Batch, ppo.ValueNorm]:
+        """The batch of a rollout that started from ``state.runner`` and ended at ``runner``.
+
+        The critic runs here, once over all stored states, not inside the rollout's scan. GAE runs on
+        the team reward (every agent's advantage from the same reward, with its own value) or, with
+        ``reward="agent"``, on each agent's own reward. ``weight`` [T, E, N]: the actor's sample
+        weight (default: alive)."""
         c = self.config
         vn = state.value_norm
-        last = self.critic.apply(state.critic_params, runner.ts.world_state)
-        values = vn.denormalize(tr.value, c.value_norm)
+        values_raw = self.values(state.critic_params, tr.state, tr.episode_step)  # [T, E, N]
+        last = self.values(state.critic_params, runner.ts.state, runner.ts.episode_step)  # [E, N]
+        values = vn.denormalize(values_raw, c.value_norm)
         last = vn.denormalize(last, c.value_norm)
-        adv, targets = ppo.gae(tr.reward[..., None], values, tr.done[..., None], last, c.gamma, c.gae_lambda)
+        rewards = tr.rewards if c.reward == "agent" else tr.reward[..., None]
+        adv, targets = ppo.gae(rewards, values, tr.done[..., None], last, c.gamma, c.gae_lambda)
         if c.value_norm:
             vn = vn.update(targets)
         w = tr.alive.astype(jnp.float32) if weight is None else weight
-        batch = Batch(tr=tr, init_carry=state.runner.carry, advantages=adv,
-                      targets=vn.normalize(targets, c.value_norm), weight=w)
+        batch = Batch(tr=tr, init_carry=state.runner.carry, advantages=normalized_advantages(adv, tr.alive),
+                      targets=vn.normalize(targets, c.value_norm), values=values_raw, weight=w)
         return batch, vn
 
     def critic_update(self, state: TrainState, batch: Batch, key):
+        """Value epochs on every sample of the batch, dead SMAX agents' included.
+
+        Dead agents: their values are bootstrapped into GAE (a dead agent's seat still has a value:
+        the reward is the team's, so its return-to-go is the team's), so the critic is trained on
+        those samples too rather than masked by ``alive``; its input for them is defined (the
+        team-global state, which shows the unit dead, plus the seat and the time step). Masking them
+        would leave V at a dead seat untrained yet used as the bootstrap for the seat's last alive
+        steps. Only the actor is masked by alive (a dead unit's action is forced)."""
         c = self.config
 
         def step(carry, mb: Batch):
             params, opt = carry
 
             def loss_fn(p):
-                v = self.critic.apply(p, mb.tr.world_state)
-                return ppo.value_loss(v, mb.tr.value, mb.targets, c.value_clip_eps, mb.weight)
+                v = self.values(p, mb.tr.state, mb.tr.episode_step)
+                return ppo.value_loss(v, mb.values, mb.targets, c.value_clip_eps, jnp.ones_like(v))
 
             loss, grads = jax.value_and_grad(loss_fn)(params)
             updates, opt = self.critic_tx.update(grads, opt, params)
@@ -191,17 +184,16 @@ class Trainer:
         return params, opt, {"value_loss": loss}
 
     def update(self, state: TrainState) -> tuple[TrainState, dict]:
-        key, k_roll, k_actor, k_critic = jax.random.split(state.key, 4)
-        runner, tr = self.collect(state, k_roll)
-        batch, vn = self.make_batch(state, runner, tr)
-        return self.finish_update(state, key, runner, tr, batch, vn, k_actor, k_critic)
-
-    def finish_update(self, state, key, runner, tr, batch, vn, k_actor, k_critic):
-        actor_params, actor_opt, am = self.algo.update(self, state, batch, k_actor)
+        key, k_start, k_roll, k_actor, k_critic = jax.random.split(state.key, 5)
+        start = state.replace(runner=self.rollout.start(k_start, state.runner))
+        runner, tr = self.collect(start, k_roll)
+        batch, vn = self.make_batch(start, runner, tr, weight=self.rollout.actor_weight(tr))
+        actor_params, actor_opt, am = self.algo.update(self.actor_setup, state.actor_params, state.actor_opt,
+                                                       batch, k_actor)
         critic_params, critic_opt, cm = self.critic_update(state, batch, k_critic)
         new = state.replace(actor_params=actor_params, actor_opt=actor_opt, critic_params=critic_params,
                             critic_opt=critic_opt, value_norm=vn, runner=runner, key=key, update=state.update + 1)
-        metrics = {**episode_stats(tr), **am, **cm}
+        metrics = {**self.rollout.stats(tr), **am, **cm}
         return new, {k: jnp.asarray(metrics[k], jnp.float32) for k in self.metric_keys}
 
     # -- programs -----------------------------------------------------------------------------
@@ -229,10 +221,5 @@ def seed_keys(config: TrainConfig) -> jax.Array:
 
 
 def make_trainer(config: TrainConfig, algo: ActorAlgo | None = None) -> Trainer:
-    """The trainer a config asks for: ``LatentTrainer`` (best-of-K, marl/latent.py) when
-    ``num_latents > 0``, else ``Trainer``."""
-    if config.num_latents > 0:
-        from marl.latent import LatentTrainer
-
-        return LatentTrainer(config, algo)
+    """The trainer a config asks for (the rollout schedule follows ``num_latents``)."""
     return Trainer(config, algo)

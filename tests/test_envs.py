@@ -15,8 +15,9 @@ def test_adapter_shapes(name):
     s = env.spec
     n, o, st, a = s.num_agents, s.obs_dim, s.state_dim, s.num_actions
     ts, state = jax.eval_shape(env.reset, jax.random.PRNGKey(0))
-    assert ts.obs.shape == (n, o) and ts.world_state.shape == (n, st) and ts.avail.shape == (n, a)
+    assert ts.obs.shape == (n, o) and ts.state.shape == (st,) and ts.avail.shape == (n, a)  # state: once per step
     assert ts.avail.dtype == jnp.bool_ and ts.alive.shape == (n,) and ts.reward.shape == () and ts.done.shape == ()
+    assert ts.rewards.shape == (n,) and ts.episode_step.shape == () and ts.episode_step.dtype == jnp.int32
     ts2, _ = jax.eval_shape(env.step, jax.random.PRNGKey(0), state, jnp.zeros((n,), jnp.int32))
     assert jax.tree.map(lambda x: (x.shape, x.dtype), ts2) == jax.tree.map(lambda x: (x.shape, x.dtype), ts)
     assert s.has_win == name.startswith("smax")
@@ -26,12 +27,15 @@ def test_smax_3m_step_values():
     env = envs.make("smax:3m")
     ts, state = env.reset(jax.random.PRNGKey(0))
     assert env.spec.num_agents == 3 and env.spec.num_actions == 8 and env.spec.max_steps == 101
-    # world state = jaxmarl's world state (12 features x 6 units) ++ one-hot seat
-    np.testing.assert_array_equal(ts.world_state[:, -3:], np.eye(3))
-    np.testing.assert_array_equal(ts.world_state[0, :-3], ts.world_state[2, :-3])
+    # the state is jaxmarl's world state (12 features x 6 units), stored once (no seat: the critic adds it)
+    obs, inner = env.inner.reset(jax.random.PRNGKey(0))
+    assert env.spec.state_dim == 72
+    np.testing.assert_array_equal(ts.state, obs["world_state"])
     assert bool(ts.alive.all()) and bool(ts.avail[:, 4].all())  # "stop" is always available
+    assert int(ts.episode_step) == 0
     ts, state = env.step(jax.random.PRNGKey(1), state, jnp.array([4, 4, 4]))
-    assert int(state.episode_length) == 1
+    assert int(state.episode_length) == 1 and int(ts.episode_step) == 1
+    np.testing.assert_array_equal(ts.rewards, np.full(3, float(ts.reward)))  # SMAX: one shared reward
 
 
 def test_mpe_masks_and_team_reward():
@@ -50,6 +54,40 @@ def test_mpe_masks_and_team_reward():
     assert ts.obs.shape == (2, 11) and float(jnp.abs(ts.obs[0, 3:]).sum()) == 0.0
 
 
+@pytest.mark.parametrize("n", [3, 8])
+def test_mpe_state_is_built_from_the_jaxmarl_state(n):
+    """simple_spread: positions, velocities (N agents + N landmarks) and the comm state [N, 2]: O(N)."""
+    env = envs.make("mpe:simple_spread", num_agents=n)
+    ts, state = env.reset(jax.random.PRNGKey(0))
+    ts, state = env.step(jax.random.PRNGKey(1), state, jnp.ones((n,), jnp.int32))
+    s = state.inner
+    expect = np.concatenate([np.ravel(s.p_pos), np.ravel(s.p_vel), np.ravel(s.c)])
+    assert env.spec.state_dim == 2 * n * 2 + 2 * n * 2 + n * 2 and ts.state.shape == (env.spec.state_dim,)
+    np.testing.assert_array_equal(ts.state, expect)
+    assert float(np.abs(np.asarray(s.p_vel)[:n]).sum()) > 0  # agents moved: velocities are in the state
+
+
+def test_mpe_state_has_the_goals():
+    env = envs.make("mpe:simple_reference")  # 2 agents, 3 landmarks, goal [2] landmark indices
+    ts, state = env.reset(jax.random.PRNGKey(3))
+    s = state.inner
+    goal = np.zeros((2, 3), np.float32)
+    goal[np.arange(2), np.asarray(s.goal)] = 1.0
+    np.testing.assert_array_equal(ts.state[-6:], goal.ravel())
+    sl = envs.make("mpe:simple_speaker_listener")  # one goal (scalar) among 3 landmarks
+    ts, state = sl.reset(jax.random.PRNGKey(3))
+    np.testing.assert_array_equal(ts.state[-3:], np.eye(3)[int(state.inner.goal)])
+
+
+def test_mpe_per_agent_rewards_sum_to_the_team_reward():
+    env = envs.make("mpe:simple_spread", num_agents=4)
+    ts, state = env.reset(jax.random.PRNGKey(0))
+    ts2, _ = env.step(jax.random.PRNGKey(1), state, jnp.array([0, 1, 2, 3]))
+    _, _, rewards, _, _ = env.inner.step(jax.random.PRNGKey(1), state.inner, {a: jnp.int32(i) for i, a in enumerate(env.agents)})
+    np.testing.assert_allclose(ts2.rewards, [float(rewards[a]) for a in env.agents], rtol=1e-6)
+    np.testing.assert_allclose(ts2.reward, float(np.sum(ts2.rewards)), rtol=1e-5)
+
+
 def test_episode_info_on_done():
     env = envs.make("mpe:simple_spread")
     ts, state = env.reset(jax.random.PRNGKey(0))
@@ -62,6 +100,7 @@ def test_episode_info_on_done():
     assert bool(ts.done) and t + 1 == 26  # MPE: 26 steps with max_steps=25
     np.testing.assert_allclose(ts.info.episode_return, total, rtol=1e-4)
     assert int(ts.info.episode_length) == 26 and int(state.episode_length) == 0
+    assert int(ts.episode_step) == 0  # the obs after the last step is already the next episode's first
 
 
 @pytest.mark.parametrize("bad", ["smax:3mm", "mpe:simple_sprad", "nope", "smax:"])

@@ -54,8 +54,8 @@ class RecordingHAPPO(HAPPO):
     def __init__(self):
         self.orders = []
 
-    def update(self, trainer, state, batch, key):
-        params, opt, metrics = super().update(trainer, state, batch, key)
+    def update(self, setup, params, opt, batch, key):
+        params, opt, metrics = super().update(setup, params, opt, batch, key)
         jax.debug.callback(lambda o: self.orders.append(np.asarray(o)), metrics["order"])
         return params, opt, metrics
 
@@ -106,7 +106,8 @@ def test_update_is_sequential_with_the_factor(happo):
     k_roll, k_actor = jax.random.split(key)
     runner, tr = jax.jit(trainer.collect)(state, k_roll)
     batch, _ = jax.jit(trainer.make_batch)(state, runner, tr)
-    params, opt, m = jax.jit(lambda s, b, k: HAPPO().update(trainer, s, b, k))(state, batch, k_actor)
+    params, opt, m = jax.jit(lambda s, b, k: HAPPO().update(trainer.actor_setup, s.actor_params, s.actor_opt, b, k))(
+        state, batch, k_actor)
     order = np.asarray(m["order"])
     np.testing.assert_array_equal(order, happo_permutation(jax.random.split(k_actor)[0], trainer.n))
     factors = np.asarray(m["factors"])  # [N, T, E], the M each agent trained with, in order
@@ -151,7 +152,7 @@ def test_happo_logs_the_spread_of_m(happo):
 def test_happo_from_identical_rows_trains_rows_apart(happo):
     trainer, _, _, state, _ = happo
     same = jax.tree.map(lambda x: tile(x[0], trainer.n), state.actor_params)
-    state = state.replace(actor_params=same, actor_opt=HAPPO().init_opt(trainer, same))
+    state = state.replace(actor_params=same, actor_opt=HAPPO().init_opt(trainer.actor_setup, same))
     new, _ = jax.jit(trainer.update)(state)
     rows = jax.tree.leaves(new.actor_params)
     assert any(float(jnp.abs(x[0] - x[1]).max()) > 0 for x in rows)
@@ -170,8 +171,7 @@ def test_agents_sample_with_different_keys():
     def policy(carry, obs, reset, latent):  # every agent: the same uniform logits
         return carry, jnp.zeros(obs.shape[:-1] + (A,))
 
-    value_fn = lambda ws: jnp.zeros(ws.shape[:-1])
-    _, tr = jax.jit(lambda r, k: collect(trainer.env, policy, value_fn, r, k, 32))(state.runner, jax.random.PRNGKey(1))
+    _, tr = jax.jit(lambda r, k: collect(trainer.env, policy, r, k, 32))(state.runner, jax.random.PRNGKey(1))
     avail = np.asarray(tr.avail)
     act = np.asarray(tr.action)
     same_mask = (avail[:, :, 0] == avail[:, :, 1]).all(-1) & (avail[:, :, 0].sum(-1) > 1)
@@ -195,10 +195,31 @@ def test_separate_actor_mappo():
                and float(jnp.abs(x).max()) > 0)
     # from identical rows (a tiled shared actor), simultaneous MAPPO updates train the rows apart
     same = jax.tree.map(lambda x: tile(x[0], n), state.actor_params)
-    state = state.replace(actor_params=same, actor_opt=trainer.algo.init_opt(trainer, same))
+    state = state.replace(actor_params=same, actor_opt=trainer.algo.init_opt(trainer.actor_setup, same))
     new, metrics = jax.jit(trainer.update)(state)
     assert np.isfinite(float(metrics["actor_loss"]))
     moved = [float(jnp.abs(x[0] - x[1]).max()) for x in jax.tree.leaves(new.actor_params)]
     assert max(moved) > 0
     team = trainer.team(new.actor_params)
     assert not team.shared and jax.tree.leaves(team.params)[0].shape[0] == n
+
+
+def test_separate_mappo_and_happo_differ_only_in_the_sequential_update():
+    """One epoch, one minibatch: HAPPO's first agent (M = 1) takes exactly the step separate-actor MAPPO
+    takes for that agent (same per-agent loss, optimiser, clipping and advantages); the agents after it
+    differ (they train with M != 1). Both keep one optimiser state per agent."""
+    cfg = TrainConfig(**{**TINY, "epochs": 1, "minibatches": 1}, algo="happo", share_actor=False)
+    h = Trainer(cfg)
+    m = Trainer(cfg.with_overrides({"algo": "mappo"}))
+    state = jax.jit(h.init)(jax.random.PRNGKey(0))
+    runner, tr = jax.jit(h.collect)(state, jax.random.PRNGKey(1))
+    batch, _ = jax.jit(h.make_batch)(state, runner, tr)
+    key = jax.random.PRNGKey(2)
+    hp, ho, hm = jax.jit(lambda b: HAPPO().update(h.actor_setup, state.actor_params, state.actor_opt, b, key))(batch)
+    opt_m = m.algo.init_opt(m.actor_setup, state.actor_params)
+    assert jax.tree.map(jnp.shape, opt_m) == jax.tree.map(jnp.shape, state.actor_opt)  # one state per agent
+    mp, _, _ = jax.jit(lambda b: m.algo.update(m.actor_setup, state.actor_params, opt_m, b, key))(batch)
+    first, second = (int(i) for i in np.asarray(hm["order"])[:2])
+    for a, b in zip(jax.tree.leaves(hp), jax.tree.leaves(mp)):
+        np.testing.assert_allclose(a[first], b[first], rtol=1e-4, atol=1e-6)
+    assert max(float(jnp.abs(a[second] - b[second]).max()) for a, b in zip(jax.tree.leaves(hp), jax.tree.leaves(mp))) > 1e-6

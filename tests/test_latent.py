@@ -11,9 +11,11 @@ import envs
 from envs.errors import UserError
 from marl.config import NetworkConfig, TrainConfig
 from marl.evaluate import evaluate
-from marl.latent import LatentTrainer, best_of_k, first_episode_length, first_episode_mask, first_episode_return
+from marl.latent import BestOfK, best_of_k, first_episode_length, first_episode_mask, first_episode_return
 from marl.networks import init_actor
+from marl.rollout import Continuous
 from marl.team import Team, team_step, tile
+from marl.trainer import Trainer
 
 NET = dict(hidden=16, critic_hidden=16)
 
@@ -95,12 +97,12 @@ def test_weights_tie_break_by_length():
     done[1, 2] = done[1, 6] = done[1, 7] = True
     tr = SimpleNamespace(reward=jnp.asarray(reward), done=jnp.asarray(done), alive=jnp.ones((T, E, N), bool))
     np.testing.assert_array_equal(np.asarray(first_episode_length(tr.done)), [4, 4, 2, 4, 4, 4, 2, 2])
-    plain = LatentTrainer(tiny_config())
-    tb = LatentTrainer(tiny_config(latent_tie_break="length"))
-    assert float(plain.weights(tr)[0].sum()) == 0.0  # COMPASS masking: both instances tied
+    plain = Trainer(tiny_config()).rollout
+    tb = Trainer(tiny_config(latent_tie_break="length")).rollout
+    assert float(plain.actor_weight(tr).sum()) == 0.0  # COMPASS masking: both instances tied
     expect = np.zeros((T, E, N), np.float32)
     expect[:2, 2, :] = 1.0  # copy 2, first episode only (steps 0 and 1)
-    np.testing.assert_array_equal(np.asarray(tb.weights(tr)[0]), expect)
+    np.testing.assert_array_equal(np.asarray(tb.actor_weight(tr)), expect)
 
 
 def test_unknown_tie_break_is_a_clear_error():
@@ -121,7 +123,10 @@ def test_first_episode_return_by_hand():
 
 @pytest.fixture(scope="module")
 def trainer():
-    return LatentTrainer(tiny_config())
+    """The best-of-K rollout schedule of a latent run."""
+    rollout = Trainer(tiny_config()).rollout
+    assert isinstance(rollout, BestOfK)
+    return rollout
 
 
 def test_weights_select_argmax_latent_per_instance(trainer):
@@ -135,16 +140,15 @@ def test_weights_select_argmax_latent_per_instance(trainer):
     alive = np.ones((T, E, N), bool)
     alive[0, 1, 2] = False  # a dead agent never trains
     tr = SimpleNamespace(reward=jnp.asarray(reward), done=jnp.asarray(done), alive=jnp.asarray(alive))
-    actor_w, critic_w = trainer.weights(tr)
+    actor_w = trainer.actor_weight(tr)  # (the critic trains on every sample: Trainer.critic_update)
     expect = np.zeros((T, E, N), np.float32)
     expect[:, 1, :] = 1.0
     expect[0, 1, 2] = 0.0
     np.testing.assert_array_equal(np.asarray(actor_w), expect)
-    np.testing.assert_array_equal(np.asarray(critic_w), alive.astype(np.float32))  # critic trains on all
 
 
 def test_fresh_runner_is_episode_synchronous(trainer):
-    r = trainer.fresh_runner(jax.random.PRNGKey(5), jnp.ones((8, 3, 16)))
+    r = trainer.start(jax.random.PRNGKey(5), SimpleNamespace(carry=jnp.ones((8, 3, 16))))
     obs = np.asarray(r.ts.obs).reshape(2, 4, 3, -1)  # [I, K, N, O]
     np.testing.assert_array_equal(obs[:, :1].repeat(4, 1), obs)  # K copies start from the same state
     assert not np.allclose(obs[0], obs[1])  # different instances differ
@@ -157,17 +161,17 @@ def test_fresh_runner_is_episode_synchronous(trainer):
 def test_trainer_selects_latent_training_and_resumes_exactly(tmp_path):
     from marl import checkpoint as ckpt
     from marl.runs import train_run
-    from marl.trainer import Trainer, make_trainer
+    from marl.trainer import make_trainer
 
     cfg = tiny_config()
-    assert type(make_trainer(cfg)) is LatentTrainer
-    assert type(make_trainer(tiny_config(num_latents=0))) is Trainer
+    assert isinstance(make_trainer(cfg).rollout, BestOfK)
+    assert isinstance(make_trainer(tiny_config(num_latents=0)).rollout, Continuous)
     full = train_run(cfg, tmp_path / "full", progress=False)
     part = train_run(cfg, tmp_path / "part", progress=False, stop_after_chunks=1)
     train_run(cfg, part, resume=True, progress=False)
     t, s_full, meta, step = ckpt.load_state(full)
     _, s_part, _, _ = ckpt.load_state(part)
-    assert isinstance(t, LatentTrainer) and step == 4
+    assert isinstance(t.rollout, BestOfK) and step == 4
     jax.tree.map(np.testing.assert_array_equal, s_full.actor_params, s_part.actor_params)
     assert np.any(np.asarray(s_full.actor_params["params"]["latent"]["kernel"]) != 0)  # z is being learned
     lines = (full / "metrics.jsonl").read_text().splitlines()
@@ -183,7 +187,7 @@ def test_latent_run_warm_starts_from_a_plain_run(tmp_path):
     plain_cfg = tiny_config(num_latents=0, total_steps=8 * 26, network=NetworkConfig(**NET, recurrent=False))
     src = train_run(plain_cfg, tmp_path / "plain", progress=False)
     cfg = tiny_config(total_steps=8 * 26)
-    t = LatentTrainer(cfg)
+    t = Trainer(cfg)
     state, parent = warm_start(t, t.init_seeds(seed_keys(cfg)), str(src))
     _, s_src, _, step = ckpt.load_state(src)
     assert parent == {"run": str(src), "step": step, "seed": None}
@@ -192,7 +196,7 @@ def test_latent_run_warm_starts_from_a_plain_run(tmp_path):
     jax.tree.map(np.testing.assert_array_equal, s_src.actor_params["params"], p)
     jax.tree.map(np.testing.assert_array_equal, s_src.critic_params, state.critic_params)
     with pytest.raises(UserError, match="network config differs"):  # other shapes still refuse
-        warm_start(LatentTrainer(tiny_config(network=NetworkConfig(hidden=8, critic_hidden=16, latent_dim=4,
+        warm_start(Trainer(tiny_config(network=NetworkConfig(hidden=8, critic_hidden=16, latent_dim=4,
                                                                     recurrent=False))), state, str(src))
 
 
@@ -206,21 +210,26 @@ def test_best_of_k_normalises_advantages_over_all_samples():
         name = "capture"
         extra_metric_keys = ()
 
-        def init_opt(self, trainer, params):
-            return trainer.actor_tx.init(params)
+        def init_opt(self, setup, params):
+            return setup.tx.init(params)
 
-        def update(self, trainer, state, batch, key):
+        def update(self, setup, params, opt, batch, key):
             captured["batch"] = batch
             z = jnp.zeros(())
-            return state.actor_params, state.actor_opt, dict(actor_loss=z, entropy=z, approx_kl=z, clip_frac=z)
+            return params, opt, dict(actor_loss=z, entropy=z, approx_kl=z, clip_frac=z)
 
-    t = LatentTrainer(tiny_config(), algo=Capture())
-    t.update(t.init(jax.random.PRNGKey(0)))
+    t = Trainer(tiny_config(), algo=Capture())
+    state = t.init(jax.random.PRNGKey(0))
+    t.update(state)
     b = captured["batch"]
-    alive = np.asarray(b.tr.alive, np.float64)
+    alive = np.asarray(b.tr.alive, bool)
     w = np.asarray(b.weight)
     assert 0 < w.sum() < alive.sum()  # only the best copies train the actor
-    adv = np.broadcast_to(np.asarray(b.actor_advantages(), np.float64), alive.shape)
-    raw = np.broadcast_to(np.asarray(b.advantages, np.float64), alive.shape)
-    ref = (raw - raw[alive > 0].mean()) / raw[alive > 0].std()
-    np.testing.assert_allclose(adv, ref, rtol=1e-4, atol=1e-4)
+    adv = np.asarray(b.advantages, np.float64)
+    np.testing.assert_allclose([adv[alive].mean(), adv[alive].std()], [0.0, 1.0], atol=1e-4)
+    # the same rollout with every alive sample selected: the very same advantages
+    start = state.replace(runner=t.rollout.start(jax.random.split(state.key, 5)[1], state.runner))
+    runner, tr = t.collect(start, jax.random.split(state.key, 5)[2])
+    every, _ = t.make_batch(start, runner, tr)
+    np.testing.assert_allclose(np.asarray(every.advantages), adv, rtol=1e-5, atol=1e-5)
+    assert float(np.abs(np.asarray(every.weight) - w).max()) == 1.0
