@@ -143,19 +143,22 @@ def load_config(run: Path) -> TrainConfig:
     return TrainConfig.from_toml(Path(run) / CONFIG_FILE)
 
 
-def restore_state(run: Path, step: int, abstract_state):
-    """Restore the TrainState saved at ``step`` into the structure of ``abstract_state``."""
-    ocp = _ocp()
+def _restore_item(run: Path, step: int, restore_args):
+    """The ``state`` item of the checkpoint at ``step``; an unreadable one is a one-line UserError."""
     mngr = manager(run)
     try:
-        out = mngr.restore(step, args=ocp.args.Composite(state=ocp.args.StandardRestore(abstract_state)))
+        return mngr.restore(step, args=_ocp().args.Composite(state=restore_args))["state"]
     except Exception as e:  # orbax raises many types for damaged files
         msg = str(e).splitlines()[0][:160] if str(e) else type(e).__name__
         raise UserError(f"checkpoint {run}/{CKPT_DIR}/{step} is unreadable or corrupted ({msg}); "
                         f"pick another step with RUN/{CKPT_DIR}/STEP") from None
     finally:
         mngr.close()
-    state = out["state"]
+
+
+def restore_state(run: Path, step: int, abstract_state):
+    """Restore the TrainState saved at ``step`` into the structure of ``abstract_state``."""
+    state = _restore_item(run, step, _ocp().args.StandardRestore(abstract_state))
     # Compare flat leaf lists: comparing the dataclasses themselves would compare static fields
     # that hold jax arrays (jaxmarl's), which blocks.
     want = [(tuple(x.shape), str(x.dtype)) for x in jax.tree.leaves(abstract_state)]
@@ -208,17 +211,8 @@ def load_state(ref: CheckpointRef | str):
 def restore_actor_params(run: Path, step: int, abstract_actor):
     """Only the actor parameters (leading seed axis) of the TrainState saved at ``step``, whatever the
     rest of the state looks like, checked against ``abstract_actor``'s shapes."""
-    ocp = _ocp()
-    mngr = manager(run)
     where = f"{run}/{CKPT_DIR}/{step}"
-    try:
-        raw = mngr.restore(step, args=ocp.args.Composite(state=ocp.args.StandardRestore()))["state"]["actor_params"]
-    except Exception as e:  # orbax raises many types for damaged files
-        msg = str(e).splitlines()[0][:160] if str(e) else type(e).__name__
-        raise UserError(f"checkpoint {where} is unreadable or corrupted ({msg}); pick another step with "
-                        f"RUN/{CKPT_DIR}/STEP") from None
-    finally:
-        mngr.close()
+    raw = _restore_item(run, step, _ocp().args.StandardRestore())["actor_params"]
     want = jax.tree.map(lambda x: (tuple(x.shape), str(x.dtype)), abstract_actor)
     got = jax.tree.map(lambda x: (tuple(np.shape(x)), str(np.asarray(x).dtype)), raw)
     if want != got:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from envs.errors import UserError
 from probes import stats
 
 BOOT = 5000
@@ -123,8 +124,6 @@ def write_report(sweep: dict, jobs) -> Path:
     known = {r["pair"] for r in rows}
     for p in connected + separated:
         if p not in known:
-            from envs.errors import UserError
-
             raise UserError(f"[report] names pair group {p!r}, which no [[pairs]] table makes (groups: {', '.join(sorted(known))})")
     agg = aggregate(rows)
     agg_mid = aggregate(rows, "midpoint")
