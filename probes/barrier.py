@@ -10,7 +10,7 @@ import numpy as np
 from envs import Env
 from marl.team import Team
 from probes import stats
-from probes.estimators import barrier, barrier_stats, gap_curve, midpoint_barrier  # noqa: F401 (re-exported)
+from probes.estimators import barrier_stats
 from probes.interpolate import evaluate_interpolation
 
 

@@ -64,6 +64,12 @@ def iqm(x) -> float:
     return float(sps.trim_mean(x, 0.25)) if x.size else float("nan")
 
 
+def _resampled(groups, stat, num_boot: int, rng: np.random.Generator) -> np.ndarray:
+    """[num_boot] values of ``stat`` over resamples drawn within each group (stratum) with replacement."""
+    draws = [g[rng.integers(0, g.size, size=(num_boot, g.size))] for g in groups]
+    return np.array([stat(np.concatenate([d[b] for d in draws])) for b in range(num_boot)])
+
+
 def stratified_bootstrap(groups, stat=iqm, num_boot: int = DEFAULT_BOOT, confidence: float = 0.95,
                          seed: int = 0) -> tuple[float, float, float]:
     """(stat of all values, lo, hi): percentile CI of ``stat`` over resamples that draw, within each
@@ -74,12 +80,9 @@ def stratified_bootstrap(groups, stat=iqm, num_boot: int = DEFAULT_BOOT, confide
     groups = [np.asarray(g, np.float64).ravel() for g in groups if np.size(g)]
     if not groups:
         return float("nan"), float("nan"), float("nan")
-    point = stat(np.concatenate(groups))
-    rng = np.random.default_rng(seed)
-    draws = [g[rng.integers(0, g.size, size=(num_boot, g.size))] for g in groups]
-    boot = np.array([stat(np.concatenate([d[b] for d in draws])) for b in range(num_boot)])
+    boot = _resampled(groups, stat, num_boot, np.random.default_rng(seed))
     lo, hi = percentile_ci(boot, confidence)
-    return float(point), float(lo), float(hi)
+    return float(stat(np.concatenate(groups))), float(lo), float(hi)
 
 
 def stratified_bootstrap_diff(groups_a, groups_b, stat=iqm, num_boot: int = DEFAULT_BOOT,
@@ -89,9 +92,7 @@ def stratified_bootstrap_diff(groups_a, groups_b, stat=iqm, num_boot: int = DEFA
     gb = [np.asarray(g, np.float64).ravel() for g in groups_b]
     point = stat(np.concatenate(ga)) - stat(np.concatenate(gb))
     rng = np.random.default_rng(seed)
-    da = [g[rng.integers(0, g.size, size=(num_boot, g.size))] for g in ga if g.size]
-    db = [g[rng.integers(0, g.size, size=(num_boot, g.size))] for g in gb if g.size]
-    boot = np.array([stat(np.concatenate([d[b] for d in da])) - stat(np.concatenate([d[b] for d in db]))
-                     for b in range(num_boot)])
+    boot_a = _resampled([g for g in ga if g.size], stat, num_boot, rng)
+    boot = boot_a - _resampled([g for g in gb if g.size], stat, num_boot, rng)
     lo, hi = percentile_ci(boot, confidence)
     return float(point), float(lo), float(hi)
