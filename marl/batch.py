@@ -9,7 +9,8 @@ Optimiser rule (one for MAPPO and HAPPO): a shared actor has one optimiser state
 (params stacked [N, ...]) have one optimiser state per agent, stacked the same way, and each agent's
 gradient is clipped by its own global norm (``apply_updates``). Advantage rule (one for both): the
 GAE advantages are normalised once per update over every alive sample of the whole batch
-(``normalized_advantages``), before any minibatching, weighting or HAPPO factor.
+(``normalized_advantages``), before any minibatching, weighting or HAPPO factor; with
+``adv_norm="minibatch"`` (JaxMARL's rule) each minibatch is normalised again over its own alive samples.
 """
 
 from __future__ import annotations
@@ -68,13 +69,18 @@ class Batch:
     targets: jax.Array  # [T, E, N] value targets on the critic's (normalised) scale
     values: jax.Array  # [T, E, N] the critic's outputs during the rollout (same scale), for value clipping
     weight: jax.Array  # [T, E, N] which samples train the actor (alive; the best latent)
+    # adv_norm="minibatch": each minibatch's advantages are re-normalised over its own alive samples
+    minibatch_norm: bool = struct.field(pytree_node=False, default=False)
 
     def select(self, idx: jax.Array) -> "Batch":
         """Minibatch of environments ``idx`` (whole sequences)."""
         t1 = lambda x: jnp.take(x, idx, axis=1)
-        return Batch(tr=jax.tree.map(t1, self.tr), init_carry=jnp.take(self.init_carry, idx, axis=0),
-                     advantages=t1(self.advantages), targets=t1(self.targets), values=t1(self.values),
-                     weight=t1(self.weight))
+        tr = jax.tree.map(t1, self.tr)
+        adv = t1(self.advantages)
+        if self.minibatch_norm:
+            adv = normalized_advantages(adv, tr.alive)
+        return self.replace(tr=tr, init_carry=jnp.take(self.init_carry, idx, axis=0), advantages=adv,
+                            targets=t1(self.targets), values=t1(self.values), weight=t1(self.weight))
 
 
 def normalized_advantages(advantages: jax.Array, alive: jax.Array) -> jax.Array:

@@ -17,7 +17,8 @@ from envs.registry import names
 ACTIVATIONS = ("relu", "tanh", "gelu")
 ALGOS = ("mappo", "happo")
 REWARDS = ("team", "agent")
-TIE_BREAKS = ("none", "length")  # latent_tie_break choices (marl.latent.best_of_k)
+TIE_BREAKS = ("none", "length")
+ADV_NORMS = ("update", "minibatch")  # adv_norm choices (marl.batch)  # latent_tie_break choices (marl.latent.best_of_k)
 
 
 def _check(cond: bool, msg: str) -> None:
@@ -55,6 +56,10 @@ class TrainConfig:
     # "team": every agent's advantages come from the team reward; "agent": each agent's GAE runs on its
     # own reward (MPE only; SMAX has only the shared one). The logged return is the team sum either way.
     reward: str = "team"
+    # actor advantages normalised over every alive sample of the update's batch ("update") or of each
+    # minibatch ("minibatch", JaxMARL's rule); the same rule for MAPPO, HAPPO and latent training
+    adv_norm: str = "update"
+    critic_on_dead: bool = True  # SMAX: train the critic on dead agents' samples too (False: mask by alive)
     seed: int = 0
     num_seeds: int = 1  # seeds trained at once (vmapped)
     total_steps: int = 2_000_000  # env steps per seed
@@ -92,6 +97,7 @@ class TrainConfig:
             raise UserError(f"unknown environment {self.env!r}{hint}")
         _check(self.algo in ALGOS, f"algo must be one of {ALGOS}, got {self.algo!r}")
         _check(not (self.algo == "happo" and self.share_actor), "happo trains one actor per agent: set share_actor=false")
+        _check(self.adv_norm in ADV_NORMS, f"adv_norm must be one of {ADV_NORMS}, got {self.adv_norm!r}")
         _check(self.reward in REWARDS, f"reward must be one of {REWARDS}, got {self.reward!r}")
         _check(not (self.reward == "agent" and family == "smax"),
                "reward=agent needs per-agent rewards, which SMAX does not have (its reward is shared): use reward=team")

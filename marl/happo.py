@@ -73,9 +73,9 @@ def agent_slice(batch: Batch, i) -> Batch:
     take = lambda x: jax.lax.dynamic_index_in_dim(x, i, axis=2, keepdims=False)
     tr = batch.tr
     tr = tr.replace(**{f: take(getattr(tr, f)) for f in _AGENT_FIELDS if getattr(tr, f, None) is not None})
-    return Batch(tr=tr, init_carry=jax.lax.dynamic_index_in_dim(batch.init_carry, i, axis=1, keepdims=False),
-                 advantages=take(batch.advantages), targets=take(batch.targets), values=take(batch.values),
-                 weight=take(batch.weight))
+    return batch.replace(tr=tr, init_carry=jax.lax.dynamic_index_in_dim(batch.init_carry, i, axis=1, keepdims=False),
+                         advantages=take(batch.advantages), targets=take(batch.targets), values=take(batch.values),
+                         weight=take(batch.weight))
 
 
 @struct.dataclass

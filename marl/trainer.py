@@ -154,7 +154,8 @@ class Trainer:
             vn = vn.update(targets)
         w = tr.alive.astype(jnp.float32) if weight is None else weight
         batch = Batch(tr=tr, init_carry=state.runner.carry, advantages=normalized_advantages(adv, tr.alive),
-                      targets=vn.normalize(targets, c.value_norm), values=values_raw, weight=w)
+                      targets=vn.normalize(targets, c.value_norm), values=values_raw, weight=w,
+                      minibatch_norm=c.adv_norm == "minibatch")
         return batch, vn
 
     def critic_update(self, state: TrainState, batch: Batch, key):
@@ -165,7 +166,8 @@ class Trainer:
         those samples too rather than masked by ``alive``; its input for them is defined (the
         team-global state, which shows the unit dead, plus the seat and the time step). Masking them
         would leave V at a dead seat untrained yet used as the bootstrap for the seat's last alive
-        steps. Only the actor is masked by alive (a dead unit's action is forced)."""
+        steps. Only the actor is masked by alive (a dead unit's action is forced). ``critic_on_dead=False``
+        masks the value loss by alive instead (the rule before issue 14), kept for the comparison."""
         c = self.config
 
         def step(carry, mb: Batch):
@@ -173,7 +175,8 @@ class Trainer:
 
             def loss_fn(p):
                 v = self.values(p, mb.tr.state, mb.tr.episode_step)
-                return ppo.value_loss(v, mb.values, mb.targets, c.value_clip_eps, jnp.ones_like(v))
+                mask = jnp.ones_like(v) if c.critic_on_dead else mb.tr.alive.astype(v.dtype)
+                return ppo.value_loss(v, mb.values, mb.targets, c.value_clip_eps, mask)
 
             loss, grads = jax.value_and_grad(loss_fn)(params)
             updates, opt = self.critic_tx.update(grads, opt, params)
