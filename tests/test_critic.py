@@ -113,6 +113,54 @@ def test_critic_trains_on_dead_agents_samples():
     jax.tree.map(np.testing.assert_array_equal, p1, p2)
 
 
+def test_critic_masked_by_alive_when_asked():
+    """critic_on_dead=False: the first value step's loss is the alive-masked loss, computed by hand."""
+    cfg = tiny_config(epochs=1, minibatches=1, critic_on_dead=False)
+    tr = Trainer(cfg)
+    state = tr.init(jax.random.PRNGKey(0))
+    runner, t = jax.jit(tr.collect)(state, jax.random.PRNGKey(1))
+    batch, _ = jax.jit(tr.make_batch)(state, runner, t)
+    alive = np.asarray(batch.tr.alive)
+    half = alive.copy()
+    half[:, :, 0] = False  # agent 0 dead throughout: its samples must stop counting
+    batch = batch.replace(tr=batch.tr.replace(alive=jnp.asarray(half)))
+    _, _, m = jax.jit(tr.critic_update)(state, batch, jax.random.PRNGKey(2))
+    v = tr.values(state.critic_params, batch.tr.state, batch.tr.episode_step)
+    v_old, tgt = np.asarray(batch.values), np.asarray(batch.targets)
+    v = np.asarray(v)
+    clipped = v_old + np.clip(v - v_old, -cfg.value_clip_eps, cfg.value_clip_eps)
+    per = np.maximum((v - tgt) ** 2, (clipped - tgt) ** 2)
+    want = 0.5 * (per * half).sum() / half.sum()
+    np.testing.assert_allclose(float(m["value_loss"]), want, rtol=1e-5)
+    assert not np.isclose(want, 0.5 * per.mean(), rtol=1e-3)
+
+
+@pytest.mark.parametrize("minibatch_norm", [False, True])
+def test_advantage_normalisation_rule(minibatch_norm):
+    """adv_norm="update": a minibatch holds the batch's (already normalised) advantages unchanged;
+    "minibatch": each minibatch is re-normalised over its own alive samples."""
+    cfg = tiny_config(adv_norm="minibatch" if minibatch_norm else "update")
+    tr = Trainer(cfg)
+    state = tr.init(jax.random.PRNGKey(0))
+    runner, t = jax.jit(tr.collect)(state, jax.random.PRNGKey(1))
+    batch, _ = jax.jit(tr.make_batch)(state, runner, t)
+    assert batch.minibatch_norm == minibatch_norm
+    alive = np.asarray(batch.tr.alive, bool)
+    adv = np.asarray(batch.advantages)
+    np.testing.assert_allclose(adv[alive].mean(), 0.0, atol=1e-5)
+    np.testing.assert_allclose(adv[alive].std(), 1.0, rtol=1e-4)
+    idx = jnp.array([0, 3, 5])
+    mb = batch.select(idx)
+    got, a = np.asarray(mb.advantages), alive[:, [0, 3, 5]]
+    if minibatch_norm:
+        np.testing.assert_allclose(got[a].mean(), 0.0, atol=1e-5)
+        np.testing.assert_allclose(got[a].std(), 1.0, rtol=1e-4)
+        want = (adv[:, [0, 3, 5]] - adv[:, [0, 3, 5]][a].mean()) / (adv[:, [0, 3, 5]][a].std() + 1e-8)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    else:
+        np.testing.assert_array_equal(got, adv[:, [0, 3, 5]])
+
+
 FORMAT1_RUN = Path(__file__).resolve().parent / "data" / "format1_run"  # written by the suite before this change
 
 
