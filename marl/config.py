@@ -17,8 +17,8 @@ from envs.registry import names
 ACTIVATIONS = ("relu", "tanh", "gelu")
 ALGOS = ("mappo", "happo")
 REWARDS = ("team", "agent")
-TIE_BREAKS = ("none", "length")
-ADV_NORMS = ("update", "minibatch")  # adv_norm choices (marl.batch)  # latent_tie_break choices (marl.latent.best_of_k)
+TIE_BREAKS = ("none", "length", "random")  # latent_tie_break choices (marl.latent.best_of_k)
+ADV_NORMS = ("update", "minibatch")  # adv_norm choices (marl.batch)
 
 
 def _check(cond: bool, msg: str) -> None:
@@ -84,8 +84,12 @@ class TrainConfig:
     checkpoint_every: int = 1  # chunks between checkpoints
     num_latents: int = 0  # K latents per instance for latent-conditioned (best-of-K) training; 0: off
     # best-of-K among copies tied at the best return: "none" masks the instance (COMPASS); "length": the
-    # copy whose scored episode is shortest trains (SMAX: every win of a map has the same return)
+    # copy whose scored episode is shortest trains (SMAX: every win of a map has the same return);
+    # "random": a uniformly random one of the tied copies trains
     latent_tie_break: str = "none"
+    # the K copies of an instance share action and env-step keys (marl.latent); needs a tie-break
+    # that trains one of K identical copies (they tie exactly while the latent weights are zero)
+    latent_common_noise: bool = False
     network: NetworkConfig = NetworkConfig()
 
     def __post_init__(self):
@@ -116,11 +120,17 @@ class TrainConfig:
         _check(self.value_clip_eps >= 0, f"value_clip_eps must be >= 0, got {self.value_clip_eps}")
         _check(self.ent_coef >= 0, f"ent_coef must be >= 0, got {self.ent_coef}")
         _check(self.max_grad_norm > 0, f"max_grad_norm must be > 0, got {self.max_grad_norm}")
-        _check(self.num_latents >= 0, f"num_latents must be >= 0, got {self.num_latents}")
+        _check(self.num_latents == 0 or self.num_latents >= 2,
+               f"num_latents (--latents) must be 0 (off) or >= 2 (best-of-K needs K copies to compare), got {self.num_latents}")
         _check(self.latent_tie_break in TIE_BREAKS,
                f"latent_tie_break must be one of {TIE_BREAKS}, got {self.latent_tie_break!r}")
         _check(self.latent_tie_break == "none" or self.num_latents > 0,
                "latent_tie_break applies only to latent training: set num_latents (--latents K) or drop it")
+        _check(not self.latent_common_noise or self.num_latents > 0,
+               "latent_common_noise applies only to latent training: set num_latents (--latents K) or drop it")
+        _check(not self.latent_common_noise or self.latent_tie_break == "random",
+               "latent_common_noise=true makes the K copies of an instance play identical episodes until the latent "
+               "weights (zero at the start) move, so every instance ties: set latent_tie_break=random")
         if self.num_latents:
             _check(self.network.latent_dim > 0, "num_latents > 0 needs network.latent_dim > 0")
             _check(self.num_envs % self.num_latents == 0,

@@ -56,17 +56,29 @@ def reset_runner(env: Env, key: jax.Array, num_envs: int, hidden: int, latent_di
 PolicyFn = Callable  # (carry[E,N,H], obs[E,N,O], reset[E], latent) -> (carry, logits[E,N,A])
 
 
-def collect(env: Env, policy: PolicyFn, runner: Runner, key: jax.Array, length: int) -> tuple[Runner, Transition]:
-    """Run ``length`` steps of every environment with sampled, masked actions (latents held fixed)."""
+def collect(env: Env, policy: PolicyFn, runner: Runner, key: jax.Array, length: int,
+            copies: int = 1) -> tuple[Runner, Transition]:
+    """Run ``length`` steps of every environment with sampled, masked actions (latents held fixed).
+
+    ``copies`` > 1 (common random numbers): envs e = i * copies + c, c < copies, share instance i's
+    action-sampling and env-step keys at every step, so copies that act alike see identical
+    trajectories and differ only where their policies (latents) differ. ``copies=1`` keeps the
+    default stream (one action key for the batch, one env key per env)."""
 
     def step(r: Runner, k):
         k_act, k_env = jax.random.split(k)
         ts = r.ts
+        num_envs = ts.done.shape[0]
         carry, logits = policy(r.carry, ts.obs, ts.done, r.latent)
         logits = ppo.masked_logits(logits, ts.avail)
-        action = ppo.sample(k_act, logits)
+        if copies > 1:
+            shared = lambda kk: jnp.repeat(jax.random.split(kk, num_envs // copies), copies, axis=0)
+            action = jax.vmap(ppo.sample)(shared(k_act), logits)
+            env_keys = shared(k_env)
+        else:
+            action = ppo.sample(k_act, logits)
+            env_keys = jax.random.split(k_env, num_envs)
         logp = ppo.log_prob(logits, action)
-        env_keys = jax.random.split(k_env, ts.done.shape[0])
         ts2, state2 = jax.vmap(env.step)(env_keys, r.env_state, action)
         tr = Transition(obs=ts.obs, state=ts.state, episode_step=ts.episode_step, avail=ts.avail, alive=ts.alive,
                         reset=ts.done, latent=r.latent, action=action, logp=logp, reward=ts2.reward,
@@ -93,6 +105,9 @@ def episode_stats(tr: Transition) -> dict:
 class Continuous:
     """The default rollout schedule: each update continues the episodes where the last one stopped;
     every alive sample trains the actor; the stats are over the episodes that ended in the rollout."""
+
+    copies = 1  # envs sharing their noise (``collect``): none
+    extra_metric_keys: tuple[str, ...] = ()
 
     def start(self, key: jax.Array, runner: Runner) -> Runner:
         return runner

@@ -57,6 +57,9 @@ class ActorAlgo(Protocol):
 class Rollout(Protocol):
     """A rollout schedule (``marl.rollout.Continuous``, ``marl.latent.BestOfK``)."""
 
+    copies: int  # consecutive envs that share action and env-step noise (``marl.rollout.collect``)
+    extra_metric_keys: tuple[str, ...]  # metrics its ``stats`` adds besides return/win/length
+
     def start(self, key: jax.Array, runner: Runner) -> Runner: ...
 
     def actor_weight(self, tr: Transition) -> jax.Array: ...
@@ -87,8 +90,8 @@ class Trainer:
 
     @property
     def metric_keys(self) -> tuple[str, ...]:
-        """The metrics every update returns: ``METRIC_KEYS`` plus the algorithm's own."""
-        return METRIC_KEYS + tuple(self.algo.extra_metric_keys)
+        """The metrics every update returns: ``METRIC_KEYS`` plus the algorithm's and the rollout's own."""
+        return METRIC_KEYS + tuple(self.algo.extra_metric_keys) + tuple(self.rollout.extra_metric_keys)
 
     # -- state ------------------------------------------------------------------------------
     def init(self, key: jax.Array) -> TrainState:
@@ -129,7 +132,8 @@ class Trainer:
     # -- one PPO iteration --------------------------------------------------------------------
     def collect(self, state: TrainState, key) -> tuple[Runner, Transition]:
         """``rollout_len`` steps from ``state.runner`` (as it stands: the schedule's ``start`` is not applied)."""
-        return collect(self.env, self.policy(state.actor_params), state.runner, key, self.config.rollout_len)
+        return collect(self.env, self.policy(state.actor_params), state.runner, key, self.config.rollout_len,
+                       self.rollout.copies)
 
     def values(self, critic_params, states: jax.Array, episode_step: jax.Array) -> jax.Array:
         """states [..., S], episode_step [...] -> values [..., N] (one batched critic call)."""

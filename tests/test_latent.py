@@ -233,3 +233,39 @@ def test_best_of_k_normalises_advantages_over_all_samples():
     every, _ = t.make_batch(start, runner, tr)
     np.testing.assert_allclose(np.asarray(every.advantages), adv, rtol=1e-5, atol=1e-5)
     assert float(np.abs(np.asarray(every.weight) - w).max()) == 1.0
+
+
+@pytest.mark.parametrize("common", [True, False])
+def test_common_noise_gives_the_k_copies_the_same_episode(common):
+    """smax (stochastic dynamics), sampled actions, zero latent weights (every copy the same policy):
+    with common noise the K copies of an instance play identical episodes, so every instance ties and
+    the random tie-break trains exactly one copy; without it the copies' episodes differ."""
+    cfg = tiny_config(env="smax:3m", rollout_len=24, num_envs=8, num_latents=4, latent_tie_break="random",
+                      latent_common_noise=common, total_steps=8 * 24 * 2)
+    tr = Trainer(cfg)
+    assert tr.rollout.copies == (4 if common else 1)
+    state = tr.init(jax.random.PRNGKey(0))
+    start = state.replace(runner=tr.rollout.start(jax.random.PRNGKey(1), state.runner))
+    _, t = jax.jit(tr.collect)(start, jax.random.PRNGKey(2))
+    by_copy = lambda x: np.asarray(x).reshape((x.shape[0], 2, 4) + x.shape[2:])  # [T, I, K, ...]
+    act, rew, obs = by_copy(t.action), by_copy(t.reward), by_copy(t.obs)
+    same = lambda x: np.array_equal(x, np.repeat(x[:, :, :1], 4, axis=2))
+    assert same(act) == common and same(rew) == common and same(obs) == common
+    stats = jax.jit(tr.rollout.stats)(t)
+    w = np.asarray(tr.rollout.actor_weight(t))  # [T, E, N]
+    trained = w.reshape(w.shape[0], 2, 4, -1).sum(axis=(0, 3)) > 0  # [I, K]
+    if common:
+        assert float(stats["tied"]) == 1.0 and float(stats["tie_masked"]) == 0.0
+        np.testing.assert_array_equal(trained.sum(axis=1), [1, 1])  # one copy per instance, at random
+        z0 = np.asarray(t.latent)[0, :, 0, 0].reshape(2, 4)
+        np.testing.assert_array_equal(trained, z0 == z0.min(axis=1, keepdims=True))
+    assert 0.0 <= float(stats["tie_masked"]) <= float(stats["tied"]) <= 1.0
+    metrics = jax.jit(tr.update)(state)[1]
+    assert "tied" in metrics and "tie_masked" in metrics
+
+
+def test_common_noise_needs_the_random_tie_break_and_k_at_least_2():
+    with pytest.raises(UserError, match="latent_tie_break=random"):
+        tiny_config(latent_common_noise=True)
+    with pytest.raises(UserError, match="num_latents"):
+        tiny_config(num_latents=1)
