@@ -10,7 +10,8 @@ Methods (``METHODS``):
 - ``sampling``: B episodes with sampled actions at z = 0 (fresh action noise each), best kept.
 - ``random-shared`` / ``random-per-agent``: B latents uniform in [-1, 1]^d, one for the team
   ([P, 1, d], broadcast) / one per agent ([P, N, d]).
-- ``cmaes-shared`` (COMPASS): CMA-ES over one d-dim latent (population P = 16).
+- ``cmaes-shared`` (COMPASS): CMA-ES over one d-dim latent (population P = 16); ``sep-cmaes-shared``:
+  separable CMA-ES over it, the control for ``sep-cmaes-per-agent`` (same algorithm, one latent).
 - ``cmaes-per-agent`` (ATLAS): full CMA-ES over N*d; ``sep-cmaes-per-agent``: separable CMA-ES
   over N*d (diagonal covariance, O(N d) per generation); ``cmaes-independent``: N small d-dim
   CMA-ES, one per agent, each told the team return of the joint candidate it took part in.
@@ -54,9 +55,14 @@ from envs.errors import UserError
 from marl.evaluate import evaluate, mean_ci
 from marl.team import Team
 
-METHODS = ("zero-shot", "sampling", "random-shared", "random-per-agent", "cmaes-shared", "cmaes-per-agent",
-           "sep-cmaes-per-agent", "cmaes-independent")
-PER_AGENT = ("random-per-agent", "cmaes-per-agent", "sep-cmaes-per-agent", "cmaes-independent")
+METHODS = ("zero-shot", "sampling", "random-shared", "random-per-agent", "cmaes-shared", "sep-cmaes-shared",
+           "cmaes-per-agent", "sep-cmaes-per-agent", "cmaes-independent")
+# each per-agent method and the shared method with the same search algorithm: their difference isolates
+# one latent per agent vs one for the team (cmaes-independent runs N full CMA-ES, so full CMA-ES shared)
+MATCHED_SHARED = {"random-per-agent": "random-shared", "cmaes-per-agent": "cmaes-shared",
+                  "sep-cmaes-per-agent": "sep-cmaes-shared", "cmaes-independent": "cmaes-shared"}
+PER_AGENT = tuple(MATCHED_SHARED)
+SOURCE = "source"  # the row of the source policy P (``--source``): greedy, no latent
 
 
 # -- strategies: pure ask/tell over one instance (vmapped over instances by the loop) ---------
@@ -124,6 +130,8 @@ def make_strategy(method: str, num_agents: int, dim: int, pop: int = 16, sigma: 
         return _random(method, pop, n, dim)
     if method == "cmaes-shared":
         return _evosax(method, CMA_ES, pop, 1, dim, sigma)
+    if method == "sep-cmaes-shared":
+        return _evosax(method, Sep_CMA_ES, pop, 1, dim, sigma)
     if method == "cmaes-per-agent":
         return _evosax(method, CMA_ES, pop, n, dim, sigma)
     if method == "sep-cmaes-per-agent":
@@ -215,7 +223,9 @@ class FixedResetEnv:
 
 
 def episode_return(env: Env, team: Team, instance_key, latent, episode_key, greedy: bool):
-    """Team return of one episode from instance ``instance_key`` with latent [R, d] (R = 1 or N)."""
+    """Team return of one episode from instance ``instance_key`` with latent [R, d] (R = 1 or N; None
+    for a team without latent input)."""
+    latent = latent if team.network.latent_dim else None  # the source policy P has no latent input
     res = evaluate(FixedResetEnv(env, instance_key), team, episode_key, 1, greedy, latent)
     return res.returns[0]
 
@@ -242,15 +252,31 @@ def check_latent_team(team: Team, run: str = "the run") -> None:
                         f"to search over latents")
 
 
+def check_source(team: Team, source: Team, run: str = "the source run") -> None:
+    """P must act in the same env with the same network as L, less the latent input."""
+    if (source.spec.name, source.num_agents) != (team.spec.name, team.num_agents):
+        raise UserError(f"{run} plays {source.spec.name} with {source.num_agents} agents but the latent run plays "
+                        f"{team.spec.name} with {team.num_agents}: pass the run the latent policy was trained from")
+    theirs = dataclasses.replace(source.network, latent_dim=0)
+    ours = dataclasses.replace(team.network, latent_dim=0)
+    if theirs != ours or source.shared != team.shared:
+        raise UserError(f"{run} has another network ({theirs}, shared={source.shared}) than the latent run ({ours}, "
+                        f"shared={team.shared}): pass the run the latent policy was trained from")
+
+
 def search_methods(env: Env, team: Team, methods, num_instances: int, budget: int, seed: int = 0,
                    pop: int = 16, sigma: float = 0.5, reeval_episodes: int = 16, repeats: int = 1,
-                   log=print) -> dict:
+                   source: Team | None = None, log=print) -> dict:
     """Run each method on the same instances; returns per-method arrays and timings (host numbers).
 
     ``repeats``: episodes per latent candidate (its score is their mean), for stochastic envs such
     as SMAX where one episode is a noisy score; ``zero-shot`` and ``sampling`` always use 1.
+    ``source``: the policy P the latent policy L was fine-tuned from; its greedy episodes on the same
+    instances and episode keys as zero-shot (search and re-evaluation) are the ``source`` row.
     """
     check_latent_team(team)
+    if source is not None:
+        check_source(team, source)
     if repeats < 1:
         raise UserError(f"--repeats must be >= 1, got {repeats}")
     if budget < pop * repeats or budget % (pop * repeats):
@@ -261,23 +287,24 @@ def search_methods(env: Env, team: Team, methods, num_instances: int, budget: in
     k_search = jax.random.fold_in(base, 1)
     k_reeval = jax.random.fold_in(base, 2)  # fresh episode keys, shared by all methods
     out = {}
-    for method in methods:
-        strat = make_strategy(method, n, d, pop, sigma)
-        b = 1 if method == "zero-shot" else budget
-        m = repeats if method not in ("zero-shot", "sampling") else 1
+    rows = [(m, team) for m in methods] + ([(SOURCE, source)] if source is not None else [])
+    for method, tm in rows:
+        strat = make_strategy("zero-shot" if method == SOURCE else method, n, d, pop, sigma)
+        b = 1 if method in ("zero-shot", SOURCE) else budget
+        m = repeats if method not in ("zero-shot", "sampling", SOURCE) else 1
         # team params and keys are arguments, not closed-over constants (XLA would constant-fold them)
-        prog = jax.jit(lambda params, ik, k, s=strat, b=b, m=m: run_search(
-            s, episode_fitness(env, team.replace(params=params), ik, s.greedy), k, num_instances, b, m))
+        prog = jax.jit(lambda params, ik, k, s=strat, b=b, m=m, tm=tm: run_search(
+            s, episode_fitness(env, tm.replace(params=params), ik, s.greedy), k, num_instances, b, m))
         t0 = time.time()
-        compiled = prog.lower(team.params, instance_keys, k_search).compile()
+        compiled = prog.lower(tm.params, instance_keys, k_search).compile()
         t1 = time.time()
-        res = jax.block_until_ready(compiled(team.params, instance_keys, k_search))
+        res = jax.block_until_ready(compiled(tm.params, instance_keys, k_search))
         t2 = time.time()
-        re = jax.jit(lambda params, ik, z, k, g=strat.greedy: reevaluate(
-            env, team.replace(params=params), ik, z, k, reeval_episodes, g))
-        reeval = np.asarray(re(team.params, instance_keys, res.best_latent, k_reeval))
+        re = jax.jit(lambda params, ik, z, k, g=strat.greedy, tm=tm: reevaluate(
+            env, tm.replace(params=params), ik, z, k, reeval_episodes, g))
+        reeval = np.asarray(re(tm.params, instance_keys, res.best_latent, k_reeval))
         curve = np.asarray(res.curve())
-        if method == "zero-shot":  # budget 1: the curve is flat
+        if method in ("zero-shot", SOURCE):  # budget 1: the curve is flat
             curve = np.repeat(curve[:, :1], budget, axis=1)
         out[method] = {"curve": curve, "best_seen": np.asarray(res.best_return), "reeval": reeval,
                        "best_latent": np.asarray(res.best_latent), "compile_s": t1 - t0, "search_s": t2 - t1}
@@ -286,9 +313,13 @@ def search_methods(env: Env, team: Team, methods, num_instances: int, budget: in
     return out
 
 
-def summarize(results: dict, budget_points=None) -> dict:
+def summarize(results: dict, budget_points=None, per_agent: str | None = None) -> dict:
     """JSON-ready summary: per method the mean/95% CI of the curve, best seen and re-evaluated score,
-    and the paired differences used by the claims (vs zero-shot, cmaes vs random, per-agent vs shared)."""
+    and the paired differences (95% CI over instances, same instances and keys) used by the claims:
+    every method vs zero-shot (L at z = 0) and vs the source policy P when present; cmaes vs random
+    shared; and the per-agent method named by ``per_agent`` (chosen before the run, never by its
+    mean afterwards) vs cmaes-shared and vs the shared method with its own search algorithm
+    (``MATCHED_SHARED``), which isolates one latent per agent from the search algorithm."""
     summary = {"methods": {}, "comparisons": {}}
     for m, r in results.items():
         curve = r["curve"]
@@ -306,17 +337,18 @@ def summarize(results: dict, budget_points=None) -> dict:
         if a in results and b in results:
             summary["comparisons"][f"{a} - {b} ({key})"] = list(mean_ci(results[a][key] - results[b][key]))
 
-    for m in results:
-        if m != "zero-shot":
-            for key in ("best_seen", "reeval"):
-                diff(m, "zero-shot", key)
+    for ref in ("zero-shot", SOURCE):
+        for m in results:
+            if m != ref and (m, ref) != (SOURCE, "zero-shot"):
+                for key in ("best_seen", "reeval"):
+                    diff(m, ref, key)
     for key in ("best_seen", "reeval"):
         diff("cmaes-shared", "random-shared", key)
-        per = [m for m in PER_AGENT if m in results and m != "random-per-agent"] or \
-              [m for m in PER_AGENT if m in results]
-        if per and "cmaes-shared" in results:
-            best = max(per, key=lambda m: results[m][key].mean())
-            diff(best, "cmaes-shared", key)
+        if per_agent is not None:
+            diff(per_agent, "cmaes-shared", key)
+            if MATCHED_SHARED[per_agent] != "cmaes-shared":
+                diff(per_agent, MATCHED_SHARED[per_agent], key)
+    summary["per_agent"] = per_agent
     return summary
 
 

@@ -152,3 +152,62 @@ def test_budget_must_fit_population_times_repeats(latent_team):
     env, team = latent_team
     with pytest.raises(UserError, match=r"--budget \(48\) must be a multiple of population x repeats \(16 x 2\)"):
         search_methods(env, team, ["random-shared"], num_instances=2, budget=48, repeats=2, log=lambda *a: None)
+
+
+def _source_of(team):
+    """P: the latent team's actor without its latent input (L at z = 0 acts exactly as P)."""
+    import dataclasses
+
+    params = {k: v for k, v in team.params["params"].items() if k != "latent"}
+    return team.replace(params={"params": params}, network=dataclasses.replace(team.network, latent_dim=0))
+
+
+def test_source_row_and_named_per_agent_controls(latent_team):
+    env, team = latent_team
+    source = _source_of(team)
+    methods = ["zero-shot", "random-shared", "sep-cmaes-shared", "sep-cmaes-per-agent"]
+    res = search_methods(env, team, methods, num_instances=4, budget=16, reeval_episodes=2, source=source,
+                         log=lambda *a: None)
+    # same instances and episode keys: P greedy equals L at z = 0 episode for episode
+    np.testing.assert_array_equal(res["source"]["best_seen"], res["zero-shot"]["best_seen"])
+    np.testing.assert_array_equal(res["source"]["reeval"], res["zero-shot"]["reeval"])
+    s = summarize(res, per_agent="sep-cmaes-per-agent")
+    comp = s["comparisons"]
+    d = res["sep-cmaes-per-agent"]["reeval"] - res["sep-cmaes-shared"]["reeval"]
+    assert comp["sep-cmaes-per-agent - sep-cmaes-shared (reeval)"][0] == pytest.approx(d.mean(), rel=1e-6)
+    assert "sep-cmaes-per-agent - cmaes-shared (reeval)" not in comp  # cmaes-shared was not run
+    assert "sep-cmaes-per-agent - source (reeval)" in comp and "zero-shot - source (reeval)" in comp
+    assert comp["zero-shot - source (reeval)"][0] == 0.0
+    assert s["per_agent"] == "sep-cmaes-per-agent"
+
+
+def test_source_must_match_env_and_network(latent_team):
+    import dataclasses
+
+    from envs.errors import UserError
+    from marl.search import check_source
+
+    env, team = latent_team
+    source = _source_of(team)
+    check_source(team, source)
+    env4 = envs.make("mpe:simple_spread", num_agents=4)
+    with pytest.raises(UserError, match="with 4 agents but the latent run plays"):
+        check_source(team, source.replace(spec=env4.spec))
+    with pytest.raises(UserError, match="has another network"):
+        check_source(team, source.replace(network=dataclasses.replace(source.network, hidden=32)))
+
+
+def test_cli_refuses_unknown_per_agent_method_and_nan_sigma(tmp_path, capsys):
+    from marl.cli import main
+
+    run = tmp_path / "lat"
+    run.mkdir()
+    TrainConfig(env="mpe:simple_spread").to_toml(run / "config.toml")
+    for extra, msg in [(["--per-agent", "cmaes-sharde"], "is not a per-agent method"),
+                       (["--methods", "zero-shot", "cmaes-shared"], "--per-agent sep-cmaes-per-agent is not among"),
+                       (["--sigma", "nan"], "--sigma must be a finite number > 0"),
+                       (["--sigma", "inf"], "--sigma must be a finite number > 0")]:
+        code = main(["search", str(run), "--out", str(tmp_path / "o")] + extra)
+        err = capsys.readouterr().err.strip()
+        assert code == 2 and msg in err and "\n" not in err, (extra, err)
+    assert not (tmp_path / "o").exists()
