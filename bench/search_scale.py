@@ -1,10 +1,14 @@
-"""How the gap between per-agent (ATLAS) and shared (COMPASS) latent search grows with team size.
+"""How per-agent (ATLAS) against shared (COMPASS) latent search changes with team size.
 
-    python bench/search_scale.py --runs mpe3=RUN mpe8=RUN ... [--instances 16 --budget 64]
+    python bench/search_scale.py --recipe bench/search_scale.toml --root runs/search_scale [--sizes 3 8]
 
-Each RUN is a (short) latent-conditioned training of that team size. Writes
-bench/results/search_scale.{json,csv,png} and prints the table: per team size, every method's best
-return (mean, 95% CI over instances), and the paired gaps per-agent - shared.
+For each team size N of the recipe: trains the source policy P and the latent policy L fine-tuned
+from it (``marl train`` subprocesses; a finished run is reused, a stopped one resumed), then runs
+every method of the recipe on the same instances and episode keys, with P's greedy row (``source``)
+and a uniform random policy (``random-policy``) as controls. Per N it reports every row, the paired
+differences (95% CI over instances) of each named per-agent method against its matched shared
+method (same search algorithm) and against P, and the gain relative to |P|. Writes
+bench/results/search_scale.{json,csv,md,png} (``--merge`` adds sizes to an existing json).
 
     python bench/search_scale.py --strategy-cost 3 8 16 32 [--instances 64 --budget 256]
 
@@ -19,7 +23,10 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import subprocess
+import sys
 import time
+import tomllib
 from pathlib import Path
 
 import jax
@@ -29,68 +36,142 @@ import numpy as np
 import envs
 from marl import checkpoint as ckpt
 from marl.evaluate import mean_ci
-from marl.search import make_strategy, run_search, search_methods
+from marl.search import MATCHED_SHARED, RANDOM_POLICY, SOURCE, make_strategy, run_search, search_methods
 
 RESULTS = Path(__file__).parent / "results"
-METHODS = ("zero-shot", "random-shared", "cmaes-shared", "random-per-agent", "cmaes-per-agent", "sep-cmaes-per-agent",
-           "cmaes-independent")
-PER_AGENT = ("random-per-agent", "cmaes-per-agent", "sep-cmaes-per-agent", "cmaes-independent")
+REPO = Path(__file__).resolve().parent.parent
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--runs", nargs="+", help="label=RUN")
-    ap.add_argument("--instances", type=int, default=16)
-    ap.add_argument("--budget", type=int, default=64)
-    ap.add_argument("--methods", nargs="+", default=list(METHODS))
-    ap.add_argument("--merge", action="store_true", help="add to the settings already in search_scale.json")
+    ap.add_argument("--recipe", help="TOML recipe (bench/search_scale.toml)")
+    ap.add_argument("--root", default="runs/search_scale", help="folder of the P and L runs")
+    ap.add_argument("--sizes", nargs="+", type=int, help="team sizes to run (default: the recipe's)")
+    ap.add_argument("--merge", action="store_true", help="add to the sizes already in search_scale.json")
+    ap.add_argument("--train-only", action="store_true", help="train P and L, no search")
+    ap.add_argument("--instances", type=int, default=64)
+    ap.add_argument("--budget", type=int, default=256)
     ap.add_argument("--strategy-cost", nargs="+", type=int, metavar="N", help="team sizes: strategy cost only")
     a = ap.parse_args()
     if a.strategy_cost:
-        return strategy_cost(a.strategy_cost, a.instances, a.budget, [m for m in a.methods if m != "zero-shot"])
-    if not a.runs:
-        ap.error("--runs is required (or --strategy-cost)")
-    rows, out = [], {"instances": a.instances, "budget": a.budget, "methods": a.methods, "settings": {}}
+        methods = ["random-shared", "cmaes-shared", "sep-cmaes-shared", "random-per-agent", "cmaes-per-agent",
+                   "sep-cmaes-per-agent", "cmaes-independent"]
+        return strategy_cost(a.strategy_cost, a.instances, a.budget, methods)
+    if not a.recipe:
+        ap.error("--recipe is required (or --strategy-cost)")
+    recipe = tomllib.loads(Path(a.recipe).read_text())
+    sizes = a.sizes or recipe["sizes"]
+    out = {"recipe": a.recipe, "sizes": {}}
     if a.merge and (RESULTS / "search_scale.json").exists():
         out = json.loads((RESULTS / "search_scale.json").read_text())
-        with (RESULTS / "search_scale.csv").open() as f:
-            rows = list(csv.DictReader(f))
-    for item in a.runs:
-        label, run = item.split("=", 1)
-        team, source = ckpt.load_team(run)
-        cfg = ckpt.load_config(ckpt.parse_ref(run).run)
-        env = envs.make(cfg.env, **cfg.env_kwargs())
-        n = team.num_agents
-        print(f"{label}: {team.spec.name} N={n}, {source['env_steps']} training env steps")
-        t0 = time.time()
-        res = search_methods(env, team, a.methods, a.instances, a.budget, reeval_episodes=4)
-        setting = {"env": team.spec.name, "num_agents": n, "run": source, "wall_s": time.time() - t0, "methods": {}, "gaps": {}}
-        for m, r in res.items():
-            setting["methods"][m] = {"best_seen": list(mean_ci(r["best_seen"])), "reeval": list(mean_ci(r["reeval"])),
-                                     "search_s": r["search_s"]}
-            rows.append({"label": label, "N": n, "method": m, "mean": r["best_seen"].mean(),
-                         "lo": setting["methods"][m]["best_seen"][1], "hi": setting["methods"][m]["best_seen"][2]})
-        scale = max(1e-8, float(np.abs(res["zero-shot"]["best_seen"]).mean())) if "zero-shot" in res else 1.0
-        for m in PER_AGENT:
-            for base in ("cmaes-shared", "random-shared"):
-                if m in res and base in res:
-                    diff = res[m]["best_seen"] - res[base]["best_seen"]
-                    setting["gaps"][f"{m} - {base}"] = list(mean_ci(diff)) + [float(diff.mean() / scale)]
-        out["settings"][label] = setting
-        for k, v in setting["gaps"].items():
-            print(f"    gap {k:<40} {v[0]:9.3f} [{v[1]:8.3f}, {v[2]:8.3f}]  ({100 * v[3]:+.1f}% of |zero-shot|)")
+    for n in sizes:
+        p_run, l_run = train_pair(recipe, Path(a.root), n)
+        if not a.train_only:
+            out["sizes"][str(n)] = search_size(recipe, p_run, l_run, n)
+            write(out)
+
+
+def _train(out: Path, args: list[str], overrides: dict) -> None:
+    """``marl train`` into ``out`` unless it finished; resume it if it stopped."""
+    if out.exists() and ckpt.steps(out):
+        cfg = ckpt.load_config(out)
+        if ckpt.steps(out)[-1] >= cfg.num_updates:
+            return
+        cmd = ["--resume", str(out)]
+    else:
+        if out.exists():  # a config and no checkpoint: start over
+            import shutil
+            shutil.rmtree(out)
+        cmd = args + ["--out", str(out)] + [f"{k}={v}" for k, v in overrides.items()]
+    full = [sys.executable, "-m", "marl.cli", "train", "--quiet"] + cmd
+    print("$", " ".join(full[2:]), flush=True)
+    t0 = time.time()
+    subprocess.run(full, check=True, cwd=REPO)
+    print(f"  trained {out} in {time.time() - t0:.0f} s", flush=True)
+
+
+def _toml_value(v) -> str:
+    return str(v).lower() if isinstance(v, bool) else str(v)
+
+
+def train_pair(recipe: dict, root: Path, n: int) -> tuple[Path, Path]:
+    """P and L of team size n, trained from the recipe (or found finished under ``root``)."""
+    env = f"{recipe['env']}:{n}"
+    src = {k: _toml_value(v) for k, v in recipe["source"].items() if k != "total_steps"}
+    steps = recipe["source"]["total_steps"][str(n)]
+    p_run, l_run = root / f"N{n}" / "P", root / f"N{n}" / "L"
+    _train(p_run, ["--env", env, "--total-steps", str(steps)], src)
+    lat = dict(recipe["latent"])
+    l_args = ["--env", env, "--total-steps", str(lat.pop("total_steps")), "--init-from", str(p_run),
+              "--latent-dim", str(lat.pop("latent_dim")), "--latents", str(lat.pop("latents"))]
+    _train(l_run, l_args, {**src, **{k: _toml_value(v) for k, v in lat.items()}})
+    return p_run, l_run
+
+
+def search_size(recipe: dict, p_run: Path, l_run: Path, n: int) -> dict:
+    """Every row of one team size on the same instances and keys, the named comparisons, the gains."""
+    team, l_info = ckpt.load_team(str(l_run))
+    p_team, p_info = ckpt.load_team(str(p_run))
+    cfg = ckpt.load_config(l_run)
+    env = envs.make(cfg.env, **cfg.env_kwargs())
+    print(f"N={n}: P {p_info['env_steps']} env steps, L {l_info['env_steps']} env steps", flush=True)
+    t0 = time.time()
+    res = search_methods(env, team, recipe["methods"], recipe["instances"], recipe["budget"], seed=recipe["seed"],
+                         pop=recipe["population"], sigma=recipe["sigma"], reeval_episodes=recipe["reeval"],
+                         source=p_team, random_policy=True)
+    p_abs = float(np.abs(res[SOURCE]["reeval"]).mean())
+    row = {"num_agents": n, "P": p_info, "L": l_info, "wall_s": time.time() - t0, "abs_P": p_abs,
+           "rows": {m: {"reeval": list(mean_ci(r["reeval"])), "best_seen": list(mean_ci(r["best_seen"])),
+                        "search_s": r["search_s"]} for m, r in res.items()},
+           "comparisons": {}}
+    comp = {f"P - {RANDOM_POLICY}": (SOURCE, RANDOM_POLICY), f"zero-shot - {SOURCE}": ("zero-shot", SOURCE)}
+    for m in recipe["per_agent"]:
+        for base in (MATCHED_SHARED[m], "cmaes-shared", SOURCE):
+            comp[f"{m} - {base}"] = (m, base)
+    comp[f"cmaes-shared - {SOURCE}"] = ("cmaes-shared", SOURCE)
+    comp[f"sep-cmaes-shared - {SOURCE}"] = ("sep-cmaes-shared", SOURCE)
+    for name, (x, y) in comp.items():
+        d = res[x]["reeval"] - res[y]["reeval"]
+        mu, lo, hi = mean_ci(d)
+        row["comparisons"][name] = {"mean": mu, "lo": lo, "hi": hi, "rel_P": mu / p_abs, "rel_lo": lo / p_abs,
+                                    "rel_hi": hi / p_abs}
+        print(f"  {name:<45} {mu:9.3f} [{lo:8.3f}, {hi:8.3f}]  ({100 * mu / p_abs:+.1f}% of |P|)", flush=True)
+    return row
+
+
+def write(out: dict) -> None:
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "search_scale.json").write_text(json.dumps(out, indent=2))
+    sizes = sorted(out["sizes"].values(), key=lambda r: r["num_agents"])
     with (RESULTS / "search_scale.csv").open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=["label", "N", "method", "mean", "lo", "hi"])
-        w.writeheader()
-        w.writerows(rows)
-    plot(out)
-    print("\nper-agent - cmaes-shared gap (best return seen, mean [95% CI]) by team size:")
-    for label, s in out["settings"].items():
-        gaps = {k.split(" - ")[0]: v for k, v in s["gaps"].items() if k.endswith("cmaes-shared")}
-        print(f"  {label:<10} N={s['num_agents']:<3} " + "  ".join(
-            f"{m}: {v[0]:.2f} [{v[1]:.2f}, {v[2]:.2f}]" for m, v in gaps.items()))
+        w = csv.writer(f)
+        w.writerow(["N", "row", "reeval_mean", "reeval_lo", "reeval_hi"])
+        for r in sizes:
+            for m, v in r["rows"].items():
+                w.writerow([r["num_agents"], m] + [f"{x:.6g}" for x in v["reeval"]])
+        for r in sizes:
+            for m, v in r["comparisons"].items():
+                w.writerow([r["num_agents"], m, f"{v['mean']:.6g}", f"{v['lo']:.6g}", f"{v['hi']:.6g}"])
+    lines = ["# Latent search by team size (generated by bench/search_scale.py; plan: search_scale_PLAN.md)", "",
+             "Re-evaluated team return per instance (mean [95% CI] over instances; greedy; the same instances "
+             "and episode keys in every row of a size).", ""]
+    rows = list(sizes[0]["rows"]) if sizes else []
+    lines.append("| row | " + " | ".join(f"N = {r['num_agents']}" for r in sizes) + " |")
+    lines.append("| --- |" + " ---: |" * len(sizes))
+    for m in rows:
+        cells = [f"{v[0]:.1f} [{v[1]:.1f}, {v[2]:.1f}]" for v in (r["rows"][m]["reeval"] for r in sizes)]
+        lines.append(f"| {m} | " + " | ".join(cells) + " |")
+    lines += ["", "Paired differences (mean [95% CI]; in parentheses: % of |P|):", ""]
+    lines.append("| comparison | " + " | ".join(f"N = {r['num_agents']}" for r in sizes) + " |")
+    lines.append("| --- |" + " ---: |" * len(sizes))
+    for c in (list(sizes[0]["comparisons"]) if sizes else []):
+        cells = [f"{v['mean']:.2f} [{v['lo']:.2f}, {v['hi']:.2f}] ({100 * v['rel_P']:+.1f}%)"
+                 for v in (r["comparisons"][c] for r in sizes)]
+        lines.append(f"| {c} | " + " | ".join(cells) + " |")
+    lines += ["", "Runs: " + "; ".join(f"N={r['num_agents']}: P {r['P']['run']} ({r['P']['env_steps']} steps), "
+                                        f"L {r['L']['run']} ({r['L']['env_steps']} steps)" for r in sizes)]
+    (RESULTS / "search_scale.md").write_text("\n".join(lines) + "\n")
+    plot(sizes)
 
 
 def strategy_cost(sizes, instances: int, budget: int, methods, dim: int = 16, pop: int = 16):
@@ -123,27 +204,27 @@ def strategy_cost(sizes, instances: int, budget: int, methods, dim: int = 16, po
     (RESULTS / "search_strategy_cost.json").write_text(json.dumps(out, indent=2))
 
 
-def plot(out):
+def plot(sizes):
+    """Gain of each named per-agent method over its matched shared method and over P, % of |P|, by N."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    import pandas as pd
-    import seaborn as sns
 
-    recs = []
-    for label, s in out["settings"].items():
-        for k, v in s["gaps"].items():
-            if k.endswith("cmaes-shared"):
-                recs.append({"setting": label, "N": s["num_agents"], "method": k.split(" - ")[0],
-                             "gap (% of |zero-shot|)": 100 * v[3]})
-    if not recs:
-        return
-    df = pd.DataFrame(recs)
     fig, ax = plt.subplots(figsize=(7, 4))
-    sns.barplot(data=df, x="setting", y="gap (% of |zero-shot|)", hue="method", ax=ax)
+    names = [c for c in (sizes[0]["comparisons"] if sizes else {}) if c.split(" - ")[0] in MATCHED_SHARED]
+    for c in names:
+        xs = [r["num_agents"] for r in sizes]
+        mu = [100 * r["comparisons"][c]["rel_P"] for r in sizes]
+        lo = [100 * r["comparisons"][c]["rel_lo"] for r in sizes]
+        hi = [100 * r["comparisons"][c]["rel_hi"] for r in sizes]
+        ax.errorbar(xs, mu, yerr=[np.subtract(mu, lo), np.subtract(hi, mu)], marker="o", capsize=3, label=c)
     ax.axhline(0, color="k", lw=0.8)
-    ax.set_title(f"per-agent minus shared (CMA-ES) latent search, B={out['budget']}, {out['instances']} instances")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("team size N")
+    ax.set_ylabel("gain, % of |P| (95% CI)")
+    ax.set_title("per-agent latent search: gain over matched shared search and over P")
+    ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(RESULTS / "search_scale.png", dpi=120)
     plt.close(fig)

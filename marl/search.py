@@ -63,6 +63,7 @@ MATCHED_SHARED = {"random-per-agent": "random-shared", "cmaes-per-agent": "cmaes
                   "sep-cmaes-per-agent": "sep-cmaes-shared", "cmaes-independent": "cmaes-shared"}
 PER_AGENT = tuple(MATCHED_SHARED)
 SOURCE = "source"  # the row of the source policy P (``--source``): greedy, no latent
+RANDOM_POLICY = "random-policy"  # uniform random legal actions (``random_policy=True``): the floor
 
 
 # -- strategies: pure ask/tell over one instance (vmapped over instances by the loop) ---------
@@ -266,13 +267,15 @@ def check_source(team: Team, source: Team, run: str = "the source run") -> None:
 
 def search_methods(env: Env, team: Team, methods, num_instances: int, budget: int, seed: int = 0,
                    pop: int = 16, sigma: float = 0.5, reeval_episodes: int = 16, repeats: int = 1,
-                   source: Team | None = None, log=print) -> dict:
+                   source: Team | None = None, random_policy: bool = False, log=print) -> dict:
     """Run each method on the same instances; returns per-method arrays and timings (host numbers).
 
     ``repeats``: episodes per latent candidate (its score is their mean), for stochastic envs such
     as SMAX where one episode is a noisy score; ``zero-shot`` and ``sampling`` always use 1.
     ``source``: the policy P the latent policy L was fine-tuned from; its greedy episodes on the same
     instances and episode keys as zero-shot (search and re-evaluation) are the ``source`` row.
+    ``random_policy``: adds the row of uniform random legal actions (the team with all-zero params,
+    sampled), on the same instances and keys.
     """
     check_latent_team(team)
     if source is not None:
@@ -288,10 +291,14 @@ def search_methods(env: Env, team: Team, methods, num_instances: int, budget: in
     k_reeval = jax.random.fold_in(base, 2)  # fresh episode keys, shared by all methods
     out = {}
     rows = [(m, team) for m in methods] + ([(SOURCE, source)] if source is not None else [])
+    if random_policy:  # zero logits everywhere: uniform over the legal actions
+        rows.append((RANDOM_POLICY, team.replace(params=jax.tree.map(jnp.zeros_like, team.params))))
     for method, tm in rows:
-        strat = make_strategy("zero-shot" if method == SOURCE else method, n, d, pop, sigma)
-        b = 1 if method in ("zero-shot", SOURCE) else budget
-        m = repeats if method not in ("zero-shot", "sampling", SOURCE) else 1
+        fixed = method in ("zero-shot", SOURCE, RANDOM_POLICY)
+        strat = _fixed(method, 1, 1, d, greedy=method != RANDOM_POLICY) if fixed else \
+            make_strategy(method, n, d, pop, sigma)
+        b = 1 if fixed else budget
+        m = 1 if fixed or method == "sampling" else repeats
         # team params and keys are arguments, not closed-over constants (XLA would constant-fold them)
         prog = jax.jit(lambda params, ik, k, s=strat, b=b, m=m, tm=tm: run_search(
             s, episode_fitness(env, tm.replace(params=params), ik, s.greedy), k, num_instances, b, m))
@@ -304,7 +311,7 @@ def search_methods(env: Env, team: Team, methods, num_instances: int, budget: in
             env, tm.replace(params=params), ik, z, k, reeval_episodes, g))
         reeval = np.asarray(re(tm.params, instance_keys, res.best_latent, k_reeval))
         curve = np.asarray(res.curve())
-        if method in ("zero-shot", SOURCE):  # budget 1: the curve is flat
+        if fixed:  # budget 1: the curve is flat
             curve = np.repeat(curve[:, :1], budget, axis=1)
         out[method] = {"curve": curve, "best_seen": np.asarray(res.best_return), "reeval": reeval,
                        "best_latent": np.asarray(res.best_latent), "compile_s": t1 - t0, "search_s": t2 - t1}
@@ -339,7 +346,7 @@ def summarize(results: dict, budget_points=None, per_agent: str | None = None) -
 
     for ref in ("zero-shot", SOURCE):
         for m in results:
-            if m != ref and (m, ref) != (SOURCE, "zero-shot"):
+            if m not in (ref, RANDOM_POLICY) and (m, ref) != (SOURCE, "zero-shot"):
                 for key in ("best_seen", "reeval"):
                     diff(m, ref, key)
     for key in ("best_seen", "reeval"):

@@ -167,7 +167,10 @@ def test_source_row_and_named_per_agent_controls(latent_team):
     source = _source_of(team)
     methods = ["zero-shot", "random-shared", "sep-cmaes-shared", "sep-cmaes-per-agent"]
     res = search_methods(env, team, methods, num_instances=4, budget=16, reeval_episodes=2, source=source,
-                         log=lambda *a: None)
+                         random_policy=True, log=lambda *a: None)
+    # the random policy samples uniformly: its re-evaluated episodes are not its best-seen one replayed
+    assert res["random-policy"]["reeval"].shape == (4,)
+    assert not np.allclose(res["random-policy"]["reeval"], res["random-policy"]["best_seen"])
     # same instances and episode keys: P greedy equals L at z = 0 episode for episode
     np.testing.assert_array_equal(res["source"]["best_seen"], res["zero-shot"]["best_seen"])
     np.testing.assert_array_equal(res["source"]["reeval"], res["zero-shot"]["reeval"])
@@ -179,6 +182,7 @@ def test_source_row_and_named_per_agent_controls(latent_team):
     assert "sep-cmaes-per-agent - source (reeval)" in comp and "zero-shot - source (reeval)" in comp
     assert comp["zero-shot - source (reeval)"][0] == 0.0
     assert s["per_agent"] == "sep-cmaes-per-agent"
+    assert not any("random-policy" in k for k in comp)
 
 
 def test_source_must_match_env_and_network(latent_team):
