@@ -121,8 +121,8 @@ def make_parser() -> argparse.ArgumentParser:
     sub.add_parser("envs", help="list environment names").set_defaults(func=_cmd_envs)
 
     t = sub.add_parser("train", help="train MAPPO/HAPPO teams (seeds vmapped)")
-    t.add_argument("--env")
-    t.add_argument("--algo", choices=("mappo", "happo"))
+    t.add_argument("--env", help="environment, e.g. smax:3m or mpe:simple_spread:8 (`marl envs`; config default smax:3m)")
+    t.add_argument("--algo", choices=("mappo", "happo"), help="algorithm (config default mappo; happo trains one actor per agent)")
     t.add_argument("--no-share", action="store_true", help="MAPPO with one actor per agent")
     t.add_argument("--seeds", type=int, help="number of seeds trained at once")
     t.add_argument("--seed", type=int, help="first seed")
@@ -140,15 +140,15 @@ def make_parser() -> argparse.ArgumentParser:
 
     e = sub.add_parser("eval", help="evaluate a run's teams with 95%% CIs")
     e.add_argument("run", help="RUN[/checkpoints/STEP][#SEED]")
-    e.add_argument("--episodes", type=int, default=256)
+    e.add_argument("--episodes", type=int, default=256, help="episodes per seed (one per parallel env)")
     e.add_argument("--sample", action="store_true", help="sample actions instead of greedy")
-    e.add_argument("--eval-seed", type=int, default=12345)
+    e.add_argument("--eval-seed", type=int, default=12345, help="episode key (the same episodes for every seed and step)")
     e.add_argument("--json", help="also write the numbers to this JSON file (per-episode outcomes: same name, .npz)")
     e.add_argument("--all-steps", action="store_true", help="evaluate every kept checkpoint (learning curves for marl report)")
     e.set_defaults(func=_cmd_eval)
 
     lin = sub.add_parser("lineage", help="print the chain of runs a run was started from")
-    lin.add_argument("run")
+    lin.add_argument("run", help="RUN[/checkpoints/STEP]")
     lin.set_defaults(func=_cmd_lineage)
 
     for mod in SUBCOMMAND_MODULES:
@@ -159,7 +159,9 @@ def make_parser() -> argparse.ArgumentParser:
                 continue
             raise
         module.add_parser(sub)
-    return p
+    from marl.clidoc import document
+
+    return document(p)
 
 
 def main(argv: list[str] | None = None) -> int:
