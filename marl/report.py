@@ -23,6 +23,7 @@ import dataclasses
 import difflib
 import json
 import math
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -132,7 +133,8 @@ def _train_scores(path: Path, metric: str):
         v = r.get(metric)
         s[r["seed"], col[r["update"]]] = np.nan if v is None else v
     tail = s[:, -max(1, math.ceil(FINAL_FRACTION * len(updates))):]
-    with np.errstate(invalid="ignore"), _quiet():
+    with warnings.catch_warnings():  # a seed with no finished episode in the tail: NaN, no warning
+        warnings.simplefilter("ignore", RuntimeWarning)
         final = np.nanmean(tail, axis=1)
     return x, s, final, np.asarray(seeds)
 
@@ -141,18 +143,6 @@ def _eval_scores(out: dict, metric: str):
     per_episode = out["returns"] if metric == "return" else out["won"].astype(np.float64)  # [K, S, E]
     s = per_episode.mean(-1).T  # [S, K]
     return out["env_steps"], s, s[:, -1], out["seeds"]
-
-
-class _quiet:
-    def __enter__(self):
-        import warnings
-
-        self._w = warnings.catch_warnings()
-        self._w.__enter__()
-        warnings.simplefilter("ignore", RuntimeWarning)
-
-    def __exit__(self, *exc):
-        self._w.__exit__(*exc)
 
 
 def load_runs(paths, metric: str = "return", source: str = "auto", group_by: list[str] | None = None) -> list[Run]:
