@@ -15,7 +15,7 @@ from pathlib import Path
 from envs.errors import UserError
 
 # Packages that add their own subcommands: each module has ``add_parser(subparsers)``.
-SUBCOMMAND_MODULES = ("probes.cli", "marl.search_cli", "sweeps.cli")
+SUBCOMMAND_MODULES = ("probes.cli", "marl.search_cli", "sweeps.cli", "marl.report_cli", "marl.render", "marl.config_cli")
 
 
 def _cmd_envs(args) -> int:
@@ -83,37 +83,11 @@ def _cmd_train(args) -> int:
 
 
 def _cmd_eval(args) -> int:
-    import jax
-    import numpy as np
-
-    from marl import checkpoint as ckpt
-    from marl.evaluate import evaluate, mean_ci
+    from marl.eval_runs import eval_command
 
     if args.episodes < 1:
         raise UserError(f"--episodes must be >= 1, got {args.episodes}")
-    trainer, actor_params, meta, step = ckpt.load_actors(args.run)
-    ref = ckpt.parse_ref(args.run)
-    seeds = [ref.seed] if "#" in args.run else list(range(trainer.config.num_seeds))
-    fn = jax.jit(lambda params, key: evaluate(trainer.env, trainer.team(params), key, args.episodes, not args.sample))
-    key = jax.random.PRNGKey(args.eval_seed)
-    rows = []
-    print(f"{ref.run} at update {step} ({meta['env_steps']:,} env steps), {args.episodes} "
-          f"{'sampled' if args.sample else 'greedy'} episodes per seed")
-    for s in seeds:
-        res = jax.device_get(fn(jax.tree.map(lambda x: x[s], actor_params), key))
-        r = mean_ci(res.returns)
-        row = {"seed": s, "return": r[0], "return_ci": [r[1], r[2]], "length": float(np.mean(res.lengths))}
-        line = f"seed {s}: return {r[0]:.3f} [{r[1]:.3f}, {r[2]:.3f}]"
-        if trainer.spec.has_win:
-            w = mean_ci(res.won.astype(np.float64))
-            row.update(win_rate=w[0], win_rate_ci=[w[1], w[2]])
-            line += f"  win rate {w[0]:.3f} [{w[1]:.3f}, {w[2]:.3f}]"
-        print(line)
-        rows.append(row)
-    if args.json:
-        Path(args.json).write_text(json.dumps({"run": str(ref.run), "step": step, "episodes": args.episodes,
-                                                "greedy": not args.sample, "seeds": rows}, indent=2))
-    return 0
+    return eval_command(args)
 
 
 def _cmd_lineage(args) -> int:
@@ -147,8 +121,8 @@ def make_parser() -> argparse.ArgumentParser:
     sub.add_parser("envs", help="list environment names").set_defaults(func=_cmd_envs)
 
     t = sub.add_parser("train", help="train MAPPO/HAPPO teams (seeds vmapped)")
-    t.add_argument("--env")
-    t.add_argument("--algo", choices=("mappo", "happo"))
+    t.add_argument("--env", help="environment, e.g. smax:3m or mpe:simple_spread:8 (`marl envs`; config default smax:3m)")
+    t.add_argument("--algo", choices=("mappo", "happo"), help="algorithm (config default mappo; happo trains one actor per agent)")
     t.add_argument("--no-share", action="store_true", help="MAPPO with one actor per agent")
     t.add_argument("--seeds", type=int, help="number of seeds trained at once")
     t.add_argument("--seed", type=int, help="first seed")
@@ -166,14 +140,15 @@ def make_parser() -> argparse.ArgumentParser:
 
     e = sub.add_parser("eval", help="evaluate a run's teams with 95%% CIs")
     e.add_argument("run", help="RUN[/checkpoints/STEP][#SEED]")
-    e.add_argument("--episodes", type=int, default=256)
+    e.add_argument("--episodes", type=int, default=256, help="episodes per seed (one per parallel env)")
     e.add_argument("--sample", action="store_true", help="sample actions instead of greedy")
-    e.add_argument("--eval-seed", type=int, default=12345)
-    e.add_argument("--json", help="also write the numbers to this JSON file")
+    e.add_argument("--eval-seed", type=int, default=12345, help="episode key (the same episodes for every seed and step)")
+    e.add_argument("--json", help="also write the numbers to this JSON file (per-episode outcomes: same name, .npz)")
+    e.add_argument("--all-steps", action="store_true", help="evaluate every kept checkpoint (learning curves for marl report)")
     e.set_defaults(func=_cmd_eval)
 
     lin = sub.add_parser("lineage", help="print the chain of runs a run was started from")
-    lin.add_argument("run")
+    lin.add_argument("run", help="RUN[/checkpoints/STEP]")
     lin.set_defaults(func=_cmd_lineage)
 
     for mod in SUBCOMMAND_MODULES:
@@ -184,7 +159,9 @@ def make_parser() -> argparse.ArgumentParser:
                 continue
             raise
         module.add_parser(sub)
-    return p
+    from marl.clidoc import document
+
+    return document(p)
 
 
 def main(argv: list[str] | None = None) -> int:

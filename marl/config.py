@@ -30,12 +30,12 @@ def _check(cond: bool, msg: str) -> None:
 class NetworkConfig:
     """Actor and critic shapes. The actor reads obs ++ one-hot agent id (++ latent z, weights start at 0)."""
 
-    hidden: int = 128
+    hidden: int = 128  # actor width (MLP layers and GRU state)
     recurrent: bool = True  # GRU actor; feed-forward when False
-    activation: str = "relu"
-    agent_id: bool = True
-    latent_dim: int = 0  # 0: no latent input
-    critic_hidden: int = 128
+    activation: str = "relu"  # relu, tanh or gelu
+    agent_id: bool = True  # the actor reads the one-hot agent id
+    latent_dim: int = 0  # latent input size; 0: no latent input
+    critic_hidden: int = 128  # critic width
     critic_time: bool = True  # the critic reads the episode's time step t/max_steps (besides state and seat)
 
     def __post_init__(self):
@@ -49,9 +49,9 @@ class NetworkConfig:
 class TrainConfig:
     """One training run (all seeds). Env steps count vectorised env transitions, not agent steps."""
 
-    env: str = "smax:3m"
+    env: str = "smax:3m"  # environment name (`marl envs` lists them)
     num_agents: int = 0  # team size for mpe:simple_spread; 0 = the scenario's own
-    algo: str = "mappo"
+    algo: str = "mappo"  # mappo or happo (happo needs share_actor=false)
     share_actor: bool = True  # MAPPO: one actor tiled over agents; False: one actor per agent
     # "team": every agent's advantages come from the team reward; "agent": each agent's GAE runs on its
     # own reward (MPE only; SMAX has only the shared one). The logged return is the team sum either way.
@@ -60,26 +60,26 @@ class TrainConfig:
     # minibatch ("minibatch", JaxMARL's rule); the same rule for MAPPO, HAPPO and latent training
     adv_norm: str = "update"
     critic_on_dead: bool = True  # SMAX: train the critic on dead agents' samples too (False: mask by alive)
-    seed: int = 0
+    seed: int = 0  # first seed; the run trains seeds seed .. seed + num_seeds - 1
     num_seeds: int = 1  # seeds trained at once (vmapped)
     total_steps: int = 2_000_000  # env steps per seed
     # Defaults: JaxMARL's SMAX MAPPO settings (128 x 128, GRU 128, 4 x 4, lr 2e-3, clip 0.2, grad norm
     # 0.25) tuned on smax:3m to 64 envs (twice the updates per env step) and ent_coef 0.01:
     # greedy win 0.92 at 2M steps vs 0.89 (bench/results/SUMMARY.md).
-    num_envs: int = 64
-    rollout_len: int = 128
-    epochs: int = 4
-    minibatches: int = 4  # split over environments, so recurrent sequences stay whole
-    lr: float = 2e-3
-    critic_lr: float = 0.0  # 0: same as lr
-    anneal_lr: bool = True
-    gamma: float = 0.99
-    gae_lambda: float = 0.95
-    clip_eps: float = 0.2
-    value_clip_eps: float = 0.2
-    ent_coef: float = 0.01
-    max_grad_norm: float = 0.25
-    value_norm: bool = True
+    num_envs: int = 64  # parallel environments per seed
+    rollout_len: int = 128  # env steps per environment in one update
+    epochs: int = 4  # PPO epochs over each update's batch
+    minibatches: int = 4  # minibatches per epoch, split over environments, so recurrent sequences stay whole
+    lr: float = 2e-3  # actor learning rate (Adam)
+    critic_lr: float = 0.0  # critic learning rate; 0: same as lr
+    anneal_lr: bool = True  # learning rates decay linearly to 0 over the run
+    gamma: float = 0.99  # discount
+    gae_lambda: float = 0.95  # GAE lambda
+    clip_eps: float = 0.2  # PPO ratio clip
+    value_clip_eps: float = 0.2  # value clip (0: unclipped value loss)
+    ent_coef: float = 0.01  # entropy bonus coefficient
+    max_grad_norm: float = 0.25  # global gradient-norm clip
+    value_norm: bool = True  # normalise value targets with running statistics
     updates_per_chunk: int = 8  # updates per compiled chunk: progress and checkpoints happen between chunks
     checkpoint_every: int = 1  # chunks between checkpoints
     num_latents: int = 0  # K latents per instance for latent-conditioned (best-of-K) training; 0: off
@@ -90,7 +90,7 @@ class TrainConfig:
     # the K copies of an instance share action and env-step keys (marl.latent); needs a tie-break
     # that trains one of K identical copies (they tie exactly while the latent weights are zero)
     latent_common_noise: bool = False
-    network: NetworkConfig = NetworkConfig()
+    network: NetworkConfig = NetworkConfig()  # actor and critic shapes ([network] table, network.KEY=VALUE)
 
     def __post_init__(self):
         family, _, rest = self.env.partition(":")
@@ -208,13 +208,78 @@ def _field_types(cls) -> dict:
     return {f.name: hints[f.name] for f in dataclasses.fields(cls)}
 
 
+# Names other codebases (JaxMARL's configs, CleanRL, HARL) use for our keys: the did-you-mean of an unknown key.
+ALIASES = {
+    "learning_rate": "lr", "actor_lr": "lr", "lr_actor": "lr", "critic_learning_rate": "critic_lr", "lr_critic": "critic_lr",
+    "seeds": "num_seeds", "n_seeds": "num_seeds", "envs": "num_envs", "n_envs": "num_envs", "n_rollout_threads": "num_envs",
+    "num_steps": "rollout_len", "n_steps": "rollout_len", "rollout_length": "rollout_len", "episode_length": "rollout_len",
+    "update_epochs": "epochs", "ppo_epochs": "epochs", "ppo_epoch": "epochs", "n_epochs": "epochs",
+    "num_minibatches": "minibatches", "n_minibatches": "minibatches", "num_mini_batch": "minibatches",
+    "entropy_coef": "ent_coef", "ent_coeff": "ent_coef", "entropy": "ent_coef", "clip_param": "clip_eps", "clip": "clip_eps",
+    "clip_range": "clip_eps", "discount": "gamma", "lambda": "gae_lambda", "gae": "gae_lambda", "grad_clip": "max_grad_norm",
+    "max_grad": "max_grad_norm", "timesteps": "total_steps", "total_timesteps": "total_steps", "num_env_steps": "total_steps",
+    "env_name": "env", "map": "env", "map_name": "env", "algorithm": "algo", "algorithm_name": "algo", "share": "share_actor",
+    "shared_actor": "share_actor", "share_policy": "share_actor", "parameter_sharing": "share_actor",
+    "use_valuenorm": "value_norm", "scale_clip_eps": "clip_eps", "hidden_dim": "network.hidden", "hidden_size": "network.hidden",
+    "fc_dim_size": "network.hidden", "gru_hidden_dim": "network.hidden", "rnn": "network.recurrent", "use_recurrent_policy":
+    "network.recurrent", "latent": "network.latent_dim", "latent_size": "network.latent_dim",
+}
+
+
+def config_keys() -> list[str]:
+    """Every override key: TrainConfig's fields and ``network.`` + NetworkConfig's."""
+    top = [k for k in _field_types(TrainConfig) if k != "network"]
+    return top + [f"network.{k}" for k in _field_types(NetworkConfig)]
+
+
+def suggest(key: str) -> str | None:
+    """The config key a mistyped or foreign ``key`` most likely means (None when nothing is close)."""
+    keys = config_keys()
+    k = key.lower().replace("-", "_")
+    if k in keys:
+        return k
+    bare = k.split(".", 1)[1] if k.startswith("network.") else k
+    if bare in ALIASES:
+        return ALIASES[bare]
+    by_bare = {c.split(".")[-1]: c for c in keys}
+    if bare in by_bare:  # the right name in the wrong table (hidden -> network.hidden, network.lr -> lr)
+        return by_bare[bare]
+    close = difflib.get_close_matches(k, keys, n=1, cutoff=0.6) or difflib.get_close_matches(bare, list(by_bare), n=1, cutoff=0.6)
+    return by_bare.get(close[0], close[0]) if close else None
+
+
 def _reject_unknown(d: dict, cls, prefix: str) -> None:
     known = _field_types(cls)
     for k in d:
         if k not in known:
-            close = difflib.get_close_matches(k, known, n=1)
-            hint = f"; did you mean {prefix}{close[0]}?" if close else ""
+            close = suggest(f"{prefix}{k}")
+            hint = f"; did you mean {close}?" if close else "; `marl config show` lists every key"
             raise UserError(f"bad config: unknown key {prefix}{k!r}{hint}")
+
+
+def field_docs(cls) -> dict[str, str]:
+    """One-line description of each field of a config dataclass, read from its source: the comment on the
+    field's line, else the comment block right above it (the comments are the one place they are written)."""
+    import inspect
+    import io
+    import tokenize
+
+    src = inspect.getsource(cls)
+    comments = {tok.start[0]: tok.string.lstrip("#").strip()
+                for tok in tokenize.generate_tokens(io.StringIO(src).readline) if tok.type == tokenize.COMMENT}
+    lines = src.splitlines()
+    docs = {}
+    for name in _field_types(cls):
+        row = next(i for i, ln in enumerate(lines, 1) if ln.startswith(f"    {name}:"))
+        text = comments.get(row)
+        if text is None:
+            above, r = [], row - 1
+            while r in comments and lines[r - 1].lstrip().startswith("#"):
+                above.insert(0, comments[r])
+                r -= 1
+            text = " ".join(above)
+        docs[name] = text
+    return docs
 
 
 def _coerce(name: str, value, typ):

@@ -57,16 +57,27 @@ def mean_ci_rows(x: np.ndarray, num_boot: int = DEFAULT_BOOT, confidence: float 
     return mean, lo, hi
 
 
-def iqm(x) -> float:
+def iqm(x, axis: int | None = None):
     """Interquartile mean: the 25%-trimmed mean of all values (rliable's ``aggregate_iqm``; rliable 1.2.0 itself
-    installs with our pins but fails at import: arch 7.2 against our pandas, so its definitions are used here)."""
-    x = np.asarray(x, np.float64).ravel()
+    installs with our pins but fails at import: arch 7.2 against our pandas, so its definitions are used here).
+    ``axis``: the IQM along that axis (an array); None: of all values (a float)."""
+    x = np.asarray(x, np.float64)
+    if axis is not None:
+        return sps.trim_mean(x, 0.25, axis=axis)
+    x = x.ravel()
     return float(sps.trim_mean(x, 0.25)) if x.size else float("nan")
+
+
+def _draws(groups, num_boot: int, rng: np.random.Generator) -> list[np.ndarray]:
+    """Per group (stratum) [num_boot, size] values drawn within it with replacement."""
+    return [g[rng.integers(0, g.size, size=(num_boot, g.size))] for g in groups]
 
 
 def _resampled(groups, stat, num_boot: int, rng: np.random.Generator) -> np.ndarray:
     """[num_boot] values of ``stat`` over resamples drawn within each group (stratum) with replacement."""
-    draws = [g[rng.integers(0, g.size, size=(num_boot, g.size))] for g in groups]
+    draws = _draws(groups, num_boot, rng)
+    if stat is iqm or stat is np.mean:  # vectorised over resamples (same values as the loop)
+        return np.asarray(stat(np.concatenate(draws, axis=1), axis=1))
     return np.array([stat(np.concatenate([d[b] for d in draws])) for b in range(num_boot)])
 
 
@@ -96,3 +107,45 @@ def stratified_bootstrap_diff(groups_a, groups_b, stat=iqm, num_boot: int = DEFA
     boot = boot_a - _resampled([g for g in gb if g.size], stat, num_boot, rng)
     lo, hi = percentile_ci(boot, confidence)
     return float(point), float(lo), float(hi)
+
+
+def _improvement(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """x [..., n], y [..., m] -> P(X > Y) + P(X = Y) / 2 over all (x_i, y_j) pairs, shape [...]."""
+    d = x[..., :, None] - y[..., None, :]
+    return ((d > 0) + 0.5 * (d == 0)).mean(axis=(-2, -1))
+
+
+def probability_of_improvement(groups_x, groups_y, num_boot: int = DEFAULT_BOOT, confidence: float = 0.95,
+                               seed: int = 0) -> tuple[float, float, float]:
+    """rliable's probability of improvement of X over Y: per task (stratum) P(X > Y) + P(X = Y) / 2 over
+    every pair of runs, averaged over tasks; percentile CI over resamples of X's and Y's runs drawn
+    independently within each task. groups_x, groups_y: one 1-d array of run scores per task, same order."""
+    gx = [np.asarray(g, np.float64).ravel() for g in groups_x]
+    gy = [np.asarray(g, np.float64).ravel() for g in groups_y]
+    keep = [i for i in range(len(gx)) if gx[i].size and gy[i].size]
+    if not keep:
+        return float("nan"), float("nan"), float("nan")
+    gx, gy = [gx[i] for i in keep], [gy[i] for i in keep]
+    point = float(np.mean([_improvement(a, b) for a, b in zip(gx, gy)]))
+    rng = np.random.default_rng(seed)
+    bx, by = _draws(gx, num_boot, rng), _draws(gy, num_boot, rng)
+    boot = np.mean([_improvement(a, b) for a, b in zip(bx, by)], axis=0)
+    lo, hi = percentile_ci(boot, confidence)
+    return point, float(lo), float(hi)
+
+
+def performance_profile(groups, taus, num_boot: int = DEFAULT_BOOT, confidence: float = 0.95,
+                        seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """rliable's run-score distribution: for each threshold tau, the fraction of runs scoring above tau,
+    averaged over tasks (strata); percentile CI over resamples of the runs within each task.
+    Returns (profile [T], lo [T], hi [T])."""
+    groups = [np.asarray(g, np.float64).ravel() for g in groups if np.size(g)]
+    taus = np.asarray(taus, np.float64)
+    if not groups:
+        nan = np.full(taus.shape, np.nan)
+        return nan, nan.copy(), nan.copy()
+    frac = lambda x: (x[..., :, None] > taus).mean(axis=-2)  # [..., n] -> [..., T]
+    point = np.mean([frac(g) for g in groups], axis=0)
+    boot = np.mean([frac(d) for d in _draws(groups, num_boot, np.random.default_rng(seed))], axis=0)  # [B, T]
+    lo, hi = percentile_ci(boot, confidence)
+    return point, lo, hi

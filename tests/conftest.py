@@ -46,3 +46,13 @@ def tiny_run(tmp_path_factory, tiny_cfg):
     cfg = tiny_cfg.with_overrides({"num_seeds": 2})
     train_run(cfg, out, progress=False)
     return out
+
+
+@pytest.fixture(scope="session")
+def tiny_mpe_run(tmp_path_factory):
+    """A finished tiny mpe:simple_spread run folder (1 seed, 2 updates)."""
+    from marl.runs import train_run
+
+    out = tmp_path_factory.mktemp("runs") / "tiny_mpe"
+    train_run(tiny_config(env="mpe:simple_spread", total_steps=8 * 16 * 2), out, progress=False)
+    return out

@@ -182,7 +182,8 @@ def test_old_format_teams_still_load_for_acting(tiny_run, tmp_path, capsys):
     team, source = ckpt.load_team(str(FORMAT1_RUN))
     assert team.spec.name == "mpe:simple_spread" and source["step"] == 1 and team.shared
     assert jax.tree.leaves(team.params)[0].shape[0] == 3
-    assert main(["eval", str(FORMAT1_RUN), "--episodes", "2"]) == 0
+    # --json: the per-episode npz goes beside it, not into the repository's data folder
+    assert main(["eval", str(FORMAT1_RUN), "--episodes", "2", "--json", str(tmp_path / "e.json")]) == 0
     assert "seed 0: return" in capsys.readouterr().out
     # the actor-only path reads the same actor as the full restore (a new run with its version removed)
     old = tmp_path / "old"

@@ -1,0 +1,24 @@
+"""The README's install lines agree with pyproject.toml (the GPU extra pins the CUDA plugin of our jax)."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_gpu_extra_matches_the_jax_pin_and_the_readme():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    pins = dict(re.fullmatch(r"([\w-]+)==([\w.]+)", d).groups() for d in project["dependencies"] if "==" in d)
+    jax = pins["jax"]
+    assert pins["jaxlib"] == jax
+    cuda = project["optional-dependencies"]["cuda12"]
+    assert sorted(cuda) == sorted([f"jax[cuda12]=={jax}", f"jax-cuda12-plugin[with-cuda]=={jax}"])
+    readme = (ROOT / "README.md").read_text()
+    assert "pip install -e '.[dev,cuda12]'" in readme and "pip install -e '.[dev]'" in readme
+    assert 'python -c "import jax; print(jax.devices())"' in readme
+    assert f"jax=={jax}" in readme and f"{jax}" in readme.split("## GPU install")[1].split("##")[0]
+    for link in re.findall(r"\]\(([^)]+)\)", readme):  # links stay inside the repository
+        assert not link.startswith("..") and (link.startswith("http") or (ROOT / link.split("#")[0]).exists()), link

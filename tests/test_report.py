@@ -1,0 +1,217 @@
+"""``marl report``: rliable statistics against numpy references on fixed data, the tables, figures and
+marl-eval JSON it writes (checked against marl-eval's documented layout), and its one-line errors."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+
+import numpy as np
+import pytest
+
+from marl.cli import main
+from marl.config import TrainConfig
+from marl.eval_runs import outcomes_path, write_outcomes
+from probes import stats
+
+# Fixed data: 2 tasks (strata) x run scores.
+X = [np.array([0.1, 0.4, 0.35, 0.8, 0.9, 0.2, 0.55, 0.6]), np.array([1.0, 3.0, 2.0, 5.0])]
+Y = [np.array([0.3, 0.1, 0.2, 0.5, 0.45, 0.05, 0.4, 0.3]), np.array([2.0, 1.0, 0.5, 3.0])]
+
+
+def np_iqm(v) -> float:
+    """Reference IQM: sort, drop floor(n/4) values at each end, mean of the rest."""
+    v = np.sort(np.asarray(v, np.float64).ravel())
+    k = int(0.25 * v.size)
+    return float(v[k:v.size - k].mean())
+
+
+def np_stratified(groups, num_boot, seed):
+    """Reference stratified bootstrap: the same draws (one rng, stratum by stratum), a loop per resample."""
+    rng = np.random.default_rng(seed)
+    idx = [rng.integers(0, g.size, size=(num_boot, g.size)) for g in groups]
+    boot = [np_iqm(np.concatenate([g[i[b]] for g, i in zip(groups, idx)])) for b in range(num_boot)]
+    return np.percentile(boot, 2.5), np.percentile(boot, 97.5)
+
+
+def test_iqm_and_stratified_bootstrap_match_numpy():
+    assert stats.iqm(X[0]) == pytest.approx(np_iqm(X[0]))
+    assert stats.iqm(np.stack(X[:1] * 3), axis=1) == pytest.approx([np_iqm(X[0])] * 3)
+    point, lo, hi = stats.stratified_bootstrap(X, num_boot=400, seed=3)
+    assert point == pytest.approx(np_iqm(np.concatenate(X)))
+    assert (lo, hi) == pytest.approx(np_stratified(X, 400, 3))
+    assert lo <= point <= hi
+
+
+def test_probability_of_improvement_and_profiles_match_loops():
+    p, lo, hi = stats.probability_of_improvement(X, Y, num_boot=300, seed=1)
+    ref = np.mean([np.mean([[1.0 if a > b else 0.5 if a == b else 0.0 for b in y] for a in x]) for x, y in zip(X, Y)])
+    assert p == pytest.approx(ref) and lo <= p <= hi
+    # the bootstrap: X's strata drawn first, then Y's, from one rng
+    rng = np.random.default_rng(1)
+    ix = [rng.integers(0, g.size, size=(300, g.size)) for g in X]
+    iy = [rng.integers(0, g.size, size=(300, g.size)) for g in Y]
+    boot = [np.mean([np.mean((x[i[b]][:, None] > y[j[b]][None]) + 0.5 * (x[i[b]][:, None] == y[j[b]][None]))
+                     for x, y, i, j in zip(X, Y, ix, iy)]) for b in range(300)]
+    assert (lo, hi) == pytest.approx((np.percentile(boot, 2.5), np.percentile(boot, 97.5)))
+    assert stats.probability_of_improvement([np.ones(3)], [np.ones(3)], num_boot=10)[0] == 0.5
+    taus = np.array([0.0, 0.5, 2.5, 10.0])
+    prof, plo, phi = stats.performance_profile(X, taus, num_boot=200, seed=2)
+    ref = [np.mean([np.mean(g > t) for g in X]) for t in taus]
+    assert prof == pytest.approx(ref) and np.all(plo <= prof + 1e-12) and np.all(prof <= phi + 1e-12)
+    assert prof[-1] == 0.0
+
+
+def check_marl_eval_layout(data: dict) -> None:
+    """marl-eval's documented raw-experiment layout (its README, "Data Structure for Raw Experiment data"):
+    env -> task -> algorithm -> run -> {step_k: {step_count: int, metric: [numbers]}, absolute_metrics:
+    {metric: [numbers]}}; within an env every algorithm has the same runs count on every task, every
+    run the same number of steps and the same metrics; algorithm names hold no comma."""
+    assert isinstance(data, dict) and data
+    for env, tasks in data.items():
+        assert isinstance(tasks, dict) and tasks, env
+        algo_sets, run_counts, step_counts, metric_sets = set(), set(), set(), set()
+        for task, algos in tasks.items():
+            algo_sets.add(frozenset(algos))
+            for algo, runs in algos.items():
+                assert "," not in algo
+                run_counts.add(len(runs))
+                for run, entry in runs.items():
+                    assert "absolute_metrics" in entry, (env, task, algo, run)
+                    steps = [k for k in entry if k != "absolute_metrics"]
+                    assert steps and all(re.fullmatch(r"step_\d+", k) for k in steps)
+                    step_counts.add(len(steps))
+                    counts = []
+                    for k in sorted(steps, key=lambda s: int(s.split("_")[1])):
+                        st = entry[k]
+                        assert isinstance(st["step_count"], int)
+                        counts.append(st["step_count"])
+                        metrics = {m for m in st if m != "step_count"}
+                        metric_sets.add(frozenset(metrics))
+                        for m in metrics:
+                            assert isinstance(st[m], list) and st[m] and all(isinstance(v, (int, float)) for v in st[m])
+                    assert counts == sorted(counts)
+                    absolute = entry["absolute_metrics"]
+                    assert set(absolute) == metrics
+                    assert all(isinstance(v, (int, float)) for m in absolute for v in absolute[m])
+        assert len(algo_sets) == 1 and len(run_counts) == 1 and len(step_counts) == 1 and len(metric_sets) == 1
+
+
+def fake_run(path, env="smax:3m", seeds=2, updates=10, episodes=6, offset=0.0, evals=True, **cfg):
+    """A run folder from fixed numbers (config.toml, metrics.jsonl, eval/greedy.npz): no training."""
+    c = TrainConfig(env=env, num_seeds=seeds, num_envs=8, rollout_len=16, total_steps=8 * 16 * updates, **cfg)
+    path.mkdir(parents=True)
+    c.to_toml(path / "config.toml")
+    rng = np.random.default_rng(abs(hash(str(path.name))) % 1000)
+    lines = []
+    for u in range(1, updates + 1):
+        ret = [None if u == 1 else round(offset + u / updates + 0.1 * s, 4) for s in range(seeds)]
+        lines.append(json.dumps({"update": u, "env_steps": u * c.steps_per_update, "time": 1.0, "return": ret,
+                                 "win_rate": [None if u == 1 else 0.5] * seeds}))
+    (path / "metrics.jsonl").write_text("\n".join(lines) + "\n")
+    if evals:
+        steps = np.array([updates // 2, updates])
+        returns = (offset + rng.normal(size=(2, seeds, episodes))).astype(np.float32)
+        write_outcomes(outcomes_path(path, True), {
+            "steps": steps, "env_steps": steps * c.steps_per_update, "seeds": np.arange(seeds), "returns": returns,
+            "won": returns > offset, "lengths": np.full((2, seeds, episodes), 20, np.int32), "episodes": np.int64(episodes),
+            "eval_seed": np.int64(0), "greedy": np.bool_(True)})
+    return path
+
+
+def _error(capsys, argv) -> str:
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("marl: error: "), err
+    return err[0]
+
+
+def test_report_on_fixed_runs(tmp_path, capsys):
+    root = tmp_path / "sweep"
+    for i in range(3):
+        fake_run(root / "smax-3m" / f"m{i}", seeds=2, offset=0.0)
+        fake_run(root / "smax-3m" / f"h{i}", seeds=2, offset=1.0, algo="happo", share_actor=False)
+    out, js = tmp_path / "rep", tmp_path / "me" / "results.json"
+    assert main(["report", str(root), "--out", str(out), "--boot", "300", "--marl-eval-json", str(js)]) == 0
+    for f in ("report.md", "final.csv", "improvement.csv", "curves.csv", "profiles.csv", "runs.csv", "curves.png",
+              "final.png", "improvement.png", "profiles.png"):
+        assert (out / f).stat().st_size > 0, f
+    import pandas as pd
+
+    final = pd.read_csv(out / "final.csv")
+    runs = pd.read_csv(out / "runs.csv")
+    assert len(runs) == 12
+    for g in ("mappo", "happo"):
+        scores = runs[runs.group == g].final.to_numpy()
+        # eval source: a seed's final score is the mean over the last checkpoint's episodes
+        row = final[(final.group == g) & (final.task == "pooled")].iloc[0]
+        assert row.iqm == pytest.approx(np_iqm(scores)) and row.lo <= row.iqm <= row.hi and row.runs == 6
+        assert row["mean"] == pytest.approx(scores.mean())
+    poi = pd.read_csv(out / "improvement.csv").iloc[0]  # groups in the order found: h0.. before m0..
+    assert (poi.x, poi.y) == ("happo", "mappo") and poi.p_x_better > 0.5  # happo's scores are offset by +1
+    data = json.loads(js.read_text())
+    check_marl_eval_layout(data)
+    algos = data["smax"]["3m"]
+    assert set(algos) == {"mappo", "happo"} and len(algos["mappo"]) == 6
+    first = algos["mappo"]["m0_seed_1"]
+    z = np.load(root / "smax-3m" / "m0" / "eval" / "greedy.npz")
+    assert first["step_1"]["return"] == pytest.approx(z["returns"][1, 1].tolist())
+    assert first["step_1"]["win_rate"] == pytest.approx([z["won"][1, 1].mean()])
+    assert first["absolute_metrics"]["return"] == first["step_1"]["return"]
+    assert [first[f"step_{k}"]["step_count"] for k in range(2)] == z["env_steps"].tolist()
+    # training source: final score = mean of the last 10% of updates (here the last one)
+    out2 = tmp_path / "rep2"
+    assert main(["report", str(root / "smax-3m" / "m0"), str(root / "smax-3m" / "m1"), "--source", "train",
+                 "--group-by", "history", "--out", str(out2), "--boot", "50"]) == 0
+    runs2 = pd.read_csv(out2 / "runs.csv")
+    assert runs2.final.tolist() == pytest.approx([1.0, 1.1, 1.0, 1.1])
+    curve = pd.read_csv(out2 / "curves.csv")
+    assert curve[curve.group == "m0"].env_steps.tolist() == [u * 128 for u in range(1, 11)]
+
+
+def test_report_errors(tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    assert "no runs in" in _error(capsys, ["report", str(tmp_path / "empty")])
+    assert "does not exist" in _error(capsys, ["report", str(tmp_path / "nope")])
+    a = fake_run(tmp_path / "a")
+    b = fake_run(tmp_path / "b", env="mpe:simple_spread")
+    err = _error(capsys, ["report", str(a), str(b), "--out", str(tmp_path / "r")])
+    assert "2 envs" in err and "--group-by" in err
+    assert "did you mean network.hidden" in _error(capsys, ["report", str(a), "--group-by", "network.hiden"])
+    c = fake_run(tmp_path / "c", evals=False)
+    assert "marl eval" in _error(capsys, ["report", str(c), "--marl-eval-json", str(tmp_path / "x.json"), "--out",
+                                          str(tmp_path / "r2")])
+    assert "win rate" in _error(capsys, ["report", str(b), "--metric", "win_rate"])
+    # across envs with --group-by: returns are normalised per env, envs are the bootstrap's strata
+    assert main(["report", str(a), str(b), "--group-by", "algo", "--out", str(tmp_path / "r3"), "--boot", "20"]) == 0
+    assert "normalised" in (tmp_path / "r3" / "report.md").read_text()
+
+
+def test_eval_all_steps_then_report(tiny_run, tmp_path, capsys):
+    run = tmp_path / "a"
+    shutil.copytree(tiny_run, run)
+    assert main(["eval", str(run), "--all-steps", "--episodes", "4"]) == 0
+    z = np.load(run / "eval" / "greedy.npz")
+    assert z["steps"].tolist() == [2, 4] and z["returns"].shape == (2, 2, 4) and z["won"].dtype == bool
+    assert main(["eval", f"{run}/checkpoints/4#1", "--episodes", "4", "--json", str(tmp_path / "e.json")]) == 0
+    one = np.load(tmp_path / "e.npz")
+    assert one["returns"].shape == (1, 1, 4) and one["seeds"].tolist() == [1]
+    # same episodes (same eval seed) as the all-steps table's seed 1 at step 4
+    np.testing.assert_allclose(one["returns"][0, 0], z["returns"][1, 1])
+    rep = json.loads((tmp_path / "e.json").read_text())
+    assert rep["step"] == 4 and rep["seeds"][0]["return"] == pytest.approx(float(one["returns"].mean()))
+    # a second "group": the same run with another lr in its config (reporting reads only its files)
+    other = tmp_path / "b"
+    shutil.copytree(run, other)
+    cfg = (other / "config.toml").read_text()
+    (other / "config.toml").write_text(re.sub(r"(?m)^lr = .*$", "lr = 0.001", cfg))
+    js = tmp_path / "marl_eval.json"
+    capsys.readouterr()
+    assert main(["report", str(run), str(other), "--group-by", "lr", "--out", str(tmp_path / "rep"), "--boot", "100",
+                 "--marl-eval-json", str(js)]) == 0
+    data = json.loads(js.read_text())
+    check_marl_eval_layout(data)
+    assert set(data["smax"]["3m"]) == {"lr=0.002", "lr=0.001"}
+    assert (tmp_path / "rep" / "curves.png").exists() and "IQM" in (tmp_path / "rep" / "report.md").read_text()
+    assert "--all-steps evaluates every" in _error(capsys, ["eval", f"{run}/checkpoints/2", "--all-steps"])
