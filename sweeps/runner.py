@@ -100,7 +100,7 @@ def points(sweep: dict) -> list[tuple[str, str | None, str, dict]]:
         vkeys = {k: x for k, x in flat(variants[v]).items() if k != INIT_FROM} if v else {}
         for combo in itertools.product(*(grid[k] for k in keys)):
             g = dict(zip(keys, combo))
-            glabel = ",".join(f"{k}-{_fmt(x)}" for k, x in g.items())
+            glabel = "+".join(f"{k}-{_fmt(x)}" for k, x in g.items())
             out.append(("/".join(x for x in (v, glabel) if x), v, glabel, {**vkeys, **g}))
     return out
 
