@@ -12,7 +12,9 @@ error: the folder holds another run); a done run is skipped, a stopped one resum
 its first checkpoint restarted (``marl/runlock.py``: the same rule as ``marl train --resume-if-exists``).
 Each run trains in its own subprocess (``marl train``), which holds the folder's lock while it trains,
 so a crash or hang in one cannot take the sweep down, two workers never train the same folder, and no
-process restores a checkpoint after training another. Executors (``sweeps/executors.py``): ``local``
+process restores a checkpoint after training another (a warm start restored in the process that had
+just trained its source was seen to hang in ``checkpoint.restore_state``; its cause was not found, and
+one process per run sidesteps it). Executors (``sweeps/executors.py``): ``local``
 (at most ``--jobs K`` subprocesses at a time) and ``ray`` (one task per run, sources as dependencies).
 A probe job is reused only when its JSON records the same checkpoints and probe settings.
 """

@@ -286,3 +286,26 @@ def test_sigkill_driver_then_rerun_completes_every_run_once(tmp_path):
         assert updates == list(range(1, 13)) and ckpt.steps(run)[-1] == 12  # nothing lost, nothing twice
         assert (run / "DONE").exists() and not (run / ".lock").exists()
     assert [e["mode"] for e in runlock.read_log(c_run) if e["event"] == "acquire"] == ["new", "resume"]
+
+
+def test_status_table_lines_and_progress(tmp_path):
+    from sweeps.executors import Status, Task, fraction_done
+
+    out = tmp_path / "r"
+    out.mkdir()
+    (out / "metrics.jsonl").write_text('{"update": 1}\n{"update": 2}\n')
+    task = Task("env/x", ["python", "-m", "marl.cli"], (), out, 8)
+    assert fraction_done(task) == 0.25 and fraction_done(Task("y", [], (), tmp_path / "none", 8)) == 0.0
+    lines = []
+    with Status([task], live=False, echo=lines.append) as st:
+        st.set("env/x", "training")
+        st.set("env/x", "training")  # no change, no line
+        st.set("env/x", "done")
+    assert lines[0] == "[0/1] training env/x" and lines[1].startswith("[1/1] done env/x (")
+    assert len(lines) == 2
+    from rich.console import Console
+
+    console = Console(record=True, width=100)
+    console.print(st._table())
+    text = console.export_text()
+    assert "env/x" in text and "25%" in text and "done" in text
