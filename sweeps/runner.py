@@ -269,11 +269,14 @@ def train_command(run: PlannedRun, python: str | None = None) -> list[str]:
     """The one command that trains, resumes or skips a run (``marl train --resume-if-exists``); its
     config file is written beside the run folder. Paths are absolute, for workers with another cwd."""
     out = run.out.resolve()
-    out.parent.mkdir(parents=True, exist_ok=True)
     cfg_file = out.parent / f".{out.name}.config.toml"
     tmp = out.parent / f".{out.name}.config.toml.{os.getpid()}"
-    run.config.to_toml(tmp)
-    os.replace(tmp, cfg_file)  # atomic: a concurrent driver never reads half a file
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        run.config.to_toml(tmp)
+        os.replace(tmp, cfg_file)  # atomic: a concurrent driver never reads half a file
+    except OSError as e:  # a read-only filesystem (where the permission check above cannot tell)
+        raise UserError(f"sweep output {out.parent} is not writable ({e.strerror}); pick another --out") from None
     cmd = [python or sys.executable, "-m", "marl.cli", "train", "--config", str(cfg_file), "--out", str(out),
            "--resume-if-exists", "--quiet"]
     if run.init_from:
@@ -345,14 +348,14 @@ def run_sweep(runs: list[PlannedRun], progress: bool = True, echo=print, sweep: 
                             f"(a SLURM array: make this task depend on that one)")
     if executor == "ray":
         executors.check_ray(address)  # Ray missing or the cluster unreachable: refused before anything runs
+    pending = [r for r in todo if states[r.name] != "done"]
+    names = {r.name for r in pending}
+    tasks = [executors.Task(r.name, train_command(r), tuple(d.name for d in [source_of(r, runs)] if d and d.name in names),
+                            r.out.resolve(), r.config.num_updates) for r in pending]  # (an unwritable --out fails here)
     for r in todo:
         st = states[r.name]
         echo(("skip (done) " if st == "done" else "resume " if st == "resume" else "train ") + describe(r))
-    pending = [r for r in todo if states[r.name] != "done"]
     if pending:
-        names = {r.name for r in pending}
-        tasks = [executors.Task(r.name, train_command(r), tuple(d.name for d in [source_of(r, runs)] if d and d.name in names),
-                                r.out.resolve(), r.config.num_updates) for r in pending]
         if executor == "ray":
             failed = executors.train_ray(tasks, resources(sweep or {}), address, echo)
         else:
