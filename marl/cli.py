@@ -75,9 +75,17 @@ def _cmd_train(args) -> int:
         else:
             cfg = build_config(args)
         out = Path(args.out or f"runs/{cfg.env.replace(':', '-')}-{args.history or cfg.algo}")
+    resume = bool(args.resume)
+    if args.resume_if_exists and not resume:  # a requeued job continues its folder (same config only)
+        from marl.runlock import resume_mode
+
+        resume = resume_mode(out, cfg)
+        if resume is None:
+            print(f"run {out} is already done ({cfg.num_updates} updates); nothing to train")
+            return 0
     print(f"run {out}: {cfg.env} {cfg.algo}{'' if cfg.share_actor else ' (separate actors)'}, "
           f"{cfg.num_seeds} seed(s), {cfg.num_updates} updates of {cfg.steps_per_update} env steps")
-    train_run(cfg, out, resume=bool(args.resume), init_from=args.init_from, progress=not args.quiet)
+    train_run(cfg, out, resume=resume, init_from=args.init_from, progress=not args.quiet, devices=args.devices)
     print(f"saved {out}")
     return 0
 
@@ -134,6 +142,9 @@ def make_parser() -> argparse.ArgumentParser:
     t.add_argument("--out", help="run folder (default runs/<env>-<algo>)")
     t.add_argument("--resume", metavar="RUN", help="continue a stopped run from its last checkpoint")
     t.add_argument("--init-from", metavar="RUN[/checkpoints/STEP][#SEED]", help="warm start from another run")
+    t.add_argument("--resume-if-exists", action="store_true",
+                   help="if --out holds this same config, continue it (or do nothing when it is done)")
+    t.add_argument("--devices", type=int, help="local devices to shard the seeds over (default: all that divide the seeds)")
     t.add_argument("--quiet", action="store_true", help="no progress bar")
     t.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides, e.g. lr=1e-3 network.hidden=64")
     t.set_defaults(func=_cmd_train)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import shutil
 import signal
 import time
 from pathlib import Path
@@ -15,7 +16,9 @@ import numpy as np
 
 from envs.errors import UserError
 from marl import checkpoint as ckpt
+from marl import sharding
 from marl.config import TrainConfig
+from marl.runlock import RunLock
 from marl.team import tile
 from marl.trainer import Trainer, TrainState, make_trainer, seed_keys
 
@@ -98,15 +101,34 @@ def warm_start(trainer: Trainer, state: TrainState, source: str) -> tuple[TrainS
 
 
 def train_run(config: TrainConfig, out: str | Path, *, resume: bool = False, init_from: str | None = None,
-              progress: bool = True, stop_after_chunks: int | None = None) -> Path:
+              progress: bool = True, stop_after_chunks: int | None = None, devices: int | None = None) -> Path:
     """Train (or resume) the run in ``out``; returns the run folder.
 
+    The folder's lock is held while it trains and the done marker written when it finishes
+    (``marl/runlock.py``); the seed axis is sharded over ``devices`` local devices (``marl/sharding.py``).
     ``stop_after_chunks`` stops early as an interruption would (for tests of exact resume).
     """
     out = Path(out)
+    num_devices = sharding.device_count(config.num_seeds, devices)
+    if not resume and ((out / ckpt.CONFIG_FILE).exists() or ckpt.steps(out)):
+        raise UserError(f"run folder {out} already exists; resume it with --resume {out} or pick another --out")
+    if resume:
+        ckpt.parse_ref(out)  # a missing run folder is named as such before the lock creates it
+    created = not out.exists()
+    try:
+        with RunLock(out, "resume" if resume else "new") as lock:
+            return _train_locked(config, out, resume, init_from, progress, stop_after_chunks, num_devices, lock)
+    except BaseException:
+        if created and not (out / ckpt.CONFIG_FILE).exists():  # refused before it started: leave no folder
+            shutil.rmtree(out, ignore_errors=True)
+        raise
+
+
+def _train_locked(config, out, resume, init_from, progress, stop_after_chunks, num_devices, lock) -> Path:
     trainer = make_trainer(config)
     init = jax.jit(trainer.init_seeds)
     chunk = jax.jit(jax.vmap(trainer.chunk), donate_argnums=0)
+    seeds_on = sharding.seed_sharding(num_devices)
     metrics_path = out / ckpt.METRICS_FILE
     parent = None
     if resume:
@@ -115,15 +137,16 @@ def train_run(config: TrainConfig, out: str | Path, *, resume: bool = False, ini
         meta = ckpt.read_meta(out, step)
         ckpt.check_format(meta, f"{out}/{ckpt.CKPT_DIR}/{step}")
         parent = meta.get("parent")
-        abstract = jax.eval_shape(init, seed_keys(config))
-        state = jax.tree.map(jnp.asarray, ckpt.restore_state(out, step, abstract))
+        abstract = sharding.abstract(jax.eval_shape(init, seed_keys(config)), seeds_on)
+        state = sharding.shard(jax.tree.map(jnp.asarray, ckpt.restore_state(out, step, abstract)), seeds_on)
         _truncate_metrics(metrics_path, step)
     else:
-        if (out / ckpt.CONFIG_FILE).exists() or ckpt.steps(out):
+        if (out / ckpt.CONFIG_FILE).exists() or ckpt.steps(out):  # again, now that the lock is held
             raise UserError(f"run folder {out} already exists; resume it with --resume {out} or pick another --out")
         state = init(seed_keys(config))
         if init_from:
             state, parent = warm_start(trainer, state, init_from)
+        state = sharding.shard(state, seeds_on)
         out.mkdir(parents=True, exist_ok=True)
         config.to_toml(out / ckpt.CONFIG_FILE)
         metrics_path.write_text("")
@@ -147,6 +170,9 @@ def train_run(config: TrainConfig, out: str | Path, *, resume: bool = False, ini
                 bar.advance(update, metrics, time.time() - t0)
                 if (c + 1) % config.checkpoint_every == 0 or c + 1 == config.num_chunks:
                     ckpt.save(mngr, update, state, ckpt.make_meta(config, trainer.spec, update, parent))
+                    if update >= config.num_updates:
+                        lock.done(update)
+                lock.heartbeat()
                 done_chunks += 1
                 if stop_after_chunks is not None and done_chunks >= stop_after_chunks:
                     break

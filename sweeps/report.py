@@ -34,7 +34,7 @@ def job_row(job) -> dict:
     """One probe job's figures (return unless named): endpoints, barriers, aligned barrier, team probes."""
     rep = json.loads((job.out / "barrier.json").read_text())
     r = rep["naive"]["return"]
-    row = {"env": job.env, "pair": job.pair, "a": f"{job.a.history}#{job.seed_a}", "b": f"{job.b.history}#{job.seed_b}",
+    row = {"env": job.stratum, "pair": job.pair, "a": f"{job.a.history}#{job.seed_a}", "b": f"{job.b.history}#{job.seed_b}",
            "R(A)": r["mean"][0], "R(B)": r["mean"][-1]}
     for name, key in (("barrier", "barrier"), ("midpoint", "midpoint"), ("max", "barrier_max")):
         row[name], row[f"{name}_lo"], row[f"{name}_hi"] = _cell(r, key)

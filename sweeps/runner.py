@@ -1,36 +1,39 @@
-"""Run a sweep file: train runs -> probe pairs -> report, one rule for reusing finished work.
+"""Plan and run a sweep file: train runs -> probe pairs -> report, one rule for reusing finished work.
 
-The file format is documented at the top of ``sweeps/histories.toml`` (training) and
-``sweeps/connectivity.toml`` (probe pairs and the report). Runs go to ``OUT/<env>/<history>`` (``:``
-in env names becomes ``-``); probe jobs to ``OUT/<env>/probes/<A>-s<i>_vs_<B>-s<j>``; the report to the
-file's ``[report] out``. Within an env, ``shared`` (S) trains first and the histories that start from
-S start from its folder.
+The file format is documented at the top of ``sweeps/histories.toml`` (training, grids, variants) and
+``sweeps/connectivity.toml`` (probe pairs and the report); ``sweeps/schema.py`` checks it. Runs go to
+``OUT/<env>[/<variant>][/<grid point>]/<history>`` (``:`` in env names becomes ``-``); probe jobs to
+``<that point>/probes/<A>-s<i>_vs_<B>-s<j>``; the report to the file's ``[report] out``. Warm-start
+edges: the histories that continue ``shared`` (S) start from S of the same env and point; a variant with
+``init_from = "OTHER"`` starts each of its runs from OTHER's run of the same env, grid point and history.
 
 Reuse: a run folder is reused only when its ``config.toml`` equals the planned config (else a one-line
-error: the folder holds another run); a finished run is skipped, a stopped one resumed, one stopped
-before its first checkpoint restarted. A probe job is reused only when its JSON records the same
-checkpoints and probe settings. Each run trains in its own subprocess (``marl train``), so a crash or
-hang in one cannot take the sweep down, and no process restores a checkpoint after training another.
+error: the folder holds another run); a done run is skipped, a stopped one resumed, one stopped before
+its first checkpoint restarted (``marl/runlock.py``: the same rule as ``marl train --resume-if-exists``).
+Each run trains in its own subprocess (``marl train``), which holds the folder's lock while it trains,
+so a crash or hang in one cannot take the sweep down, two workers never train the same folder, and no
+process restores a checkpoint after training another (a warm start restored in the process that had
+just trained its source was seen to hang in ``checkpoint.restore_state``; its cause was not found, and
+one process per run sidesteps it). Executors (``sweeps/executors.py``): ``local``
+(at most ``--jobs K`` subprocesses at a time) and ``ray`` (one task per run, sources as dependencies).
+A probe job is reused only when its JSON records the same checkpoints and probe settings.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
-import subprocess
+import os
 import sys
 from pathlib import Path
 
 from envs.errors import UserError
-from marl.config import TrainConfig, _split, read_toml
+from marl.config import TrainConfig, _split
+from marl.runlock import folder_state
 from sweeps.histories import HISTORIES, SOURCE, get_history, history_config
+from sweeps.schema import INIT_FROM, flat, load_sweep, resources, variant_order  # noqa: F401  (load_sweep: the runner's API)
 
-TOP_KEYS = ("out", "envs", "histories", "config", "env", "history", "probe", "pairs", "report",
-            "allow_unequal_budgets")
-PROBE_SETTINGS = ("alphas", "episodes", "boot", "eval_seed", "align", "teams", "team_episodes", "max_perms", "team_batch")
-PROBE_KEYS = PROBE_SETTINGS + ("env",)  # [probe.env."NAME"]: settings for one env
-PAIR_KEYS = ("a", "b", "seeds", "align", "teams", "name")
-REPORT_KEYS = ("out", "metric", "connected", "separated", "threshold", "title")
 PROBE_DEFAULTS = dict(alphas=21, episodes=256, boot=2000, eval_seed=12345, align=False, teams=False,
                       team_episodes=0, max_perms=720, team_batch=0)
 
@@ -41,11 +44,13 @@ class PlannedRun:
     history: str
     out: Path
     config: TrainConfig
-    init_from: str | None  # S's run folder for continuations
+    init_from: str | None  # the source run's folder (S for continuations, a variant's source)
+    point: str = ""  # variant / grid point ("" when the sweep has neither)
+    name: str = ""  # the run's id: its folder below the sweep's root (``marl sweep --only NAME``)
 
     @property
     def total_steps(self) -> int:
-        """Env steps per seed including the source's (a continuation of S carries S's steps)."""
+        """Env steps per seed of this run alone (``budget`` adds its sources')."""
         return self.config.num_updates * self.config.steps_per_update
 
 
@@ -72,90 +77,109 @@ class ProbeJob:
     def label(self) -> str:
         return f"{self.a.history}#{self.seed_a} vs {self.b.history}#{self.seed_b}"
 
-
-def load_sweep(path: str | Path) -> dict:
-    """Parse and validate a sweep file (unknown keys are named, with the keys allowed)."""
-    data = read_toml(path, "sweep file")
-    _known(data, TOP_KEYS, f"sweep file {path}")
-    for k in ("envs", "histories"):
-        if not isinstance(data.get(k), list) or not data[k]:
-            raise UserError(f"sweep file {path}: {k} must be a non-empty list")
-    for k in ("config", "env", "history", "probe", "report"):
-        if k in data and not isinstance(data[k], dict):
-            raise UserError(f"sweep file {path}: [{k}] must be a table")
-    for h in data.get("history", {}):
-        get_history(h)  # a misspelt [history.NAME] table is an error, not ignored
-    _known(data.get("probe", {}), PROBE_KEYS, f"sweep file {path}: [probe]")
-    for env, table in data.get("probe", {}).get("env", {}).items():
-        if env not in data["envs"]:
-            raise UserError(f"sweep file {path}: [probe.env.{env!r}] names an env that is not in envs")
-        _known(table, PROBE_SETTINGS, f"sweep file {path}: [probe.env.{env!r}]")
-    _known(data.get("report", {}), REPORT_KEYS, f"sweep file {path}: [report]")
-    pairs = data.get("pairs", [])
-    if not isinstance(pairs, list) or not all(isinstance(p, dict) for p in pairs):
-        raise UserError(f"sweep file {path}: pairs must be [[pairs]] tables with a, b and seeds")
-    for p in pairs:
-        _known(p, PAIR_KEYS, f"sweep file {path}: [[pairs]]")
-        for k in ("a", "b"):
-            if k not in p:
-                raise UserError(f"sweep file {path}: a [[pairs]] table has no {k!r} (the history names to compare)")
-    if pairs and "report" in data and "out" not in data["report"]:
-        raise UserError(f"sweep file {path}: [report] needs out (the folder of the summary)")
-    return data
-
-
-def _known(table: dict, keys, where: str) -> None:
-    import difflib
-
-    for k in table:
-        if k not in keys:
-            close = difflib.get_close_matches(k, keys, n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else f" (keys: {', '.join(keys)})"
-            raise UserError(f"{where}: unknown key {k!r}{hint}")
-
-
-def _flat(table: dict, prefix: str = "") -> dict:
-    """{"lr": 1e-3, "network": {"hidden": 64}} -> {"lr": 1e-3, "network.hidden": 64}."""
-    out = {}
-    for k, v in table.items():
-        if isinstance(v, dict):
-            out.update(_flat(v, f"{prefix}{k}."))
-        else:
-            out[f"{prefix}{k}"] = v
-    return out
+    @property
+    def stratum(self) -> str:
+        """The report's stratum: the env, and the variant / grid point when the sweep has them."""
+        return f"{self.env} [{self.a.point}]" if self.a.point else self.env
 
 
 def _root(sweep: dict, out) -> Path:
     return Path(out or sweep.get("out", "runs/sweep"))
 
 
+def _fmt(v) -> str:
+    return f"{v:g}" if isinstance(v, float) else str(v).lower() if isinstance(v, bool) else str(v)
+
+
+def points(sweep: dict) -> list[tuple[str, str | None, str, dict]]:
+    """(folder label, variant or None, grid label, config keys) for every variant x grid point, each
+    variant after the variant it starts from."""
+    variants = sweep.get("variants", {})
+    grid = flat(sweep.get("grid", {}))
+    keys = list(grid)
+    out = []
+    for v in variant_order(variants) or [None]:
+        vkeys = {k: x for k, x in flat(variants[v]).items() if k != INIT_FROM} if v else {}
+        for combo in itertools.product(*(grid[k] for k in keys)):
+            g = dict(zip(keys, combo))
+            glabel = "+".join(f"{k}-{_fmt(x)}" for k, x in g.items())
+            out.append(("/".join(x for x in (v, glabel) if x), v, glabel, {**vkeys, **g}))
+    return out
+
+
 def plan(sweep: dict, out: str | Path | None = None, overrides: list[str] | tuple = ()) -> list[PlannedRun]:
-    """The runs of a sweep, in the order they must run. Config layers (later wins): ``[config]``,
-    ``[env."NAME"]``, ``[history.NAME]``, then ``overrides`` (``key=value``), then the history itself
-    (algo, sharing, continuation seed)."""
+    """The runs of a sweep, in an order where every source comes before the runs that start from it.
+    Config layers (later wins): ``[config]``, ``[env."NAME"]``, ``[history.NAME]``, the variant, the grid
+    point, then ``overrides`` (``key=value``), then the history itself (algo, sharing, continuation seed)."""
     root = _root(sweep, out)
     histories = list(sweep["histories"])
     for h in histories:
         get_history(h)  # UserError on a bad name
     if len(set(histories)) != len(histories):
         raise UserError("sweep: a history is listed twice")
+    if len(set(sweep["envs"])) != len(sweep["envs"]):
+        raise UserError("sweep: an env is listed twice")
     needs_source = [h for h in histories if get_history(h).from_shared]
     if needs_source and SOURCE not in histories:
         raise UserError(f"sweep: {', '.join(needs_source)} start from the {SOURCE!r} history's checkpoint; "
                         f"add {SOURCE!r} to histories")
     histories.sort(key=lambda h: (h != SOURCE, HISTORIES.index(h)))
     cli = dict(_split(o) for o in overrides)
+    variants = sweep.get("variants", {})
     runs = []
     for env in sweep["envs"]:
-        folder = root / str(env).replace(":", "-")
-        for h in histories:
-            layers = {**_flat(sweep.get("config", {})), "env": env,
-                      **_flat(sweep.get("env", {}).get(env, {})), **_flat(sweep.get("history", {}).get(h, {})), **cli}
-            base = TrainConfig().with_overrides(layers)
-            init_from = str(folder / SOURCE) if get_history(h).from_shared else None
-            cfg, init_from = history_config(h, base, init_from, check_source=False)
-            runs.append(PlannedRun(env=env, history=h, out=folder / h, config=cfg, init_from=init_from))
+        env_dir = str(env).replace(":", "-")
+        for label, variant, glabel, keys in points(sweep):
+            folder = root / env_dir / label if label else root / env_dir
+            for h in histories:
+                layers = {**flat(sweep.get("config", {})), "env": env, **flat(sweep.get("env", {}).get(env, {})),
+                          **flat(sweep.get("history", {}).get(h, {})), **keys, **cli}
+                where = f"sweep run {env_dir}/{label + '/' if label else ''}{h}"
+                try:
+                    base = TrainConfig().with_overrides(layers)
+                except UserError as e:
+                    raise UserError(f"{where}: {e}") from None
+                init_from = str(folder / SOURCE) if get_history(h).from_shared else None
+                cfg, init_from = history_config(h, base, init_from, check_source=False)
+                src_variant = variants.get(variant, {}).get(INIT_FROM) if variant else None
+                if src_variant:  # warm-start edge between variants: the same env, grid point and history
+                    init_from = str(root / env_dir / "/".join(x for x in (src_variant, glabel) if x) / h)
+                name = f"{env_dir}/{label + '/' if label else ''}{h}"
+                runs.append(PlannedRun(env=env, history=h, out=folder / h, config=cfg, init_from=init_from,
+                                       point=label, name=name))
+    known = {str(r.out) for r in runs}
+    for r in runs:
+        if r.init_from is not None and r.init_from not in known:  # (the schema makes this impossible)
+            raise UserError(f"sweep run {r.name}: warm-start edge to {r.init_from}, which is not a run of this sweep")
     return runs
+
+
+def source_of(run: PlannedRun, runs: list[PlannedRun]) -> PlannedRun | None:
+    """The planned run ``run`` starts from (None for runs from scratch)."""
+    return next((r for r in runs if str(r.out) == run.init_from), None) if run.init_from else None
+
+
+def select(runs: list[PlannedRun], only: str) -> list[PlannedRun]:
+    """``--only``: run names (``smax-3m/shared``), or 0-based indices in plan order (a SLURM array's
+    ``$SLURM_ARRAY_TASK_ID``), comma-separated."""
+    picked = []
+    for item in (x.strip() for x in str(only).split(",") if x.strip()):
+        if item.isdigit():
+            if int(item) >= len(runs):
+                raise UserError(f"--only {item}: the sweep has {len(runs)} run(s), indices 0..{len(runs) - 1}")
+            picked.append(runs[int(item)])
+            continue
+        match = [r for r in runs if r.name == item.strip("/")]
+        if not match:
+            import difflib
+
+            close = difflib.get_close_matches(item, [r.name for r in runs], n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else " (marl sweep FILE --dry-run lists them)"
+            raise UserError(f"--only {item}: no such run in the sweep{hint}")
+        picked += match
+    if not picked:
+        raise UserError("--only needs a run name or index")
+    return list(dict.fromkeys(picked))
 
 
 def budget(run: PlannedRun, runs: list[PlannedRun]) -> int:
@@ -195,7 +219,8 @@ def plan_probes(sweep: dict, runs: list[PlannedRun]) -> list[ProbeJob]:
             for k in ("episodes", "boot"):
                 if not isinstance(probe[k], int) or probe[k] < 2:
                     raise UserError(f"sweep [probe] ({env}): {k} must be an integer >= 2, got {probe[k]!r}")
-    by = {(r.env, r.history): r for r in runs}
+    by = {(r.env, r.point, r.history): r for r in runs}
+    cells = list(dict.fromkeys((r.env, r.point) for r in runs))  # every env x variant x grid point
     jobs = []
     budgets = {}
     for p in pairs:
@@ -205,23 +230,25 @@ def plan_probes(sweep: dict, runs: list[PlannedRun]) -> list[ProbeJob]:
             get_history(h)
             if h not in sweep["histories"]:
                 raise UserError(f"{where}: history {h!r} is not in the sweep's histories ({', '.join(sweep['histories'])})")
-        for env in sweep["envs"]:
-            a, b = by[(env, p["a"])], by[(env, p["b"])]
+        for env, point in cells:
+            a, b = by[(env, point, p["a"])], by[(env, point, p["b"])]
             n = min(a.config.num_seeds, b.config.num_seeds)
             for sa, sb in _seed_pairs(p.get("seeds", "same"), n, p["a"] == p["b"], where):
-                budgets[(env, name)] = (budget(a, runs), budget(b, runs))
+                budgets[(env, point, name)] = (budget(a, runs), budget(b, runs))
                 out = a.out.parent / "probes" / f"{a.history}-s{sa}_vs_{b.history}-s{sb}"
                 settings = {**by_env[env], **{k: p[k] for k in ("align", "teams") if k in p}}
                 jobs.append(ProbeJob(env, name, a, b, sa, sb, out, settings))
     if not sweep.get("allow_unequal_budgets", False):
-        for (env, name), (ba, bb) in budgets.items():
+        for (env, point, name), (ba, bb) in budgets.items():
             if ba != bb:
-                raise UserError(f"sweep pair {name!r} on {env}: unequal budgets ({ba:,} vs {bb:,} env steps per team, "
+                at = f"{env} [{point}]" if point else env
+                raise UserError(f"sweep pair {name!r} on {at}: unequal budgets ({ba:,} vs {bb:,} env steps per team, "
                                 f"sources included); equalise total_steps or set allow_unequal_budgets = true")
-        totals = {v for pair in budgets.values() for v in pair}
-        if len(totals) > 1:
-            raise UserError(f"sweep pairs compare teams of different budgets ({', '.join(f'{t:,}' for t in sorted(totals))} "
-                            f"env steps); equalise total_steps or set allow_unequal_budgets = true")
+        for cell in cells:
+            totals = {v for (e, pt, _), pair in budgets.items() if (e, pt) == cell for v in pair}
+            if len(totals) > 1:
+                raise UserError(f"sweep pairs compare teams of different budgets ({', '.join(f'{t:,}' for t in sorted(totals))} "
+                                f"env steps); equalise total_steps or set allow_unequal_budgets = true")
     return jobs
 
 
@@ -238,43 +265,23 @@ def describe(run: PlannedRun) -> str:
             f"seed {c.seed} x {c.num_seeds}, {c.num_updates} updates of {c.steps_per_update} env steps{src}")
 
 
-def _state(run: PlannedRun) -> str:
-    """'new', 'resume' or 'done' for a run folder (UserError if it holds a different config)."""
-    from marl import checkpoint as ckpt
-
-    cfg_file = run.out / ckpt.CONFIG_FILE
-    if not cfg_file.exists():
-        return "new"
-    saved = TrainConfig.from_toml(cfg_file)
-    if saved != run.config:
-        raise UserError(f"{run.out} holds a run with another config; pick another --out or remove it")
-    steps = ckpt.steps(run.out)
-    if not steps:  # stopped before its first checkpoint: start it again
-        cfg_file.unlink()
-        (run.out / ckpt.METRICS_FILE).unlink(missing_ok=True)
-        return "new"
-    return "done" if steps[-1] >= run.config.num_updates else "resume"
-
-
-def train(run: PlannedRun, state: str, progress: bool = False) -> None:
-    """Train (or resume) one run in its own process with the ``marl`` command."""
-    cmd = [sys.executable, "-m", "marl.cli", "train"]
-    if state == "resume":
-        cmd += ["--resume", str(run.out)]
-    else:
-        run.out.parent.mkdir(parents=True, exist_ok=True)
-        cfg_file = run.out.parent / f".{run.history}.config.toml"
-        run.config.to_toml(cfg_file)
-        cmd += ["--config", str(cfg_file), "--out", str(run.out)]
-        if run.init_from:
-            cmd += ["--init-from", run.init_from]
-    if not progress:
-        cmd.append("--quiet")
-    proc = subprocess.run(cmd, stderr=subprocess.PIPE, text=True)
-    if proc.returncode != 0:
-        lines = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()]
-        raise UserError(f"training {run.out} failed ({lines[-1] if lines else f'exit {proc.returncode}'}); "
-                        f"fix it and run the sweep again (finished runs are kept)")
+def train_command(run: PlannedRun, python: str | None = None) -> list[str]:
+    """The one command that trains, resumes or skips a run (``marl train --resume-if-exists``); its
+    config file is written beside the run folder. Paths are absolute, for workers with another cwd."""
+    out = run.out.resolve()
+    cfg_file = out.parent / f".{out.name}.config.toml"
+    tmp = out.parent / f".{out.name}.config.toml.{os.getpid()}"
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        run.config.to_toml(tmp)
+        os.replace(tmp, cfg_file)  # atomic: a concurrent driver never reads half a file
+    except OSError as e:  # a read-only filesystem (where the permission check above cannot tell)
+        raise UserError(f"sweep output {out.parent} is not writable ({e.strerror}); pick another --out") from None
+    cmd = [python or sys.executable, "-m", "marl.cli", "train", "--config", str(cfg_file), "--out", str(out),
+           "--resume-if-exists", "--quiet"]
+    if run.init_from:
+        cmd += ["--init-from", str(Path(run.init_from).resolve())]
+    return cmd
 
 
 def _probe_settings(job: ProbeJob) -> dict:
@@ -309,24 +316,55 @@ def run_probe(job: ProbeJob, echo=print) -> Path:
     return job.out
 
 
-def run_sweep(runs: list[PlannedRun], progress: bool = True, echo=print, sweep: dict | None = None,
-              jobs: list[ProbeJob] | None = None) -> list[Path]:
-    """Train every planned run (skipping finished ones, resuming stopped ones), then the probe jobs,
-    then the report (when the sweep has ``[report]``). Returns the run folders."""
-    for r in runs:  # every folder checked before anything trains
+def check_out(runs: list[PlannedRun]) -> None:
+    """Every run folder can be made: no file in the way, a writable folder above it."""
+    for r in runs:
         for parent in (r.out, *r.out.parents):
             if parent.exists():
                 if not parent.is_dir():
                     raise UserError(f"sweep output {parent} exists and is not a folder; pick another --out")
+                if not os.access(parent, os.W_OK | os.X_OK):
+                    raise UserError(f"sweep output {parent} is not writable; pick another --out")
                 break
-    states = [_state(r) for r in runs]
-    done = []
-    for r, state in zip(runs, states):
-        echo(("skip (done) " if state == "done" else "resume " if state == "resume" else "train ") + describe(r))
-        if state != "done":
-            train(r, state, progress)
-        done.append(r.out)
-    if sweep is not None and jobs:
+
+
+def run_sweep(runs: list[PlannedRun], progress: bool = True, echo=print, sweep: dict | None = None,
+              jobs: list[ProbeJob] | None = None, executor: str = "local", max_jobs: int = 1,
+              address: str | None = None, only: str | None = None) -> list[Path]:
+    """Train the planned runs (done ones skipped, stopped ones resumed) with ``executor``, then the
+    probe jobs, then the report (when the sweep has ``[report]``). ``only`` trains just the named runs
+    (their sources must be done) and stops there. Returns the run folders trained or skipped."""
+    from sweeps import executors
+
+    if max_jobs < 1:
+        raise UserError(f"--jobs must be >= 1, got {max_jobs}")
+    check_out(runs)
+    states = {r.name: folder_state(r.out, r.config) for r in runs}  # every folder checked before anything trains
+    todo = select(runs, only) if only is not None else runs
+    for r in todo:
+        src = source_of(r, runs)
+        if only is not None and src is not None and src not in todo and states[src.name] != "done":
+            raise UserError(f"run {r.name} starts from {src.name}, which is not done; run --only {src.name} first "
+                            f"(a SLURM array: make this task depend on that one)")
+    if executor == "ray":
+        executors.check_ray(address)  # Ray missing or the cluster unreachable: refused before anything runs
+    pending = [r for r in todo if states[r.name] != "done"]
+    names = {r.name for r in pending}
+    tasks = [executors.Task(r.name, train_command(r), tuple(d.name for d in [source_of(r, runs)] if d and d.name in names),
+                            r.out.resolve(), r.config.num_updates) for r in pending]  # (an unwritable --out fails here)
+    for r in todo:
+        st = states[r.name]
+        echo(("skip (done) " if st == "done" else "resume " if st == "resume" else "train ") + describe(r))
+    if pending:
+        if executor == "ray":
+            failed = executors.train_ray(tasks, resources(sweep or {}), address, echo)
+        else:
+            failed = executors.train_local(tasks, max_jobs, progress, echo)
+        if failed:
+            name, msg = next(iter(failed.items()))
+            raise UserError(f"{len(failed)} run(s) failed ({name}: {msg}); fix it and run the sweep again "
+                            f"(finished runs are kept)")
+    if only is None and sweep is not None and jobs:
         for job in jobs:
             run_probe(job, echo)
         if "report" in sweep:
@@ -334,4 +372,4 @@ def run_sweep(runs: list[PlannedRun], progress: bool = True, echo=print, sweep: 
 
             path = write_report(sweep, jobs)
             echo(f"report {path}")
-    return done
+    return [r.out for r in todo]

@@ -1,0 +1,248 @@
+"""Executors of a sweep's train graph: ``local`` (subprocesses, at most K at a time) and ``ray``.
+
+A ``Task`` is one run: the command that trains it (``marl train ... --resume-if-exists``, which holds
+the run folder's lock while it trains and skips a done run), the tasks it starts from, its folder and
+its number of updates (for the status table). Both executors start a task only after its sources
+finished, and return the failed ones ({name: one-line reason}); a task whose source failed fails too.
+
+- local: each task is a subprocess of this driver (``--jobs K`` at once). The subprocesses get SIGTERM
+  when the driver dies (Linux ``PR_SET_PDEATHSIG``, ``sweeps/child.py``), so a killed sweep leaves no trainer behind: each
+  stops at its next chunk, keeps its last checkpoint and releases its lock; a rerun resumes it. A run
+  locked by a live process elsewhere (another sweep, a cluster job) waits until that lock is released.
+  A live status table (rich, on a terminal; plain lines otherwise): queued / waiting / training x% (lines
+  of metrics.jsonl over num_updates) / done / failed.
+- ray: each task is a Ray task asking ``num_cpus`` / ``num_gpus`` of ``[resources]``, its sources passed as
+  object refs (Ray starts it when they finished), retried up to ``retries`` times; it runs the same
+  command in a subprocess on whichever node Ray picks, so the run folders must be on a filesystem every
+  node sees. ``--address`` connects to a running cluster; without it a local instance is started.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+import subprocess
+import sys
+import time
+import warnings
+from pathlib import Path
+
+from envs.errors import UserError
+from marl.runlock import is_stale, read_lock
+
+# subprocess's fork+exec happens in C, with no Python between them; JAX's warning about fork does not apply
+warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called", category=RuntimeWarning)
+
+
+@dataclasses.dataclass(frozen=True)
+class Task:
+    name: str
+    cmd: list
+    deps: tuple  # names of the tasks it starts from (only those in this graph)
+    out: Path
+    num_updates: int
+
+
+def fraction_done(task: Task) -> float:
+    """Updates logged in the run's metrics.jsonl over its num_updates."""
+    try:
+        with (task.out / "metrics.jsonl").open("rb") as f:
+            lines = sum(1 for ln in f if ln.strip())
+    except FileNotFoundError:
+        return 0.0
+    return min(lines / max(task.num_updates, 1), 1.0)
+
+
+def _child(cmd: list) -> list:
+    """``python -m MODULE ARGS`` run through ``sweeps.child``: it gets SIGTERM when this process dies."""
+    python, flag, *rest = cmd
+    assert flag == "-m", cmd
+    return [python, "-m", "sweeps.child", str(os.getpid()), "-m", *rest]
+
+
+def _last_line(text: str, rc: int) -> str:
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    return lines[-1] if lines else f"exit {rc}"
+
+
+class Status:
+    """The sweep's status table: one row per task. Rich live table on a terminal, plain lines otherwise."""
+
+    def __init__(self, tasks: list[Task], live: bool, echo=print):
+        self.tasks = {t.name: t for t in tasks}
+        self.rows = {t.name: ["queued", "", None] for t in tasks}  # state, detail, start time
+        self.echo = echo
+        self.live = None
+        if live:
+            from rich.live import Live
+
+            self.live = Live(self._table(), refresh_per_second=2, transient=False)
+
+    def __enter__(self):
+        if self.live:
+            self.live.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        if self.live:
+            self.live.update(self._table())
+            self.live.__exit__(*exc)
+
+    def set(self, name: str, state: str, detail: str = "") -> None:
+        row = self.rows[name]
+        if row[:2] == [state, detail]:
+            return
+        if state == "training" and row[2] is None:
+            row[2] = time.time()
+        row[0], row[1] = state, detail
+        if not self.live:
+            took = f" ({time.time() - row[2]:.1f} s)" if state in ("done", "failed") and row[2] else ""
+            done = sum(r[0] == "done" for r in self.rows.values())
+            self.echo(f"[{done}/{len(self.rows)}] {state} {name}{took}{': ' + detail if detail else ''}")
+
+    def refresh(self) -> None:
+        if self.live:
+            self.live.update(self._table())
+
+    def _table(self):
+        from rich.table import Table
+
+        t = Table("run", "state", "progress", "time")
+        for name, (state, detail, t0) in self.rows.items():
+            pct = f"{100 * fraction_done(self.tasks[name]):.0f}%" if state in ("training", "done") else ""
+            took = f"{time.time() - t0:.0f} s" if t0 else ""
+            t.add_row(name, state + (f" ({detail})" if detail else ""), pct, took)
+        return t
+
+
+def train_local(tasks: list[Task], max_jobs: int, progress: bool = True, echo=print) -> dict[str, str]:
+    """Run the tasks as subprocesses, at most ``max_jobs`` at a time, each after its sources."""
+    queued = list(tasks)
+    running: dict[str, tuple] = {}
+    finished: set[str] = set()
+    failed: dict[str, str] = {}
+    live = progress and sys.stdout.isatty()
+    with Status(tasks, live, echo) as status:
+        try:
+            while queued or running:
+                for t in list(queued):
+                    if len(running) >= max_jobs:
+                        break
+                    bad = [d for d in t.deps if d in failed]
+                    if bad:
+                        queued.remove(t)
+                        failed[t.name] = f"its source {bad[0]} failed"
+                        status.set(t.name, "failed", failed[t.name])
+                        continue
+                    if not all(d in finished for d in t.deps):
+                        continue
+                    holder = read_lock(t.out)
+                    if holder is not None and not is_stale(t.out, holder):
+                        status.set(t.name, "waiting", f"locked by pid {holder.get('pid')} on {holder.get('host')}")
+                        continue
+                    queued.remove(t)
+                    log = t.out.parent / f".{t.out.name}.train.log"
+                    logf = log.open("w")
+                    proc = subprocess.Popen(_child(t.cmd), stdout=subprocess.DEVNULL, stderr=logf)
+                    running[t.name] = (proc, t, logf, log)
+                    status.set(t.name, "training")
+                for name, (proc, t, logf, log) in list(running.items()):
+                    rc = proc.poll()
+                    if rc is None:
+                        continue
+                    logf.close()
+                    del running[name]
+                    if rc == 0:
+                        finished.add(name)
+                        status.set(name, "done")
+                    else:
+                        failed[name] = _last_line(log.read_text(), rc)
+                        status.set(name, "failed", failed[name])
+                status.refresh()
+                time.sleep(0.2)
+        finally:
+            for proc, *_ in running.values():  # interrupted (Ctrl-C): the trainers stop and keep their checkpoints
+                proc.send_signal(signal.SIGTERM)
+            for proc, _, logf, _ in running.values():
+                proc.wait()
+                logf.close()
+    return failed
+
+
+# -- ray ----------------------------------------------------------------------------------------
+def check_ray(address: str | None) -> None:
+    """Ray importable and, with ``address``, its head reachable: else a one-line UserError."""
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        raise UserError("--executor ray needs Ray: pip install 'marl-suite[ray]' (or pip install ray)") from None
+    if address and address != "auto":
+        import socket
+
+        hostport = address.split("://", 1)[-1]
+        host, _, port = hostport.rpartition(":")
+        if not host or not port.isdigit():
+            raise UserError(f"--address {address}: write HOST:PORT (e.g. 10.0.0.1:6379 or ray://10.0.0.1:10001)")
+        try:
+            socket.create_connection((host, int(port)), timeout=3).close()
+        except OSError as e:
+            raise UserError(f"cannot reach the Ray cluster at {address} ({e.strerror or e}); "
+                            f"start it with `ray start --head` or fix --address") from None
+
+
+def _run_task(name: str, cmd: list, cwd: str, *deps) -> str:
+    """A Ray task: the run's ``marl train`` command in a subprocess of the worker (its Python, its GPUs)."""
+    proc = subprocess.run(_child([sys.executable, *cmd[1:]]), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                          text=True, cwd=cwd if os.path.isdir(cwd) else None)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{name}: {_last_line(proc.stderr, proc.returncode)}")
+    return name
+
+
+def _connect(address: str | None) -> bool:
+    """Connect to (or start) Ray; True when this call started it (so the sweep shuts it down)."""
+    import ray
+
+    if ray.is_initialized():
+        return False
+    root = str(Path(__file__).resolve().parents[1])  # so workers import this source tree
+    path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)
+    try:
+        ray.init(address=address, include_dashboard=False, log_to_driver=False, logging_level="ERROR",
+                 runtime_env={"env_vars": {"PYTHONPATH": path}})
+    except Exception as e:  # ConnectionError, RuntimeError, ValueError ... all one line to the user
+        msg = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
+        raise UserError(f"cannot start or reach Ray{f' at {address}' if address else ''}: {msg}") from None
+    return True
+
+
+def train_ray(tasks: list[Task], resources: dict, address: str | None = None, echo=print) -> dict[str, str]:
+    """Run the tasks as Ray tasks (sources as object refs), each retried up to ``retries`` times."""
+    import ray
+
+    started = _connect(address)
+    try:
+        remote = ray.remote(_run_task).options(num_cpus=resources["num_cpus"], num_gpus=resources["num_gpus"],
+                                               max_retries=resources["retries"], retry_exceptions=True)
+        refs = {}
+        for t in tasks:  # in plan order: sources first
+            refs[t.name] = remote.remote(t.name, list(t.cmd), os.getcwd(), *[refs[d] for d in t.deps])
+            echo(f"submitted {t.name}" + (f" (after {', '.join(t.deps)})" if t.deps else ""))
+        names = {ref: name for name, ref in refs.items()}
+        failed = {}
+        pending = list(refs.values())
+        while pending:
+            ready, pending = ray.wait(pending, num_returns=1)
+            name = names[ready[0]]
+            try:
+                ray.get(ready[0])
+                echo(f"done {name}")
+            except Exception as e:  # RayTaskError wraps the task's (or its source's) error
+                cause = getattr(e, "cause", None) or e
+                failed[name] = _last_line(str(cause), 1)
+                echo(f"failed {name}: {failed[name]}")
+        return failed
+    finally:
+        if started:
+            ray.shutdown()

@@ -1,0 +1,221 @@
+"""The sweep file's schema: every table and key a sweep file may hold, with its type, checked on load.
+
+Anything unknown is named with the closest allowed name; a value of the wrong type is named with the
+type it must have; config keys (``[config]``, ``[env."NAME"]``, ``[history.NAME]``, ``[variants.NAME]``,
+``[grid]``) are checked against TrainConfig's fields and their types. Each error is one line
+(``UserError``), raised before anything runs or is written.
+"""
+
+from __future__ import annotations
+
+import difflib
+import typing
+
+from envs.errors import UserError
+from marl.config import NetworkConfig, TrainConfig, _field_types, read_toml
+from sweeps.histories import get_history
+
+# top-level key -> what it must be ("table", "list of str", ...)
+TOP = {"out": str, "envs": "names", "histories": "names", "config": dict, "env": dict, "history": dict,
+       "grid": dict, "variants": dict, "resources": dict, "probe": dict, "pairs": list, "report": dict,
+       "allow_unequal_budgets": bool}
+PROBE_SETTINGS = {"alphas": (int, list), "episodes": int, "boot": int, "eval_seed": int, "align": bool, "teams": bool,
+                  "team_episodes": int, "max_perms": int, "team_batch": int}
+PAIR_KEYS = {"a": str, "b": str, "seeds": (str, list), "align": bool, "teams": bool, "name": str}
+REPORT_KEYS = {"out": str, "metric": str, "connected": list, "separated": list, "threshold": (int, float), "title": str}
+# [resources]: what each run asks of an executor (ray: per task; local: informational) and retries
+RESOURCE_KEYS = {"num_cpus": (int, float), "num_gpus": (int, float), "retries": int}
+RESOURCE_DEFAULTS = {"num_cpus": 1, "num_gpus": 0, "retries": 2}
+INIT_FROM = "init_from"  # [variants.NAME] init_from = "OTHER": a warm-start edge between variants
+
+
+def _type_name(t) -> str:
+    if isinstance(t, tuple):
+        return " or ".join(_type_name(x) for x in t)
+    return {dict: "a table", list: "a list", str: "a string", bool: "true or false", int: "an integer",
+            float: "a number", "names": "a non-empty list of names"}.get(t, str(t))
+
+
+def _is(value, t) -> bool:
+    if isinstance(t, tuple):
+        return any(_is(value, x) for x in t)
+    if t == "names":
+        return isinstance(value, list) and bool(value) and all(isinstance(v, str) for v in value)
+    if t is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if t is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    return isinstance(value, t)
+
+
+def known(table: dict, keys, where: str) -> None:
+    """Every key of ``table`` is one of ``keys`` (else: unknown key, with the closest one)."""
+    keys = list(keys)
+    for k in table:
+        if k not in keys:
+            close = difflib.get_close_matches(str(k), keys, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else f" (keys: {', '.join(keys)})"
+            raise UserError(f"{where}: unknown key {k!r}{hint}")
+
+
+def typed(table: dict, types: dict, where: str) -> None:
+    """Unknown keys and wrong value types of ``table`` (a dict of key -> type)."""
+    known(table, types, where)
+    for k, v in table.items():
+        if not _is(v, types[k]):
+            raise UserError(f"{where}: {k} must be {_type_name(types[k])}, got {v!r}")
+
+
+def flat(table: dict, prefix: str = "") -> dict:
+    """{"lr": 1e-3, "network": {"hidden": 64}} -> {"lr": 1e-3, "network.hidden": 64}."""
+    out = {}
+    for k, v in table.items():
+        if isinstance(v, dict):
+            out.update(flat(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def config_fields() -> dict:
+    """Every TrainConfig key a sweep may set (``network.X`` for the network) -> its type."""
+    fields = {k: t for k, t in _field_types(TrainConfig).items() if k != "network"}
+    fields.update({f"network.{k}": t for k, t in _field_types(NetworkConfig).items()})
+    return fields
+
+
+def _field_type(t):
+    if typing.get_origin(t) is typing.Union or type(t).__name__ == "UnionType":
+        t = next(x for x in typing.get_args(t) if x is not type(None))
+    return t
+
+
+def check_config_keys(table: dict, where: str, allow=()) -> dict:
+    """Flatten a config table and check every key is a TrainConfig field with a value of its type."""
+    fields = config_fields()
+    values = flat(table)
+    for k, v in values.items():
+        if k in allow:
+            continue
+        if k not in fields:
+            close = difflib.get_close_matches(k, list(fields) + list(allow), n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise UserError(f"{where}: unknown config key {k!r}{hint}")
+        check_value(k, v, where)
+    return values
+
+
+def check_value(key: str, value, where: str) -> None:
+    t = _field_type(config_fields()[key])
+    if t in (int, float, bool, str) and not _is(value, t):
+        raise UserError(f"{where}: {key} must be {_type_name(t)}, got {value!r}")
+
+
+def load_sweep(path) -> dict:
+    """Parse and validate a sweep file; returns its data (tables as parsed)."""
+    data = read_toml(path, "sweep file")
+    where = f"sweep file {path}"
+    typed(data, TOP, where)
+    for k in ("envs", "histories"):
+        if k not in data:
+            raise UserError(f"{where}: {k} must be {_type_name('names')}")
+    data.setdefault("config", {})
+    data.setdefault("grid", {})
+    check_config_keys(data["config"], f"{where}: [config]")
+    for env, table in data.get("env", {}).items():
+        if env not in data["envs"]:
+            raise UserError(f"{where}: [env.{env!r}] names an env that is not in envs ({', '.join(data['envs'])})")
+        if not isinstance(table, dict):
+            raise UserError(f"{where}: [env.{env!r}] must be a table of config keys")
+        check_config_keys(table, f"{where}: [env.{env!r}]")
+    for h, table in data.get("history", {}).items():
+        get_history(h)  # a misspelt [history.NAME] is an error, not ignored
+        if not isinstance(table, dict):
+            raise UserError(f"{where}: [history.{h}] must be a table of config keys")
+        check_config_keys(table, f"{where}: [history.{h}]")
+    _check_grid(data["grid"], where)
+    _check_variants(data.get("variants", {}), where)
+    typed(data.get("resources", {}), RESOURCE_KEYS, f"{where}: [resources]")
+    probe = data.get("probe", {})
+    known(probe, list(PROBE_SETTINGS) + ["env"], f"{where}: [probe]")
+    typed({k: v for k, v in probe.items() if k != "env"}, PROBE_SETTINGS, f"{where}: [probe]")
+    for env, table in probe.get("env", {}).items():
+        if env not in data["envs"]:
+            raise UserError(f"{where}: [probe.env.{env!r}] names an env that is not in envs")
+        typed(table, PROBE_SETTINGS, f"{where}: [probe.env.{env!r}]")
+    typed(data.get("report", {}), REPORT_KEYS, f"{where}: [report]")
+    pairs = data.get("pairs", [])
+    if not all(isinstance(p, dict) for p in pairs):
+        raise UserError(f"{where}: pairs must be [[pairs]] tables with a, b and seeds")
+    for p in pairs:
+        typed(p, PAIR_KEYS, f"{where}: [[pairs]]")
+        for k in ("a", "b"):
+            if k not in p:
+                raise UserError(f"{where}: a [[pairs]] table has no {k!r} (the history names to compare)")
+    if pairs and "report" in data and "out" not in data["report"]:
+        raise UserError(f"{where}: [report] needs out (the folder of the summary)")
+    return data
+
+
+def _check_grid(grid: dict, where: str) -> None:
+    for k, values in flat(grid).items():
+        w = f"{where}: [grid]"
+        if k == "env":
+            raise UserError(f"{w}: sweep envs with envs = [...], not a grid over env")
+        if k not in config_fields():
+            close = difflib.get_close_matches(k, list(config_fields()), n=1)
+            raise UserError(f"{w}: unknown config key {k!r}" + (f"; did you mean {close[0]!r}?" if close else ""))
+        if not isinstance(values, list) or not values:
+            raise UserError(f"{w}: {k} must be a non-empty list of values, got {values!r}")
+        for v in values:
+            check_value(k, v, w)
+        if len(set(map(repr, values))) != len(values):
+            raise UserError(f"{w}: {k} lists a value twice")
+
+
+def _check_variants(variants: dict, where: str) -> None:
+    for name, table in variants.items():
+        w = f"{where}: [variants.{name}]"
+        if not isinstance(table, dict):
+            raise UserError(f"{w} must be a table of config keys (and {INIT_FROM} = \"VARIANT\")")
+        if not name or "/" in name or name.startswith("."):
+            raise UserError(f"{w}: a variant name must be a plain folder name")
+        check_config_keys(table, w, allow=(INIT_FROM,))
+        src = table.get(INIT_FROM)
+        if src is not None:
+            if not isinstance(src, str):
+                raise UserError(f"{w}: {INIT_FROM} must be the name of another variant, got {src!r}")
+            if src not in variants:
+                close = difflib.get_close_matches(src, list(variants), n=1)
+                hint = f"; did you mean {close[0]!r}?" if close else f" (variants: {', '.join(variants)})"
+                raise UserError(f"{w}: warm-start edge to {src!r}, which is not a run of this sweep{hint}")
+    # no cycles: follow every chain of init_from edges
+    for name in variants:
+        seen, cur = [name], variants[name].get(INIT_FROM)
+        while cur is not None:
+            if cur in seen:
+                raise UserError(f"{where}: the variants' warm-start edges form a cycle ({' -> '.join(seen + [cur])})")
+            seen.append(cur)
+            cur = variants[cur].get(INIT_FROM)
+
+
+def variant_order(variants: dict) -> list[str]:
+    """Variant names, each after the variant it starts from (file order otherwise)."""
+    order: list[str] = []
+
+    def visit(n):
+        if n in order:
+            return
+        src = variants[n].get(INIT_FROM)
+        if src is not None:
+            visit(src)
+        order.append(n)
+
+    for n in variants:
+        visit(n)
+    return order
+
+
+def resources(sweep: dict) -> dict:
+    return {**RESOURCE_DEFAULTS, **sweep.get("resources", {})}
+

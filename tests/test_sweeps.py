@@ -1,0 +1,311 @@
+"""Sweep files at scale: schema errors, grids and variants, run locks and done markers, resume-if-exists,
+the local and ray executors (same checkpoints bitwise, same report), a killed sweep rerun."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+from envs.errors import UserError
+from marl import checkpoint as ckpt
+from marl import runlock
+from marl.cli import main
+from sweeps.runner import load_sweep, plan, plan_probes, select
+
+ROOT = Path(__file__).resolve().parents[1]
+
+SWEEP = """
+out = "unused"
+envs = ["smax:3m"]
+histories = ["shared", "continued"]
+allow_unequal_budgets = true   # continued carries S's steps
+
+[config]
+num_seeds = 2
+seed = 5
+total_steps = 64
+num_envs = 4
+rollout_len = 8
+epochs = 1
+minibatches = 1
+updates_per_chunk = 1
+
+[config.network]
+hidden = 16
+critic_hidden = 16
+recurrent = false
+
+[grid]
+lr = [1e-3, 2e-3]
+
+[resources]
+num_cpus = 1
+retries = 1
+
+[probe]
+alphas = 3
+episodes = 4
+boot = 20
+
+[[pairs]]
+a = "continued"
+b = "shared"
+seeds = [[0, 1]]
+
+[report]
+out = "REPORT"
+"""
+
+
+def _write(tmp_path, text, name="s.toml"):
+    f = tmp_path / name
+    f.write_text(text)
+    return f
+
+
+# -- schema ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("old,new,match", [
+    ("[config]\n", "[histroy.shared]\n\n[config]\n", "unknown key 'histroy'; did you mean 'history'"),
+    ("[config]\n", "[history.sharedd]\n\n[config]\n", "unknown history 'sharedd'; did you mean shared"),
+    (None, 'envs = ["smax:3m"]\nhistories = ["shared"]\nconfig = 5', "config must be a table, got 5"),
+    (None, 'envs = ["smax:3m"]\nhistories = ["shared"]\nhistory = "x"', "history must be a table, got 'x'"),
+    ("lr = [1e-3, 2e-3]", "lrr = [1e-3, 2e-3]", r"\[grid\]: unknown config key 'lrr'; did you mean 'lr'"),
+    ("lr = [1e-3, 2e-3]", 'lr = [1e-3, "fast"]', r"\[grid\]: lr must be a number, got 'fast'"),
+    ("lr = [1e-3, 2e-3]", '"network.hidden" = [16, 32.5]', "network.hidden must be an integer, got 32.5"),
+    ("lr = [1e-3, 2e-3]", "lr = 1e-3", "lr must be a non-empty list"),
+    ("seed = 5", "seed = 5\nnum_envz = 3", r"\[config\]: unknown config key 'num_envz'; did you mean 'num_envs'"),
+    ("seed = 5", 'seed = "five"', "seed must be an integer"),
+    ("[resources]\n", "[variants.fine]\ninit_from = \"pre\"\n\n[resources]\n", "warm-start edge to 'pre', which is not a run of this sweep"),
+    ("[resources]\n", "[variants.a]\ninit_from = \"b\"\n[variants.b]\ninit_from = \"a\"\n\n[resources]\n", "cycle"),
+    ("num_cpus = 1", "num_cpu = 1", "did you mean 'num_cpus'"),
+    ("episodes = 4", "episodes = \"many\"", "episodes must be an integer"),
+    ('histories = ["shared", "continued"]', 'histories = "shared"', "histories must be a non-empty list of names"),
+])
+def test_sweep_schema_errors(tmp_path, old, new, match):
+    text = new if old is None else SWEEP.replace(old, new)
+    assert text != SWEEP
+    with pytest.raises(UserError, match=match):
+        plan(load_sweep(_write(tmp_path, text)))
+
+
+def test_grid_and_variants_plan(tmp_path):
+    text = SWEEP.replace("[resources]\n", '[variants.pre]\ntotal_steps = 32\n\n[variants.fine]\ninit_from = "pre"\n'
+                                          'ent_coef = 0.02\n\n[resources]\n').replace('lr = [1e-3, 2e-3]',
+                                                                                  'lr = [1e-3, 2e-3]\n"network.hidden" = [16, 32]')
+    runs = plan(load_sweep(_write(tmp_path, text)), tmp_path / "o")
+    assert len(runs) == 2 * 4 * 2  # variants x grid points x histories
+    by = {r.name: r for r in runs}
+    pre, fine = by["smax-3m/pre/lr-0.001+network.hidden-32/shared"], by["smax-3m/fine/lr-0.001+network.hidden-32/shared"]
+    assert (pre.config.total_steps, pre.config.lr, pre.config.network.hidden, pre.init_from) == (32, 1e-3, 32, None)
+    assert fine.init_from == str(pre.out) and fine.config.ent_coef == 0.02 and fine.config.total_steps == 64
+    cont = by["smax-3m/fine/lr-0.001+network.hidden-32/continued"]
+    assert cont.init_from == str(by["smax-3m/pre/lr-0.001+network.hidden-32/continued"].out)
+    order = [r.name for r in runs]
+    assert all(order.index(r.name) > order.index(next(s.name for s in runs if str(s.out) == r.init_from))
+               for r in runs if r.init_from)  # every source first
+    assert select(runs, "0,smax-3m/pre/lr-0.002+network.hidden-16/shared") == [runs[0], by["smax-3m/pre/lr-0.002+network.hidden-16/shared"]]
+    with pytest.raises(UserError, match="indices 0..15"):
+        select(runs, "16")
+    with pytest.raises(UserError, match="no such run"):
+        select(runs, "smax-3m/nope")
+    jobs = plan_probes(load_sweep(_write(tmp_path, text)), runs)
+    assert len(jobs) == 8 and jobs[0].stratum == "smax:3m [pre/lr-0.001+network.hidden-16]"
+
+
+def test_dry_run_prints_plan(tmp_path, capsys):
+    f = _write(tmp_path, SWEEP)
+    assert main(["sweep", str(f), "--out", str(tmp_path / "o"), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "[3] smax-3m/lr-0.002/continued:" in out
+    assert "4 run(s), 512 env steps in all (every seed); 2 probe job(s)" in out  # 4 runs x 2 seeds x 64
+    assert not (tmp_path / "o").exists()
+
+
+def test_cli_bad_inputs_one_line_exit_2(tmp_path, capsys, monkeypatch):
+    f = _write(tmp_path, SWEEP.replace("REPORT", str(tmp_path / "rep")))
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+
+    def err(argv, match):
+        assert main(argv) == 2
+        e = capsys.readouterr().err
+        assert e.startswith("marl: error: ") and e.count("\n") == 1 and match in e, e
+
+    err(["sweep", str(f), "--out", str(afile)], "exists and is not a folder")
+    err(["sweep", str(f), "--out", str(tmp_path / "o"), "--jobs", "0"], "--jobs must be >= 1")
+    err(["sweep", str(f), "--out", str(tmp_path / "o"), "--executor", "ray", "--address", "127.0.0.1:1"],
+        "cannot reach the Ray cluster at 127.0.0.1:1")
+    err(["sweep", str(f), "--out", str(tmp_path / "o"), "--only", "smax-3m/lr-0.001/continued"], "which is not done")
+    monkeypatch.setitem(sys.modules, "ray", None)  # as if Ray were not installed
+    err(["sweep", str(f), "--out", str(tmp_path / "o"), "--executor", "ray"], "--executor ray needs Ray")
+    assert afile.read_text() == "x" and not (tmp_path / "o").exists()
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
+def test_read_only_out(tmp_path, capsys):
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o500)
+    try:
+        assert main(["sweep", str(_write(tmp_path, SWEEP)), "--out", str(ro / "x")]) == 2
+        assert "is not writable" in capsys.readouterr().err
+    finally:
+        ro.chmod(0o700)
+
+
+# -- locks and done markers -----------------------------------------------------------------------
+def test_run_lock_excludes_and_stale_locks_are_reclaimed(tmp_path):
+    out = tmp_path / "run"
+    with runlock.RunLock(out, "new") as lock:
+        with pytest.raises(UserError, match=f"being trained by pid {os.getpid()}"):
+            runlock.RunLock(out).acquire()
+        lock.done(4)
+    assert not (out / runlock.LOCK_FILE).exists() and (out / runlock.DONE_FILE).exists()
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()  # a process that is gone
+    holder = {"host": os.uname().nodename, "pid": dead.pid, "start": "1", "time": 0}
+    (out / runlock.LOCK_FILE).write_text(json.dumps(holder))
+    assert runlock.is_stale(out)
+    with runlock.RunLock(out, "resume"):
+        pass
+    assert [e["event"] for e in runlock.read_log(out)] == ["acquire", "release", "reclaim", "acquire", "release"]
+    assert runlock.read_log(out)[1]["finished"] and not runlock.read_log(out)[4]["finished"]
+
+
+def test_resume_if_exists(tmp_path, capsys):
+    from marl.runs import train_run
+    from tests.conftest import tiny_config
+
+    cfg = tiny_config(num_seeds=1)  # 4 updates, 2 chunks
+    out = tmp_path / "r"
+    cfg_file = tmp_path / "c.toml"
+    cfg.to_toml(cfg_file)
+    train_run(cfg, out, progress=False, stop_after_chunks=1)  # a job that was stopped
+    args = ["train", "--config", str(cfg_file), "--out", str(out), "--quiet", "--resume-if-exists"]
+    assert main(args) == 0  # the requeued job continues
+    assert [json.loads(ln)["update"] for ln in (out / "metrics.jsonl").read_text().splitlines()] == [1, 2, 3, 4]
+    assert (out / "DONE").exists() and ckpt.steps(out) == [2, 4]
+    capsys.readouterr()
+    assert main(args) == 0 and "already done" in capsys.readouterr().out
+    assert main(args + ["lr=1e-4"]) == 2  # another config in that folder
+    assert "holds a run with another config" in capsys.readouterr().err
+    assert main(["train", "--config", str(cfg_file), "--out", str(out), "--quiet"]) == 2  # without the flag: as before
+    assert "already exists" in capsys.readouterr().err
+
+
+# -- executors: local and ray give the same runs and report ---------------------------------------
+@pytest.fixture(scope="session")
+def ray_local():
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR",
+             runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}})
+    yield ray
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def swept(tmp_path_factory, ray_local):
+    root = tmp_path_factory.mktemp("sweeps")
+    out = {}
+    for executor in ("local", "ray"):
+        f = _write(root, SWEEP.replace("REPORT", str(root / f"report-{executor}")), f"{executor}.toml")
+        args = ["sweep", str(f), "--out", str(root / executor), "--quiet", "--executor", executor]
+        assert main(args + (["--jobs", "2"] if executor == "local" else [])) == 0
+        out[executor] = root
+    return root
+
+
+def test_local_and_ray_give_bitwise_equal_runs_and_the_same_report(swept):
+    names = ["lr-0.001/shared", "lr-0.001/continued", "lr-0.002/shared", "lr-0.002/continued"]
+    for name in names:
+        a, b = swept / "local" / "smax-3m" / name, swept / "ray" / "smax-3m" / name
+        _, sa, ma, step_a = ckpt.load_state(a)
+        _, sb, mb, step_b = ckpt.load_state(b)
+        assert step_a == step_b == 2 and (a / "DONE").exists() and (b / "DONE").exists()
+        for x, y in zip(jax.tree.leaves(sa), jax.tree.leaves(sb)):
+            np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+        assert not (a / ".lock").exists() and not (b / ".lock").exists()
+    cont = ckpt.read_meta(swept / "ray" / "smax-3m" / "lr-0.002" / "continued", 2)
+    assert cont["parent"]["run"] == str((swept / "ray" / "smax-3m" / "lr-0.002" / "shared").resolve())
+    rep_l = json.loads((swept / "report-local" / "summary.json").read_text())
+    rep_r = json.loads((swept / "report-ray" / "summary.json").read_text())
+    assert len(rep_l["rows"]) == 2 and rep_l["rows"][0]["env"] == "smax:3m [lr-0.001]"
+    assert rep_l["rows"] == rep_r["rows"] and rep_l["aggregate"] == rep_r["aggregate"]
+
+
+def test_rerun_trains_nothing_and_another_config_is_refused(swept, capsys):
+    f = swept / "local.toml"
+    before = {p: p.stat().st_mtime_ns for p in (swept / "local").rglob("*") if p.is_file()}
+    assert main(["sweep", str(f), "--out", str(swept / "local"), "--quiet"]) == 0
+    assert capsys.readouterr().out.count("skip (done) ") == 4 + 2
+    assert main(["sweep", str(f), "--out", str(swept / "local"), "--quiet", "ent_coef=0.02"]) == 2
+    assert "holds a run with another config" in capsys.readouterr().err
+    after = {p: p.stat().st_mtime_ns for p in (swept / "local").rglob("*") if p.is_file()}
+    changed = [p for p in before if after.get(p) != before[p] and not p.name.endswith(".config.toml")]
+    assert not changed and set(after) >= set(before)  # probes reused too (sweep_job.json kept)
+
+
+# -- a killed sweep, rerun ------------------------------------------------------------------------
+def test_sigkill_driver_then_rerun_completes_every_run_once(tmp_path):
+    text = (SWEEP.replace("[grid]\nlr = [1e-3, 2e-3]\n", "").replace("total_steps = 64", "total_steps = 384")
+            .split("[probe]")[0])  # S then its continuation, 12 updates each, no probes
+    f = _write(tmp_path, text)
+    out = tmp_path / "o"
+    cmd = [sys.executable, "-m", "marl.cli", "sweep", str(f), "--out", str(out), "--quiet"]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
+    s_run, c_run = out / "smax-3m" / "shared", out / "smax-3m" / "continued"
+    driver = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 400
+    while not ((s_run / "DONE").exists() and ckpt.steps(c_run)):
+        assert driver.poll() is None and time.time() < deadline, "the sweep ended before it could be killed"
+        time.sleep(0.1)
+    holder = runlock.read_lock(c_run)
+    driver.send_signal(signal.SIGKILL)  # mid-way through the continuation
+    driver.wait()
+    while holder and not runlock.is_stale(c_run, holder):  # the orphaned trainer stops (SIGTERM from the kernel)
+        assert time.time() < deadline
+        time.sleep(0.1)
+    assert not (c_run / "DONE").exists()
+    rerun = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=400)
+    assert rerun.returncode == 0, rerun.stderr[-2000:]
+    assert "skip (done) " in rerun.stdout and "resume " in rerun.stdout
+    for run, acquires in ((s_run, 1), (c_run, 2)):
+        log = runlock.read_log(run)
+        assert sum(e["event"] == "acquire" for e in log) == acquires  # S was not trained again
+        assert sum(e["event"] == "release" and e["finished"] for e in log) == 1  # each run finished once
+        updates = [json.loads(ln)["update"] for ln in (run / "metrics.jsonl").read_text().splitlines()]
+        assert updates == list(range(1, 13)) and ckpt.steps(run)[-1] == 12  # nothing lost, nothing twice
+        assert (run / "DONE").exists() and not (run / ".lock").exists()
+    assert [e["mode"] for e in runlock.read_log(c_run) if e["event"] == "acquire"] == ["new", "resume"]
+
+
+def test_status_table_lines_and_progress(tmp_path):
+    from sweeps.executors import Status, Task, fraction_done
+
+    out = tmp_path / "r"
+    out.mkdir()
+    (out / "metrics.jsonl").write_text('{"update": 1}\n{"update": 2}\n')
+    task = Task("env/x", ["python", "-m", "marl.cli"], (), out, 8)
+    assert fraction_done(task) == 0.25 and fraction_done(Task("y", [], (), tmp_path / "none", 8)) == 0.0
+    lines = []
+    with Status([task], live=False, echo=lines.append) as st:
+        st.set("env/x", "training")
+        st.set("env/x", "training")  # no change, no line
+        st.set("env/x", "done")
+    assert lines[0] == "[0/1] training env/x" and lines[1].startswith("[1/1] done env/x (")
+    assert len(lines) == 2
+    from rich.console import Console
+
+    console = Console(record=True, width=100)
+    console.print(st._table())
+    text = console.export_text()
+    assert "env/x" in text and "25%" in text and "done" in text
