@@ -25,7 +25,10 @@ def add_parser(subparsers) -> None:
 
 
 def run_cmd(args) -> int:
+    import math
+
     from marl import checkpoint as ckpt
+    from marl.resources import check_out_dir
     from marl.search import METHODS, check_latent_team, search_methods, summarize, table, write_outputs
 
     bad = [m for m in args.methods if m not in METHODS]
@@ -34,8 +37,9 @@ def run_cmd(args) -> int:
     for name in ("instances", "budget", "population", "reeval", "repeats"):
         if getattr(args, name) < 1:
             raise UserError(f"--{name} must be >= 1, got {getattr(args, name)}")
-    if args.sigma <= 0:
-        raise UserError(f"--sigma must be > 0, got {args.sigma}")
+    if not (math.isfinite(args.sigma) and args.sigma > 0):
+        raise UserError(f"--sigma must be a finite number > 0, got {args.sigma}")
+    check_out_dir(args.out)
     import envs
 
     ref = ckpt.parse_ref(args.run)
