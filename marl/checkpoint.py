@@ -13,6 +13,7 @@ import json
 import logging
 import re
 import shutil
+import sys
 from importlib import metadata as importlib_metadata
 from pathlib import Path
 
@@ -87,8 +88,24 @@ def parse_ref(ref: str | Path) -> CheckpointRef:
     return CheckpointRef(path.resolve(), step, seed)
 
 
+def _drop_closed_loop_noise(hook=sys.unraisablehook):
+    """When a restore fails (or a save is interrupted), orbax closes its asyncio loop while tensorstore
+    reads are still pending; their callbacks then report "Event loop is closed" as unraisable
+    exceptions, a screen of tracebacks after the one-line error. Drop exactly those."""
+    if getattr(hook, "_marl_filter", False):
+        return
+
+    def filtered(u):
+        if not (isinstance(u.exc_value, RuntimeError) and str(u.exc_value) == "Event loop is closed"):
+            hook(u)
+
+    filtered._marl_filter = True
+    sys.unraisablehook = filtered
+
+
 def manager(run: Path, create: bool = False):
     ocp = _ocp()
+    _drop_closed_loop_noise(sys.unraisablehook)
     options = ocp.CheckpointManagerOptions(max_to_keep=None, create=create, enable_async_checkpointing=False)
     return ocp.CheckpointManager(Path(run).resolve() / CKPT_DIR, options=options, item_names=("state", "meta"))
 

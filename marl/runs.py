@@ -156,7 +156,7 @@ def _record_start(out: Path, parent: dict | None) -> None:
 
 
 def _diverged_error(out: Path, new: dict[int, int], config: TrainConfig) -> UserError:
-    seeds = ", ".join(f"seed {s} (RUN#{s}) at update {u}" for s, u in sorted(new.items()))
+    seeds = ", ".join(f"seed {s} ({out}#{s}) at update {u}" for s, u in sorted(new.items()))
     last = ckpt.steps(out)
     kept = f"the last good checkpoint is {out}/{ckpt.CKPT_DIR}/{last[-1]}" if last else "no checkpoint was written"
     other = ("" if config.num_seeds == 1 or config.keep_finite_seeds else
