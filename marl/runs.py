@@ -135,7 +135,7 @@ def _resume_point(out: Path, step: int | None, abstract, fallback: bool, note) -
     raise UserError(f"{error}; no earlier step verifies either")
 
 
-def _fresh_state(trainer: Trainer, config: TrainConfig, init, out: Path, init_from: str | None):
+def _fresh_state(trainer: Trainer, config: TrainConfig, init, init_from: str | None):
     """Initial state (warm-started from ``init_from`` if given) and its parent record."""
     state = init(seed_keys(config))
     if init_from:
@@ -211,7 +211,7 @@ def train_run(config: TrainConfig, out: str | Path, *, resume: bool = False, res
             raise UserError(f"run folder {out} was started from {recorded}, not {init_from}; pick another --out")
         note(f"run {out} has no checkpoint yet (it stopped before its first one): starting it over"
              + (f" from {recorded}" if recorded else ""))
-        state, parent = _fresh_state(trainer, config, init, out, recorded or init_from)
+        state, parent = _fresh_state(trainer, config, init, recorded or init_from)
         ckpt.set_aside(out, None)
         config.to_toml(out / ckpt.CONFIG_FILE)
         _record_start(out, parent)
@@ -220,7 +220,7 @@ def train_run(config: TrainConfig, out: str | Path, *, resume: bool = False, res
         if has_config or ckpt.steps(out):
             raise UserError(f"run folder {out} already exists; resume it with --resume {out} or pick another --out")
         check_out_dir(out, "--out")
-        state, parent = _fresh_state(trainer, config, init, out, init_from)
+        state, parent = _fresh_state(trainer, config, init, init_from)
         out.mkdir(parents=True, exist_ok=True)
         config.to_toml(out / ckpt.CONFIG_FILE)
         _record_start(out, parent)
