@@ -91,9 +91,11 @@ def parse_ref(ref: str | Path) -> CheckpointRef:
 def _drop_closed_loop_noise(hook=sys.unraisablehook):
     """When a restore fails (or a save is interrupted), orbax closes its asyncio loop while tensorstore
     reads are still pending; their callbacks then report "Event loop is closed" as unraisable
-    exceptions, a screen of tracebacks after the one-line error. Drop exactly those."""
+    exceptions, and the failed reads' futures are logged as "exception was never retrieved": screens
+    of tracebacks after the one-line error. Drop exactly those."""
     if getattr(hook, "_marl_filter", False):
         return
+    logging.getLogger("asyncio").addFilter(lambda r: "exception was never retrieved" not in str(r.msg))
 
     def filtered(u):
         if not (isinstance(u.exc_value, RuntimeError) and str(u.exc_value) == "Event loop is closed"):
