@@ -63,6 +63,11 @@ def pending(d: Path) -> bool:
         return False
 
 
+def _default_sigint():
+    """A child of a background job inherits SIGINT ignored; Ctrl-C must reach it as in a terminal."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def interrupt_batch(root: Path, trials: list[tuple[str, int, str]], rng: random.Random) -> list[dict]:
     """Start one `marl train` per trial (name, signal, when: 'write' | 'random' | 'early') and signal it."""
     cfg_file = root / "tiny.toml"
@@ -71,7 +76,7 @@ def interrupt_batch(root: Path, trials: list[tuple[str, int, str]], rng: random.
     for name, sig, when in trials:
         procs[name] = (subprocess.Popen([sys.executable, "-m", "marl.cli", "train", "--config", str(cfg_file), "--out",
                                          str(root / name), "--quiet"], env=ENV, cwd=root, stdout=subprocess.DEVNULL,
-                                        stderr=subprocess.PIPE, text=True), sig, when)
+                                        stderr=subprocess.PIPE, text=True, preexec_fn=_default_sigint), sig, when)
     at, info = {}, {name: {"name": name, "signal": signal.Signals(sig).name, "when": when} for name, sig, when in trials}
     while any(p.poll() is None for p, _, _ in procs.values()):
         for name, (p, sig, when) in procs.items():
@@ -119,7 +124,8 @@ def flips(root: Path, ref: Path, n: int, rng: random.Random) -> dict:
 
 def damage(root: Path, ref: Path, rng: random.Random) -> dict:
     """Truncations and 4 KB garbles of each state data file of the latest step."""
-    out = {"made": 0, "detected": 0}
+    saved = ckpt.digest(ckpt.load_state(str(ref))[1])
+    out = {"made": 0, "detected": 0, "unchanged": 0, "UNDETECTED": 0, "files": {}}
     for kind in ("truncate", "garble"):
         for f0 in sorted(p for p in (ref / ckpt.CKPT_DIR / "4" / "state").rglob("*") if p.is_file()):
             run = root / "damage"
@@ -133,9 +139,12 @@ def damage(root: Path, ref: Path, rng: random.Random) -> dict:
                 f.write_bytes(b[:i] + os.urandom(min(4096, len(b))) + b[i + 4096:])
             out["made"] += 1
             try:
-                ckpt.load_state(str(run))
+                state = ckpt.load_state(str(run))[1]
+                res = "unchanged" if ckpt.digest(state) == saved else "UNDETECTED"
             except UserError:
-                out["detected"] += 1
+                res = "detected"
+            out[res] += 1
+            out["files"].setdefault(f"{f0.relative_to(ref / ckpt.CKPT_DIR / '4' / 'state')} ({f0.stat().st_size} B)", []).append(f"{kind}: {res}")
             shutil.rmtree(run)
     return out
 
@@ -230,15 +239,18 @@ def main() -> None:
              f"a clear last line and exit 2; {sum(r['resumed_identical'] for r in stops)} of {len(stops)} resumed bit for bit |",
              f"| single-bit flips in the latest step's state files ({args.flips}) | {fl['detected']} detected (one line), "
              f"{fl['unchanged']} loaded with every array unchanged (bit never read), {fl['UNDETECTED']} loaded changed |",
-             f"| truncations and 4 KB garbles of each state file ({dm['made']}) | {dm['detected']} of {dm['made']} detected |",
+             f"| truncations and 4 KB garbles of each state file ({dm['made']}) | {dm['detected']} detected, "
+             f"{dm['unchanged']} loaded unchanged (file or bytes never read), {dm['UNDETECTED']} loaded changed |",
              f"| lr=1e3 divergence (issue item 1) | exit {div.returncode}, checkpoints {div_steps} kept; "
              f"`{div.stderr.strip().splitlines()[-1][:150] if div.stderr.strip() else ''}`; eval exit {ev.returncode} |",
              f"| bad inputs (tests/test_faults.py cases) | {clear} of {tried} one `marl: error:` line and exit 2; "
              f"nothing modified: {untouched} |", "", "Per interruption:", "",
-             "| trial | signal | when | in write | steps before | exit | resumed bit for bit |", "|---|---|---|---|---|---|---|"]
+             "| trial | signal | when | in write | steps before | exit | last stderr line | resumed bit for bit |",
+             "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r['name']} | {r['signal']} | {r['when']} | {r.get('in_write')} | {r.get('steps_before')} | "
-                     f"{r['rc']} | {r['resumed_identical']} |")
+                     f"{r['rc']} | `{r['last'][:90]}` | {r['resumed_identical']} |")
+    lines += ["", "Truncation / garble per file:", ""] + [f"- {k}: {', '.join(v)}" for k, v in dm["files"].items()]
     Path(args.out).write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     shutil.rmtree(root, ignore_errors=True)

@@ -9,6 +9,7 @@ import argparse
 import importlib
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -271,20 +272,29 @@ def parse_args(parser: argparse.ArgumentParser, argv: list[str] | None = None):
     return args
 
 
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     args = parse_args(make_parser(), argv)
+    old = signal.signal(signal.SIGTERM, _interrupt)  # SIGTERM stops like Ctrl-C: one line, exit 2
     try:
         return args.func(args)
     except UserError as e:
         print(f"marl: error: {e}", file=sys.stderr)
         return 2
-    except Exception as e:  # the backstop for running out of memory inside a compiled program
+    except KeyboardInterrupt:  # outside a training loop (which says how to resume)
+        print("marl: error: interrupted", file=sys.stderr)
+        return 2    except Exception as e:  # the backstop for running out of memory inside a compiled program
         if "RESOURCE_EXHAUSTED" not in str(e):
             raise
         print(f"marl: error: out of memory ({str(e).splitlines()[0][:160]}); make the run, batch or "
               f"--episodes smaller", file=sys.stderr)
         return 2
+    finally:
+        signal.signal(signal.SIGTERM, old)
 
 
 if __name__ == "__main__":
