@@ -225,8 +225,8 @@ def train_run(config: TrainConfig, out: str | Path, *, resume: bool = False, res
         config.to_toml(out / ckpt.CONFIG_FILE)
         _record_start(out, parent)
         metrics_path.write_text("")
-    mngr = ckpt.manager(out, create=True)
     old_handler = signal.signal(signal.SIGTERM, _raise_stop)
+    mngr = None
     start_update = int(np.asarray(state.update).reshape(-1)[0])
     start_chunk = start_update // config.updates_per_chunk
     bar = _Progress(config, enabled=progress, start_update=start_chunk * config.updates_per_chunk,
@@ -235,6 +235,7 @@ def train_run(config: TrainConfig, out: str | Path, *, resume: bool = False, res
     frozen[list(diverged)] = True
     done_chunks = 0
     try:
+        mngr = ckpt.manager(out, create=True)
         with bar:
             for c in range(start_chunk, config.num_chunks):
                 t0 = time.time()
@@ -270,7 +271,8 @@ def train_run(config: TrainConfig, out: str | Path, *, resume: bool = False, res
                         (f"from step {last[-1]})" if last else "no checkpoint yet: it starts over)")) from None
     finally:
         signal.signal(signal.SIGTERM, old_handler)
-        mngr.close()
+        if mngr is not None:
+            mngr.close()
     return out
 
 

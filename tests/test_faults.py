@@ -116,9 +116,9 @@ def test_kills_resume_bit_for_bit(tiny_run, tiny_cfg, tmp_path):
     for p in procs.values():
         p.kill() if p.poll() is None else None
     term = procs["term-before-checkpoint"]
-    if term.returncode == 2:  # the SIGTERM arrived inside the training loop: a clear line
+    if term.returncode == 2:  # the SIGTERM arrived once `marl` ran: a clear line (how to resume, in training)
         err = term.stderr.read().strip().splitlines()
-        assert err[-1].startswith("marl: error: interrupted; resume with") and "starts over" in err[-1]
+        assert err[-1].startswith("marl: error: interrupted") and ("starts over" in err[-1] or err[-1].endswith("interrupted"))
     for name in trials:
         run = tmp_path / name
         if name == "term-before-checkpoint" and not ckpt.steps(run):
