@@ -63,9 +63,9 @@ def pending(d: Path) -> bool:
         return False
 
 
-def _default_sigint():
-    """A child of a background job inherits SIGINT ignored; Ctrl-C must reach it as in a terminal."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
+# A child of a background job inherits SIGINT ignored; Ctrl-C must reach `marl` as in a terminal.
+MARL = [sys.executable, "-c", "import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+        "sys.argv[0] = 'marl'; runpy.run_module('marl.cli', run_name='__main__')"]
 
 
 def interrupt_batch(root: Path, trials: list[tuple[str, int, str]], rng: random.Random) -> list[dict]:
@@ -74,9 +74,9 @@ def interrupt_batch(root: Path, trials: list[tuple[str, int, str]], rng: random.
     CFG.to_toml(cfg_file)
     procs = {}
     for name, sig, when in trials:
-        procs[name] = (subprocess.Popen([sys.executable, "-m", "marl.cli", "train", "--config", str(cfg_file), "--out",
+        procs[name] = (subprocess.Popen([*MARL, "train", "--config", str(cfg_file), "--out",
                                          str(root / name), "--quiet"], env=ENV, cwd=root, stdout=subprocess.DEVNULL,
-                                        stderr=subprocess.PIPE, text=True, preexec_fn=_default_sigint), sig, when)
+                                        stderr=subprocess.PIPE, text=True), sig, when)
     at, info = {}, {name: {"name": name, "signal": signal.Signals(sig).name, "when": when} for name, sig, when in trials}
     while any(p.poll() is None for p, _, _ in procs.values()):
         for name, (p, sig, when) in procs.items():

@@ -287,7 +287,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:  # outside a training loop (which says how to resume)
         print("marl: error: interrupted", file=sys.stderr)
-        return 2    except Exception as e:  # the backstop for running out of memory inside a compiled program
+        return 2
+    except Exception as e:  # the backstop for running out of memory inside a compiled program
         if "RESOURCE_EXHAUSTED" not in str(e):
             raise
         print(f"marl: error: out of memory ({str(e).splitlines()[0][:160]}); make the run, batch or "
