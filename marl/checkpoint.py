@@ -14,6 +14,7 @@ import logging
 import re
 import shutil
 import sys
+import threading
 from importlib import metadata as importlib_metadata
 from pathlib import Path
 
@@ -96,9 +97,17 @@ def _drop_closed_loop_noise(hook=sys.unraisablehook):
     if getattr(hook, "_marl_filter", False):
         return
     logging.getLogger("asyncio").addFilter(lambda r: "exception was never retrieved" not in str(r.msg))
+    noise = ("Event loop is closed", "cannot schedule new futures after interpreter shutdown")
+    thread_hook = threading.excepthook  # a save's writer thread, when a stop ends the interpreter under it
+
+    def quiet_threads(a):
+        if not (isinstance(a.exc_value, RuntimeError) and str(a.exc_value) in noise):
+            thread_hook(a)
+
+    threading.excepthook = quiet_threads
 
     def filtered(u):
-        if not (isinstance(u.exc_value, RuntimeError) and str(u.exc_value) == "Event loop is closed"):
+        if not (isinstance(u.exc_value, RuntimeError) and str(u.exc_value) in noise):
             hook(u)
 
     filtered._marl_filter = True
