@@ -9,6 +9,7 @@ import argparse
 import importlib
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -27,11 +28,10 @@ def _cmd_envs(args) -> int:
     return 0
 
 
-def build_config(args):
-    """TrainConfig from --config, then flags, then key=value overrides (later wins)."""
-    from marl.config import TrainConfig
+def _flags(args) -> dict:
+    """The config keys set on the command line (flags, then key=value overrides; later wins)."""
+    from marl.config import _split
 
-    cfg = TrainConfig.from_toml(args.config) if args.config else TrainConfig()
     flags = {}
     if args.env:
         flags["env"] = args.env
@@ -51,19 +51,61 @@ def build_config(args):
         flags["network.latent_dim"] = args.latent_dim
     if args.latents is not None:
         flags["num_latents"] = args.latents
-    from marl.config import _split
-
+    if args.keep_finite_seeds:
+        flags["keep_finite_seeds"] = True
     flags.update(_split(o) for o in args.overrides or [])
+    return flags
+
+
+def build_config(args, base=None):
+    """TrainConfig from --config (or ``base``), then flags, then key=value overrides (later wins)."""
+    from marl.config import TrainConfig
+
+    cfg = TrainConfig.from_toml(args.config) if args.config else base or TrainConfig()
+    flags = _flags(args)
     return cfg.with_overrides(flags) if flags else cfg
+
+
+# What a resumed run may change: more env steps (the run continues; with anneal_lr the schedule is
+# stretched from the resume point) and what to do when a seed diverges. Everything else would make the
+# resumed run a different run than the one its checkpoints belong to.
+RESUME_SAFE = ("total_steps", "keep_finite_seeds")
+
+
+def _resume_config(args, ref):
+    """The saved config of the run to resume, with the safe changes asked for applied (others refused)."""
+    from marl import checkpoint as ckpt
+
+    for flag, value in (("--out", args.out), ("--init-from", args.init_from), ("--history", args.history)):
+        if value and not (flag == "--out" and Path(value).resolve() == ref.run):
+            raise UserError(f"--resume continues {ref.run} as it was started; {flag} does not apply (drop it)")
+    if "#" in args.resume:
+        raise UserError(f"--resume takes RUN or RUN/{ckpt.CKPT_DIR}/STEP, not a seed: the run's seeds train together")
+    saved = ckpt.load_config(ref.run)
+    cfg = build_config(args, base=saved)
+    a, b = saved.to_dict(), cfg.to_dict()
+    a.update({"network." + k: v for k, v in a.pop("network").items()})
+    b.update({"network." + k: v for k, v in b.pop("network").items()})
+    changed = [k for k in a if a[k] != b[k]]
+    refused = [k for k in changed if k not in RESUME_SAFE]
+    if refused:
+        raise UserError(f"--resume cannot change {', '.join(refused)} (only {', '.join(RESUME_SAFE)}); "
+                        f"start a new run from it with --init-from {ref.run} instead")
+    step = ref.step if ref.step is not None else (ckpt.steps(ref.run) or [0])[-1]
+    if cfg.num_updates < step:
+        raise UserError(f"total_steps={cfg.total_steps} is less than the {step * cfg.steps_per_update:,} env steps "
+                        f"{ref.run} has already trained; resume with more")
+    return cfg
 
 
 def _cmd_train(args) -> int:
     from marl import checkpoint as ckpt
     from marl.runs import train_run
 
+    ref = None
     if args.resume:
         ref = ckpt.parse_ref(args.resume)
-        cfg = ckpt.load_config(ref.run)
+        cfg = _resume_config(args, ref)
         out = ref.run
     else:
         if args.history:
@@ -85,7 +127,10 @@ def _cmd_train(args) -> int:
             return 0
     print(f"run {out}: {cfg.env} {cfg.algo}{'' if cfg.share_actor else ' (separate actors)'}, "
           f"{cfg.num_seeds} seed(s), {cfg.num_updates} updates of {cfg.steps_per_update} env steps")
-    train_run(cfg, out, resume=resume, init_from=args.init_from, progress=not args.quiet, devices=args.devices)
+    if args.fallback and not resume:
+        raise UserError("--fallback applies only with --resume")
+    train_run(cfg, out, resume=resume, resume_step=ref.step if ref else None, fallback=args.fallback,
+              init_from=args.init_from, progress=not args.quiet, devices=args.devices)
     print(f"saved {out}")
     return 0
 
@@ -122,8 +167,17 @@ def _cmd_lineage(args) -> int:
         depth += 1
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with the suite's error form: one line ``marl: error: ...``, exit code 2."""
+
+    def error(self, message):
+        sub = " ".join(self.prog.split()[1:])
+        print(f"marl: error: {sub + ': ' if sub else ''}{message}", file=sys.stderr)
+        sys.exit(2)
+
+
 def make_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="marl", description="Cooperative MARL experimentation suite")
+    p = _Parser(prog="marl", description="Cooperative MARL experimentation suite")
     sub = p.add_subparsers(dest="command", required=True)
 
     sub.add_parser("envs", help="list environment names").set_defaults(func=_cmd_envs)
@@ -134,13 +188,19 @@ def make_parser() -> argparse.ArgumentParser:
     t.add_argument("--no-share", action="store_true", help="MAPPO with one actor per agent")
     t.add_argument("--seeds", type=int, help="number of seeds trained at once")
     t.add_argument("--seed", type=int, help="first seed")
-    t.add_argument("--total-steps", type=lambda s: int(float(s)), help="env steps per seed, e.g. 2e6")
+    t.add_argument("--total-steps", help="env steps per seed, e.g. 2e6")
     t.add_argument("--latent-dim", type=int, help="latent input size (latent-conditioned training)")
     t.add_argument("--latents", type=int, help="K latents per instance (best-of-K training)")
     t.add_argument("--history", help="a named training history (shared, continued, decoupled, happo-from-shared, happo)")
     t.add_argument("--config", help="TOML config file")
     t.add_argument("--out", help="run folder (default runs/<env>-<algo>)")
-    t.add_argument("--resume", metavar="RUN", help="continue a stopped run from its last checkpoint")
+    t.add_argument("--resume", metavar="RUN[/checkpoints/STEP]",
+                   help="continue a stopped run from its last checkpoint (or STEP: later steps are moved to "
+                        "checkpoints.discarded/); total_steps and keep_finite_seeds may be raised/set")
+    t.add_argument("--fallback", action="store_true",
+                   help="with --resume: if the latest checkpoint fails verification, resume from the newest that passes")
+    t.add_argument("--keep-finite-seeds", action="store_true",
+                   help="a seed that diverges (NaN/inf) is frozen and the others train on (default: the run stops)")
     t.add_argument("--init-from", metavar="RUN[/checkpoints/STEP][#SEED]", help="warm start from another run")
     t.add_argument("--resume-if-exists", action="store_true",
                    help="if --out holds this same config, continue it (or do nothing when it is done)")
@@ -175,14 +235,42 @@ def make_parser() -> argparse.ArgumentParser:
     return document(p)
 
 
+def parse_args(parser: argparse.ArgumentParser, argv: list[str] | None = None):
+    """Parse, accepting key=value overrides anywhere among the options (``--out x k=v --quiet k2=v2``)."""
+    args, extra = parser.parse_known_args(argv)
+    kv = [e for e in extra if "=" in e and not e.startswith("-")]
+    if kv and hasattr(args, "overrides"):
+        args.overrides = list(args.overrides or []) + kv
+        extra = [e for e in extra if e not in kv]
+    if extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    args = make_parser().parse_args(argv)
+    args = parse_args(make_parser(), argv)
+    old = signal.signal(signal.SIGTERM, _interrupt)  # SIGTERM stops like Ctrl-C: one line, exit 2
     try:
         return args.func(args)
     except UserError as e:
         print(f"marl: error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # outside a training loop (which says how to resume)
+        print("marl: error: interrupted", file=sys.stderr)
+        return 2
+    except Exception as e:  # the backstop for running out of memory inside a compiled program
+        if "RESOURCE_EXHAUSTED" not in str(e):
+            raise
+        print(f"marl: error: out of memory ({str(e).splitlines()[0][:160]}); make the run, batch or "
+              f"--episodes smaller", file=sys.stderr)
+        return 2
+    finally:
+        signal.signal(signal.SIGTERM, old)
 
 
 if __name__ == "__main__":

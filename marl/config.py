@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import tomllib
 import types
 import typing
@@ -21,9 +22,21 @@ TIE_BREAKS = ("none", "length", "random")  # latent_tie_break choices (marl.late
 ADV_NORMS = ("update", "minibatch")  # adv_norm choices (marl.batch)
 
 
+# The optimiser's step counter (and the update counter) are int32 inside the compiled program.
+MAX_OPT_STEPS = 2**31 - 1
+
+
 def _check(cond: bool, msg: str) -> None:
     if not cond:
         raise UserError(f"bad config: {msg}")
+
+
+def _check_finite(obj, prefix: str = "") -> None:
+    """Every float field of a config must be a finite number (inf and nan are refused by name)."""
+    for f in dataclasses.fields(obj):
+        v = getattr(obj, f.name)
+        if isinstance(v, float) and not math.isfinite(v):
+            raise UserError(f"bad config: {prefix}{f.name} must be a finite number, got {v}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,6 +52,7 @@ class NetworkConfig:
     critic_time: bool = True  # the critic reads the episode's time step t/max_steps (besides state and seat)
 
     def __post_init__(self):
+        _check_finite(self, "network.")
         _check(self.hidden >= 1, f"network.hidden must be >= 1, got {self.hidden}")
         _check(self.critic_hidden >= 1, f"network.critic_hidden must be >= 1, got {self.critic_hidden}")
         _check(self.activation in ACTIVATIONS, f"network.activation must be one of {ACTIVATIONS}, got {self.activation!r}")
@@ -90,9 +104,13 @@ class TrainConfig:
     # the K copies of an instance share action and env-step keys (marl.latent); needs a tie-break
     # that trains one of K identical copies (they tie exactly while the latent weights are zero)
     latent_common_noise: bool = False
+    # a seed whose update turns non-finite (NaN/inf) stops the run (False) or is frozen at its last
+    # finite state while the other seeds train on (True); see marl/runs.py
+    keep_finite_seeds: bool = False
     network: NetworkConfig = NetworkConfig()  # actor and critic shapes ([network] table, network.KEY=VALUE)
 
     def __post_init__(self):
+        _check_finite(self)
         family, _, rest = self.env.partition(":")
         base = f"{family}:{rest.split(':')[0]}"
         if base not in names():
@@ -111,6 +129,11 @@ class TrainConfig:
             _check(getattr(self, name) >= 1, f"{name} must be >= 1, got {getattr(self, name)}")
         _check(self.total_steps >= self.num_envs * self.rollout_len,
                f"total_steps ({self.total_steps}) is less than one update (num_envs*rollout_len = {self.num_envs * self.rollout_len})")
+        opt_steps = self.num_updates * self.epochs * self.minibatches
+        _check(opt_steps <= MAX_OPT_STEPS,
+               f"total_steps ({self.total_steps:.3g}) is too large: its {opt_steps:,} optimiser steps "
+               f"(updates x epochs x minibatches) overflow the int32 step counter; at most "
+               f"{MAX_OPT_STEPS // (self.epochs * self.minibatches) * self.steps_per_update:.4g} env steps per seed with these settings")
         _check(self.num_envs % self.minibatches == 0, f"num_envs ({self.num_envs}) must be divisible by minibatches ({self.minibatches})")
         _check(self.lr > 0, f"lr must be > 0, got {self.lr}")
         _check(self.critic_lr >= 0, f"critic_lr must be >= 0, got {self.critic_lr}")
@@ -300,6 +323,8 @@ def _coerce(name: str, value, typ):
             if isinstance(value, bool):
                 raise ValueError
             f = float(value)
+            if not math.isfinite(f):
+                raise UserError(f"bad config: {name} must be a finite integer, got {value!r}")
             if f != int(f):
                 raise ValueError
             return int(f)

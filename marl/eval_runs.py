@@ -18,6 +18,7 @@ import numpy as np
 from envs.errors import UserError
 from marl import checkpoint as ckpt
 from marl.evaluate import evaluate, mean_ci
+from marl.resources import check_memory, check_out_file, state_bytes
 
 EVAL_DIR = "eval"
 
@@ -71,15 +72,25 @@ def eval_command(args) -> int:
     steps = ckpt.steps(ref.run) if all_steps else [ckpt.resolve_step(ref)]
     if not steps:
         raise UserError(f"run {ref.run} has no checkpoint yet; train it (or resume it) first")
+    if args.json:
+        check_out_file(args.json, "--json")
+    config = ckpt.load_config(ref.run)
+    seeds = [ref.seed] if "#" in args.run else list(range(config.num_seeds))
+    import envs
+
+    env = envs.make(config.env, **config.env_kwargs())
+    per_episode = state_bytes(jax.eval_shape(env.reset, jax.random.PRNGKey(0))) + \
+        4 * env.spec.num_agents * (config.network.hidden + env.spec.num_actions)
+    check_memory(4 * per_episode * args.episodes, f"evaluating {args.episodes:,} episodes at once",
+                 "use fewer --episodes")
     greedy = not args.sample
     trainer = None
     key = jax.random.PRNGKey(args.eval_seed)
     per_step, arrays = [], {"returns": [], "won": [], "lengths": [], "env_steps": []}
     for step in steps:
-        tr, actor_params, meta, step = ckpt.load_actors(ckpt.CheckpointRef(ref.run, step, ref.seed))
+        tr, actor_params, meta, step = ckpt.load_actors(ckpt.CheckpointRef(ref.run, step, ref.seed), seeds=seeds)
         if trainer is None:  # one compiled program for every step of the run (same config)
             trainer = tr
-            seeds = [ref.seed] if "#" in args.run else list(range(trainer.config.num_seeds))
             fn = jax.jit(lambda params, k: evaluate(trainer.env, trainer.team(params), k, args.episodes, greedy))
         print(f"{ref.run} at update {step} ({meta['env_steps']:,} env steps), {args.episodes} "
               f"{'greedy' if greedy else 'sampled'} episodes per seed")
@@ -94,6 +105,8 @@ def eval_command(args) -> int:
                 w = mean_ci(res.won.astype(np.float64))
                 row.update(win_rate=w[0], win_rate_ci=[w[1], w[2]])
                 line += f"  win rate {w[0]:.3f} [{w[1]:.3f}, {w[2]:.3f}]"
+            if str(s) in (meta.get("diverged") or {}):
+                line += f"  (diverged at update {meta['diverged'][str(s)]}: parameters from before it)"
             print(line)
             rows.append(row)
         per_step.append({"step": step, "env_steps": meta["env_steps"], "seeds": rows})

@@ -7,6 +7,7 @@ import json
 import math
 import shutil
 import signal
+import sys
 import time
 from pathlib import Path
 
@@ -18,9 +19,10 @@ from envs.errors import UserError
 from marl import checkpoint as ckpt
 from marl import sharding
 from marl.config import TrainConfig
+from marl.resources import check_memory, check_out_dir, state_bytes
 from marl.runlock import RunLock
 from marl.team import tile
-from marl.trainer import Trainer, TrainState, make_trainer, seed_keys
+from marl.trainer import GUARDED_FIELDS, NONFINITE, Trainer, TrainState, make_trainer, seed_keys
 
 
 class _Stop(Exception):
@@ -48,11 +50,11 @@ def _metrics_lines(metrics: dict, keys, first_update: int, config: TrainConfig, 
 
 
 def _truncate_metrics(path: Path, last_update: int) -> None:
-    """Keep only the metric lines up to ``last_update`` (a resumed run rewrites the rest)."""
-    if not path.exists():
-        return
-    keep = [ln for ln in path.read_text().splitlines() if ln.strip() and json.loads(ln)["update"] <= last_update]
-    path.write_text("".join(ln + "\n" for ln in keep))
+    """Keep only the metric lines up to ``last_update`` (a resumed run rewrites the rest); a torn last
+    line is dropped."""
+    if path.exists():
+        keep = [d for d in ckpt.metric_rows(path) if d["update"] <= last_update]
+        path.write_text("".join(json.dumps(d) + "\n" for d in keep))
 
 
 def with_new_leaves(params: dict, template: dict) -> dict:
@@ -69,8 +71,8 @@ def warm_start(trainer: Trainer, state: TrainState, source: str) -> tuple[TrainS
     without latent input can start a latent-conditioned run (COMPASS starts from a trained policy):
     the new latent weights stay at their zero init.
     """
-    src_trainer, src, meta, step = ckpt.load_state(source)
     ref = ckpt.parse_ref(source)
+    src_trainer, src, meta, step = ckpt.load_state(ref, seeds=[ref.seed] if "#" in str(source) else None)
     if src_trainer.spec != trainer.spec:
         raise UserError(f"cannot start from {ref.run}: it was trained on {src_trainer.spec.name}, this run is {trainer.spec.name}")
     add_latent = src_trainer.net.latent_dim == 0 and trainer.net.latent_dim > 0
@@ -100,76 +102,193 @@ def warm_start(trainer: Trainer, state: TrainState, source: str) -> tuple[TrainS
     return state, parent
 
 
-def train_run(config: TrainConfig, out: str | Path, *, resume: bool = False, init_from: str | None = None,
-              progress: bool = True, stop_after_chunks: int | None = None, devices: int | None = None) -> Path:
+def _restore(out: Path, step: int, abstract) -> tuple[TrainState, dict]:
+    """The verified, finite state of step ``step`` of run ``out`` and its meta (UserError otherwise)."""
+    where = f"{out}/{ckpt.CKPT_DIR}/{step}"
+    meta = ckpt.read_meta(out, step)
+    ckpt.check_format(meta, where)
+    state = ckpt.restore_state(out, step, abstract, meta)
+    ckpt.check_finite([getattr(state, f) for f in GUARDED_FIELDS], where)
+    return state, meta
+
+
+def _resume_point(out: Path, step: int | None, abstract, fallback: bool, note) -> tuple[int, TrainState, dict]:
+    """(step, state, meta) to resume from: ``step`` (latest when None). When the latest does not verify,
+    ``fallback`` takes the newest step that does; without it the error names that step."""
+    available = ckpt.steps(out)
+    if step is not None and step not in available:
+        raise UserError(f"run {out} has no checkpoint at step {step}; available: {', '.join(map(str, available))}")
+    first = step if step is not None else available[-1]
+    try:
+        return (first, *_restore(out, first, abstract))
+    except UserError as e:
+        if step is not None:
+            raise
+        error = e
+    for k in reversed(available[:-1]):
+        try:
+            state, meta = _restore(out, k, abstract)
+        except UserError:
+            continue
+        if fallback:
+            note(f"{error}; resuming from step {k}, the newest step that verifies")
+            return k, state, meta
+        raise UserError(f"{error}; the newest step that verifies is {k}: resume from it with `marl train --resume "
+                        f"{out} --fallback` (later steps are moved to {ckpt.DISCARDED_DIR}/)")
+    raise UserError(f"{error}; no earlier step verifies either")
+
+
+def _fresh_state(trainer: Trainer, config: TrainConfig, init, init_from: str | None):
+    """Initial state (warm-started from ``init_from`` if given) and its parent record."""
+    state = init(seed_keys(config))
+    if init_from:
+        return warm_start(trainer, state, init_from)
+    return state, None
+
+
+def _recorded_start(out: Path) -> str | None:
+    """The exact warm-start source a run was created with (``RUN/checkpoints/K[#S]``), if any."""
+    f = out / ckpt.START_FILE
+    return json.loads(f.read_text())["init_from"] if f.exists() else None
+
+
+def _record_start(out: Path, parent: dict | None) -> None:
+    if parent:
+        ref = f"{parent['run']}/{ckpt.CKPT_DIR}/{parent['step']}" + (f"#{parent['seed']}" if parent["seed"] is not None else "")
+        (out / ckpt.START_FILE).write_text(json.dumps({"init_from": ref}) + "\n")
+
+
+def _diverged_error(out: Path, new: dict[int, int], config: TrainConfig) -> UserError:
+    seeds = ", ".join(f"seed {s} ({out}#{s}) at update {u}" for s, u in sorted(new.items()))
+    last = ckpt.steps(out)
+    kept = f"the last good checkpoint is {out}/{ckpt.CKPT_DIR}/{last[-1]}" if last else "no checkpoint was written"
+    other = ("" if config.num_seeds == 1 or config.keep_finite_seeds else
+             "; keep_finite_seeds=true trains the other seeds on")
+    return UserError(f"training diverged: non-finite loss, gradient or parameters in {seeds}; nothing of it was "
+                     f"saved and {kept}; lower lr or max_grad_norm and start again{other}")
+
+
+def train_run(config: TrainConfig, out: str | Path, *, resume: bool = False, resume_step: int | None = None,
+              fallback: bool = False, init_from: str | None = None, progress: bool = True,
+              stop_after_chunks: int | None = None, note=None, devices: int | None = None) -> Path:
     """Train (or resume) the run in ``out``; returns the run folder.
 
+    Resume: from ``resume_step`` (default latest; with ``fallback``, the newest step that verifies
+    when the latest does not); later and incomplete step folders are moved to
+    ``checkpoints.discarded/``. A folder with a config and no checkpoint starts over (from its
+    recorded warm-start source). A seed whose update turns non-finite stops the run with a UserError
+    at the end of the chunk, before anything of that chunk is saved (``keep_finite_seeds``: the seed
+    is frozen at its last finite state, recorded as ``diverged`` in the meta, and the others go on).
     The folder's lock is held while it trains and the done marker written when it finishes
     (``marl/runlock.py``); the seed axis is sharded over ``devices`` local devices (``marl/sharding.py``).
     ``stop_after_chunks`` stops early as an interruption would (for tests of exact resume).
     """
     out = Path(out)
+    note = note or (lambda msg: print(msg, file=sys.stderr))
     num_devices = sharding.device_count(config.num_seeds, devices)
-    if not resume and ((out / ckpt.CONFIG_FILE).exists() or ckpt.steps(out)):
+    if not resume and ckpt.steps(out):
         raise UserError(f"run folder {out} already exists; resume it with --resume {out} or pick another --out")
     if resume:
         ckpt.parse_ref(out)  # a missing run folder is named as such before the lock creates it
+    else:
+        check_out_dir(out, "--out")  # before the lock creates the folder
     created = not out.exists()
     try:
         with RunLock(out, "resume" if resume else "new") as lock:
-            return _train_locked(config, out, resume, init_from, progress, stop_after_chunks, num_devices, lock)
+            return _train_locked(config, out, resume, resume_step, fallback, init_from, progress, stop_after_chunks,
+                                 note, num_devices, lock)
     except BaseException:
         if created and not (out / ckpt.CONFIG_FILE).exists():  # refused before it started: leave no folder
             shutil.rmtree(out, ignore_errors=True)
         raise
 
 
-def _train_locked(config, out, resume, init_from, progress, stop_after_chunks, num_devices, lock) -> Path:
+def _train_locked(config, out, resume, resume_step, fallback, init_from, progress, stop_after_chunks, note,
+                  num_devices, lock) -> Path:
     trainer = make_trainer(config)
     init = jax.jit(trainer.init_seeds)
     chunk = jax.jit(jax.vmap(trainer.chunk), donate_argnums=0)
     seeds_on = sharding.seed_sharding(num_devices)
     metrics_path = out / ckpt.METRICS_FILE
-    parent = None
-    if resume:
-        ref = ckpt.parse_ref(out)
-        step = ckpt.resolve_step(ref)
-        meta = ckpt.read_meta(out, step)
-        ckpt.check_format(meta, f"{out}/{ckpt.CKPT_DIR}/{step}")
+    abstract = jax.eval_shape(init, seed_keys(config))
+    check_memory(state_bytes(abstract) * 3, f"training {config.env} with network.hidden={config.network.hidden}, "
+                 f"critic_hidden={config.network.critic_hidden} and {config.num_seeds} seed(s)")
+    parent, diverged = None, {}
+    has_config = (out / ckpt.CONFIG_FILE).exists()
+    if resume and ckpt.steps(out):
+        step, state, meta = _resume_point(out, resume_step, sharding.abstract(abstract, seeds_on), fallback, note)
         parent = meta.get("parent")
-        abstract = sharding.abstract(jax.eval_shape(init, seed_keys(config)), seeds_on)
-        state = sharding.shard(jax.tree.map(jnp.asarray, ckpt.restore_state(out, step, abstract)), seeds_on)
+        diverged = {int(k): v for k, v in (meta.get("diverged") or {}).items()}
+        state = sharding.shard(jax.tree.map(jnp.asarray, state), seeds_on)
+        moved = ckpt.set_aside(out, step)
+        if moved:
+            note(f"resuming {out} from step {step}: moved step folder(s) {', '.join(moved)} to {out}/{ckpt.DISCARDED_DIR}/")
         _truncate_metrics(metrics_path, step)
+        if ckpt.load_config(out) != config:  # a safe change asked for on resume (e.g. more total_steps)
+            config.to_toml(out / ckpt.CONFIG_FILE)
+    elif resume or (has_config and not ckpt.steps(out)):
+        if not has_config:
+            raise UserError(f"{out} is not a run folder (no {ckpt.CONFIG_FILE}); start it with `marl train --out {out}`")
+        if not resume and ckpt.load_config(out) != config:
+            raise UserError(f"run folder {out} holds another run's config and no checkpoint; start that run over "
+                            f"with `marl train --resume {out}`, or pick another --out")
+        recorded = _recorded_start(out)
+        if init_from and recorded and ckpt.parse_ref(init_from).run != ckpt.parse_ref(recorded).run:
+            raise UserError(f"run folder {out} was started from {recorded}, not {init_from}; pick another --out")
+        note(f"run {out} has no checkpoint yet (it stopped before its first one): starting it over"
+             + (f" from {recorded}" if recorded else ""))
+        state, parent = _fresh_state(trainer, config, init, recorded or init_from)
+        state = sharding.shard(state, seeds_on)
+        ckpt.set_aside(out, None)
+        config.to_toml(out / ckpt.CONFIG_FILE)
+        _record_start(out, parent)
+        metrics_path.write_text("")
     else:
-        if (out / ckpt.CONFIG_FILE).exists() or ckpt.steps(out):  # again, now that the lock is held
+        if has_config or ckpt.steps(out):  # again, now that the lock is held
             raise UserError(f"run folder {out} already exists; resume it with --resume {out} or pick another --out")
-        state = init(seed_keys(config))
-        if init_from:
-            state, parent = warm_start(trainer, state, init_from)
+        state, parent = _fresh_state(trainer, config, init, init_from)
         state = sharding.shard(state, seeds_on)
         out.mkdir(parents=True, exist_ok=True)
         config.to_toml(out / ckpt.CONFIG_FILE)
+        _record_start(out, parent)
         metrics_path.write_text("")
-    mngr = ckpt.manager(out, create=True)
     old_handler = signal.signal(signal.SIGTERM, _raise_stop)
-    start_chunk = int(np.asarray(state.update).reshape(-1)[0]) // config.updates_per_chunk
+    mngr = None
+    start_update = int(np.asarray(state.update).reshape(-1)[0])
+    start_chunk = start_update // config.updates_per_chunk
     bar = _Progress(config, enabled=progress, start_update=start_chunk * config.updates_per_chunk,
                     has_win=trainer.spec.has_win)
+    frozen = np.zeros(config.num_seeds, bool)
+    frozen[list(diverged)] = True
     done_chunks = 0
     try:
+        mngr = ckpt.manager(out, create=True)
         with bar:
             for c in range(start_chunk, config.num_chunks):
                 t0 = time.time()
                 first = c * config.updates_per_chunk
-                state, metrics = chunk(state)
+                state, metrics = chunk(state, jnp.asarray(frozen))
                 metrics = jax.device_get(metrics)
                 with metrics_path.open("a") as f:
-                    f.writelines(ln + "\n" for ln in _metrics_lines(metrics, trainer.metric_keys, first, config,
-                                                                  time.time() - t0))
+                    f.write("".join(ln + "\n" for ln in _metrics_lines(metrics, trainer.metric_keys, first, config,
+                                                                      time.time() - t0)))
                 update = min(first + config.updates_per_chunk, config.num_updates)
+                bad = np.asarray(metrics[NONFINITE]) > 0  # [S, U]
+                new = {s: first + int(np.argmax(bad[s])) + 1 for s in np.flatnonzero(bad.any(axis=1))}
+                if new:
+                    diverged.update(new)
+                    frozen[list(new)] = True
+                    if not config.keep_finite_seeds or frozen.all():
+                        raise _diverged_error(out, new, config)
+                    note(f"marl: warning: seed(s) {', '.join(map(str, sorted(new)))} diverged at update(s) "
+                         f"{', '.join(str(new[s]) for s in sorted(new))}; frozen at their last finite state, "
+                         f"the other seeds train on (keep_finite_seeds)")
                 bar.advance(update, metrics, time.time() - t0)
                 if (c + 1) % config.checkpoint_every == 0 or c + 1 == config.num_chunks:
-                    ckpt.save(mngr, update, state, ckpt.make_meta(config, trainer.spec, update, parent))
+                    meta = ckpt.make_meta(config, trainer.spec, update, parent)
+                    if diverged:
+                        meta["diverged"] = {str(s): u for s, u in sorted(diverged.items())}
+                    ckpt.save(mngr, update, state, meta)
                     if update >= config.num_updates:
                         lock.done(update)
                 lock.heartbeat()
@@ -178,10 +297,12 @@ def _train_locked(config, out, resume, init_from, progress, stop_after_chunks, n
                     break
     except (KeyboardInterrupt, _Stop):
         last = ckpt.steps(out)
-        raise UserError(f"interrupted; resume from step {last[-1] if last else 0} with `marl train --resume {out}`") from None
+        raise UserError(f"interrupted; resume with `marl train --resume {out}` (" +
+                        (f"from step {last[-1]})" if last else "no checkpoint yet: it starts over)")) from None
     finally:
         signal.signal(signal.SIGTERM, old_handler)
-        mngr.close()
+        if mngr is not None:
+            mngr.close()
     return out
 
 

@@ -30,7 +30,10 @@ def add_parser(subparsers) -> None:
 
 
 def run_cmd(args) -> int:
+    import math
+
     from marl import checkpoint as ckpt
+    from marl.resources import check_out_dir
     from marl.search import METHODS, PER_AGENT, check_latent_team, check_source, search_methods, summarize, table, write_outputs
 
     bad = [m for m in args.methods if m not in METHODS]
@@ -43,8 +46,9 @@ def run_cmd(args) -> int:
     for name in ("instances", "budget", "population", "reeval", "repeats"):
         if getattr(args, name) < 1:
             raise UserError(f"--{name} must be >= 1, got {getattr(args, name)}")
-    if not args.sigma > 0 or args.sigma == float("inf"):  # NaN fails the first test
+    if not (math.isfinite(args.sigma) and args.sigma > 0):
         raise UserError(f"--sigma must be a finite number > 0, got {args.sigma}")
+    check_out_dir(args.out)
     import envs
 
     ref = ckpt.parse_ref(args.run)

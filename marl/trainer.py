@@ -26,6 +26,13 @@ from marl.networks import init_actor, init_critic, make_critic
 from marl.rollout import Continuous, Runner, Transition, collect, reset_runner
 from marl.team import Team, stacked_params, team_step
 
+# The divergence guard: an update whose new parameters, optimiser states or value-norm statistics
+# (GUARDED_FIELDS) or whose losses (GUARDED_LOSSES) hold a NaN or inf is dropped (the seed keeps its
+# state from before it) and reported in the chunk's NONFINITE metric; from then on the seed is frozen.
+GUARDED_FIELDS = ("actor_params", "critic_params", "actor_opt", "critic_opt", "value_norm")
+GUARDED_LOSSES = ("actor_loss", "value_loss", "entropy")
+NONFINITE = "nonfinite"
+
 METRIC_KEYS = ("episodes", "return", "win_rate", "length", "actor_loss", "entropy", "approx_kl",
                "clip_frac", "value_loss")
 
@@ -203,17 +210,40 @@ class Trainer:
         metrics = {**self.rollout.stats(tr), **am, **cm}
         return new, {k: jnp.asarray(metrics[k], jnp.float32) for k in self.metric_keys}
 
+    def finite(self, state: TrainState, metrics: dict) -> jax.Array:
+        """Whether every guarded array of ``state`` and every guarded loss is finite (a scalar bool)."""
+        leaves = [x for f in GUARDED_FIELDS for x in jax.tree.leaves(getattr(state, f))
+                  if jnp.issubdtype(x.dtype, jnp.inexact)] + [metrics[k] for k in GUARDED_LOSSES]
+        return jnp.stack([jnp.isfinite(x).all() for x in leaves]).all()
+
     # -- programs -----------------------------------------------------------------------------
-    def chunk(self, state: TrainState) -> tuple[TrainState, dict]:
+    def chunk(self, state: TrainState, frozen=False) -> tuple[TrainState, dict]:
         """``updates_per_chunk`` iterations in one scan; iterations past ``num_updates`` are skipped
-        (so every chunk is the same compiled program and a resumed run matches an unbroken one)."""
+        (so every chunk is the same compiled program and a resumed run matches an unbroken one).
+
+        Divergence guard: an update with a non-finite result is dropped (metric ``NONFINITE`` is 1 at
+        that update) and the seed is frozen: later updates only advance its counter, as they do when
+        ``frozen`` is set on entry (a seed that diverged in an earlier chunk)."""
         total = self.config.num_updates
-        nan = {k: jnp.float32(jnp.nan) for k in self.metric_keys}
+        nan = {**{k: jnp.float32(jnp.nan) for k in self.metric_keys}, NONFINITE: jnp.float32(0)}
 
-        def body(s, _):
-            return jax.lax.cond(s.update < total, self.update, lambda s2: (s2, nan), s)
+        def guarded(s):
+            new, m = self.update(s)
+            ok = self.finite(new, m)
+            new = jax.tree.map(lambda a, b: jnp.where(ok, a, b), new, s.replace(update=new.update))
+            return new, {**m, NONFINITE: (~ok).astype(jnp.float32)}
 
-        return jax.lax.scan(body, state, None, length=self.config.updates_per_chunk)
+        def body(carry, _):
+            s, fz = carry
+            live = s.update < total
+            branch = jnp.where(live, jnp.where(fz, 1, 0), 2)
+            s, m = jax.lax.switch(branch, (guarded, lambda s2: (s2.replace(update=s2.update + 1), nan),
+                                           lambda s2: (s2, nan)), s)
+            return (s, fz | (m[NONFINITE] > 0)), m
+
+        (state, _), metrics = jax.lax.scan(body, (state, jnp.asarray(frozen, bool)), None,
+                                           length=self.config.updates_per_chunk)
+        return state, metrics
 
     def train(self, key: jax.Array) -> tuple[TrainState, dict]:
         """The whole run as one program (no checkpoints): scan over all updates."""

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 
 def _cmd_barrier(args) -> int:
+    from marl.resources import check_out_dir
     from probes.interpolate import parse_alphas
+
+    check_out_dir(args.out)
     from probes.pipeline import probe_barrier
 
     grid = parse_alphas(args.alphas)
@@ -14,16 +17,20 @@ def _cmd_barrier(args) -> int:
 
 
 def _cmd_teams(args) -> int:
+    from marl.resources import check_out_dir
     from probes.pipeline import probe_teams
 
+    check_out_dir(args.out)
     probe_teams(args.run_a, args.run_b, args.out, args.episodes, not args.sample, args.boot, args.eval_seed,
                 team_batch=args.team_batch, seat_ids=args.seat_ids, max_perms=args.max_perms)
     return 0
 
 
 def _cmd_weights(args) -> int:
+    from marl.resources import check_out_dir
     from probes.pipeline import probe_weights
 
+    check_out_dir(args.out)
     probe_weights(args.run_a, args.run_b, args.out, args.reference)
     return 0
 

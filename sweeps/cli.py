@@ -7,6 +7,10 @@ from __future__ import annotations
 def _cmd_sweep(args) -> int:
     from sweeps.runner import check_out, describe, load_sweep, plan, plan_probes, run_sweep, select
 
+    if args.out:
+        from marl.resources import check_out_dir
+
+        check_out_dir(args.out)
     sweep = load_sweep(args.file)
     runs = plan(sweep, args.out, args.overrides or [])
     jobs = plan_probes(sweep, runs)  # bad pairs and unequal budgets are refused before anything trains
@@ -46,17 +50,4 @@ def add_parser(subparsers) -> None:
     p.add_argument("overrides", nargs="*", metavar="key=value",
                    help="config overrides applied to every run, e.g. total_steps=4096 num_envs=8")
     p.set_defaults(func=_cmd_sweep)
-    _overrides_anywhere(p)
 
-
-def _overrides_anywhere(p) -> None:
-    """Accept key=value overrides after options too (``FILE --out DIR k=v``), not only right after FILE."""
-    parse = p.parse_known_args
-
-    def parse_known_args(args=None, namespace=None):
-        ns, extra = parse(args, namespace)
-        kv = [e for e in extra if "=" in e and not e.startswith("-")]
-        ns.overrides = list(ns.overrides or []) + kv
-        return ns, [e for e in extra if e not in kv]
-
-    p.parse_known_args = parse_known_args

@@ -1,0 +1,260 @@
+"""Fault injection on tiny smax:3m runs (2 seeds, 4 updates, checkpoints at 2 and 4): counts for issue 15.
+
+    PYTHONPATH=. python bench/fault_injection.py [--kills 8] [--stops 6] [--flips 40] [--out bench/results/faults.md]
+
+- kills: SIGKILL at a random moment after the first checkpoint, or the moment a checkpoint write is
+  seen in progress; each run is resumed and compared bit for bit (every array, metrics.jsonl) with an
+  unbroken run.
+- stops: SIGTERM / SIGINT at a random moment (also before the first checkpoint): a clear last line,
+  exit 2, then resume (bit for bit).
+- flips: one bit flipped in the latest step's state files (chosen by size), then a load: detected
+  (one-line error), or loaded with every array equal to the saved one (the bit is never read), or
+  loaded changed (undetected); plus truncations and 4 KB garbles.
+- divergence: the issue's lr=1e3 command.
+- bad inputs: the cases of tests/test_faults.py (one line ``marl: error:``, exit 2, nothing modified).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import jax  # noqa: E402
+import numpy as np  # noqa: E402
+
+from envs import UserError  # noqa: E402
+from marl import checkpoint as ckpt  # noqa: E402
+from marl.config import NetworkConfig, TrainConfig  # noqa: E402
+from marl.runs import train_run  # noqa: E402
+
+CFG = TrainConfig(env="smax:3m", num_envs=8, rollout_len=16, total_steps=8 * 16 * 4, updates_per_chunk=2, epochs=1,
+                  minibatches=2, num_seeds=2, network=NetworkConfig(hidden=16, critic_hidden=16))
+ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+
+
+def leaves(run):
+    return [np.asarray(x) for x in jax.tree.leaves(ckpt.load_state(str(run))[1])]
+
+
+def metrics(run):
+    return [{k: v for k, v in d.items() if k != "time"} for d in ckpt.metric_rows(run / ckpt.METRICS_FILE)]
+
+
+def same(a, b) -> bool:
+    la, lb = leaves(a), leaves(b)
+    return len(la) == len(lb) and all(np.array_equal(x, y) for x, y in zip(la, lb)) and metrics(a) == metrics(b)
+
+
+def pending(d: Path) -> bool:
+    try:
+        return any(not ckpt._complete(p) for p in d.iterdir())
+    except FileNotFoundError:
+        return False
+
+
+# A child of a background job inherits SIGINT ignored; Ctrl-C must reach `marl` as in a terminal.
+MARL = [sys.executable, "-c", "import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+        "sys.argv[0] = 'marl'; runpy.run_module('marl.cli', run_name='__main__')"]
+
+
+def interrupt_batch(root: Path, trials: list[tuple[str, int, str]], rng: random.Random) -> list[dict]:
+    """Start one `marl train` per trial (name, signal, when: 'write' | 'random' | 'early') and signal it."""
+    cfg_file = root / "tiny.toml"
+    CFG.to_toml(cfg_file)
+    procs = {}
+    for name, sig, when in trials:
+        procs[name] = (subprocess.Popen([*MARL, "train", "--config", str(cfg_file), "--out",
+                                         str(root / name), "--quiet"], env=ENV, cwd=root, stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.PIPE, text=True), sig, when)
+    at, info = {}, {name: {"name": name, "signal": signal.Signals(sig).name, "when": when} for name, sig, when in trials}
+    while any(p.poll() is None for p, _, _ in procs.values()):
+        for name, (p, sig, when) in procs.items():
+            if p.poll() is not None or "sent" in info[name]:
+                continue
+            d = root / name / ckpt.CKPT_DIR
+            if when == "write":
+                hit = pending(d)
+            elif when == "early":
+                hit = (root / name / ckpt.CONFIG_FILE).exists() and name in at and time.time() >= at[name]
+                at.setdefault(name, time.time() + rng.uniform(0, 3))
+            else:
+                if ckpt.steps(d.parent) and name not in at:
+                    at[name] = time.time() + rng.uniform(0, 0.4)
+                hit = name in at and time.time() >= at[name]
+            if hit:
+                info[name].update(sent=True, in_write=pending(d), steps_before=ckpt.steps(d.parent))
+                p.send_signal(sig)
+        time.sleep(0.002)
+    for name, (p, _, _) in procs.items():
+        err = [ln for ln in p.stderr.read().strip().splitlines() if ln.strip()]
+        info[name].update(rc=p.returncode, last=err[-1] if err else "", lines=len(err))
+    return list(info.values())
+
+
+def flips(root: Path, ref: Path, n: int, rng: random.Random) -> dict:
+    saved = ckpt.digest(ckpt.load_state(str(ref))[1])
+    out = {"detected": 0, "unchanged": 0, "UNDETECTED": 0}
+    for t in range(n):
+        run = root / f"flip{t}"
+        shutil.copytree(ref, run)
+        files = [f for f in (run / ckpt.CKPT_DIR / "4" / "state").rglob("*") if f.is_file()]
+        f = rng.choices(files, [x.stat().st_size for x in files])[0]
+        b = bytearray(f.read_bytes())
+        b[rng.randrange(len(b))] ^= 1 << rng.randrange(8)
+        f.write_bytes(bytes(b))
+        try:
+            state = ckpt.load_state(str(run))[1]
+            out["unchanged" if ckpt.digest(state) == saved else "UNDETECTED"] += 1
+        except UserError:
+            out["detected"] += 1
+        shutil.rmtree(run)
+    return out
+
+
+def damage(root: Path, ref: Path, rng: random.Random) -> dict:
+    """Truncations and 4 KB garbles of each state data file of the latest step."""
+    saved = ckpt.digest(ckpt.load_state(str(ref))[1])
+    out = {"made": 0, "detected": 0, "unchanged": 0, "UNDETECTED": 0, "files": {}}
+    for kind in ("truncate", "garble"):
+        for f0 in sorted(p for p in (ref / ckpt.CKPT_DIR / "4" / "state").rglob("*") if p.is_file()):
+            run = root / "damage"
+            shutil.copytree(ref, run)
+            f = run / f0.relative_to(ref)
+            b = f.read_bytes()
+            if kind == "truncate":
+                f.write_bytes(b[: len(b) // 2])
+            else:
+                i = rng.randrange(max(len(b) - 4096, 1))
+                f.write_bytes(b[:i] + os.urandom(min(4096, len(b))) + b[i + 4096:])
+            out["made"] += 1
+            try:
+                state = ckpt.load_state(str(run))[1]
+                res = "unchanged" if ckpt.digest(state) == saved else "UNDETECTED"
+            except UserError:
+                res = "detected"
+            out[res] += 1
+            out["files"].setdefault(f"{f0.relative_to(ref / ckpt.CKPT_DIR / '4' / 'state')} ({f0.stat().st_size} B)", []).append(f"{kind}: {res}")
+            shutil.rmtree(run)
+    return out
+
+
+def bad_inputs(root: Path, ref: Path) -> tuple[int, int, bool]:
+    """(clear, tried, nothing modified) over the cases of tests/test_faults.py."""
+    import tests.test_faults as tf
+
+    class Cap:
+        def readouterr(self):
+            return type("R", (), {"out": "", "err": ""})()
+
+    import contextlib
+    import io
+
+    run = root / "A"
+    shutil.copytree(ref, run)
+    (root / "a_file").write_text("x")
+    (root / "s.toml").write_text('out = "x"\nenvs = ["smax:3m"]\nhistories = ["shared"]\n')
+    src = Path(tf.__file__).read_text()
+    body = src[src.index("    cases = ["):src.index("    before = _snapshot(tmp_path)")]
+    ns = {"run": run, "a_file": root / "a_file", "sweep": root / "s.toml", "tmp_path": root, "new": root / "new",
+          "tiny": ["num_envs=8", "rollout_len=16", "epochs=1", "minibatches=2", "network.hidden=16",
+                   "network.critic_hidden=16"]}
+    exec(compile("\n".join(ln[4:] for ln in body.splitlines()), "cases", "exec"), ns)
+    before = tf._snapshot(root)
+    clear = 0
+    for argv, msg in ns["cases"]:
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+            try:
+                code = tf.main([str(a) for a in argv])
+            except SystemExit as e:
+                code = e.code
+        lines = err.getvalue().strip().splitlines()
+        ok = code == 2 and len(lines) == 1 and lines[0].startswith("marl: error: ") and msg in lines[0]
+        clear += ok
+        if not ok:
+            print("NOT CLEAR:", argv, code, err.getvalue()[:300])
+    return clear, len(ns["cases"]), tf._snapshot(root) == before
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--kills", type=int, default=8)
+    p.add_argument("--stops", type=int, default=6)
+    p.add_argument("--flips", type=int, default=40)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", default=str(ROOT / "bench" / "results" / "faults.md"))
+    args = p.parse_args()
+    rng = random.Random(args.seed)
+    root = Path(tempfile.mkdtemp(prefix="marl-faults-"))
+    ref = train_run(CFG, root / "ref", progress=False)
+    rows = []
+    trials = [(f"kill{i}", signal.SIGKILL, "write" if i % 2 == 0 else "random") for i in range(args.kills)]
+    trials += [(f"stop{i}", signal.SIGTERM if i % 2 == 0 else signal.SIGINT, "early" if i % 3 == 0 else "random")
+               for i in range(args.stops)]
+    for i in range(0, len(trials), 4):
+        rows += interrupt_batch(root, trials[i:i + 4], rng)
+    for r in rows:
+        run = root / r["name"]
+        try:
+            if not ckpt.steps(run) and (run / ckpt.CONFIG_FILE).exists():
+                train_run(CFG, run, progress=False)  # the original command again: starts over
+            else:
+                train_run(ckpt.load_config(run), run, resume=True, progress=False)
+            r["resumed_identical"] = same(run, ref)
+        except UserError as e:
+            r["resumed_identical"] = False
+            r["resume_error"] = str(e)
+    fl = flips(root, ref, args.flips, rng)
+    dm = damage(root, ref, rng)
+    div = subprocess.run([sys.executable, "-m", "marl.cli", "train", "--env", "smax:3m", "--seed", "1", "--total-steps",
+                          "4096", "num_envs=16", "rollout_len=32", "network.hidden=32", "network.critic_hidden=32",
+                          "updates_per_chunk=2", "lr=1e3", "--out", str(root / "div"), "--quiet"], env=ENV,
+                         capture_output=True, text=True)
+    div_steps = ckpt.steps(root / "div")
+    ev = subprocess.run([sys.executable, "-m", "marl.cli", "eval", str(root / "div"), "--episodes", "4"], env=ENV,
+                        capture_output=True, text=True)
+    clear, tried, untouched = bad_inputs(root, ref)
+
+    kills = [r for r in rows if r["signal"] == "SIGKILL" and r.get("sent")]
+    stops = [r for r in rows if r["signal"] != "SIGKILL" and r.get("sent")]
+    lines = ["# Fault injection (bench/fault_injection.py)", "",
+             f"Tiny smax:3m runs (2 seeds, 4 updates, checkpoints at 2 and 4), seed {args.seed}.", "",
+             "| fault | outcome |", "|---|---|",
+             f"| SIGKILL ({len(kills)} sent; {sum(r['in_write'] for r in kills)} during a checkpoint write, "
+             f"{sum(not r['steps_before'] for r in kills)} before the first checkpoint) | "
+             f"{sum(r['resumed_identical'] for r in kills)} of {len(kills)} resumed bit for bit (all arrays, metrics.jsonl) |",
+             f"| SIGTERM / SIGINT ({len(stops)} sent; {sum(not r['steps_before'] for r in stops)} before the first checkpoint) | "
+             f"{sum(r['rc'] == 2 and r['last'].startswith('marl: error: interrupted') for r in stops)} of {len(stops)} "
+             f"a clear last line and exit 2; {sum(r['resumed_identical'] for r in stops)} of {len(stops)} resumed bit for bit |",
+             f"| single-bit flips in the latest step's state files ({args.flips}) | {fl['detected']} detected (one line), "
+             f"{fl['unchanged']} loaded with every array unchanged (bit never read), {fl['UNDETECTED']} loaded changed |",
+             f"| truncations and 4 KB garbles of each state file ({dm['made']}) | {dm['detected']} detected, "
+             f"{dm['unchanged']} loaded unchanged (file or bytes never read), {dm['UNDETECTED']} loaded changed |",
+             f"| lr=1e3 divergence (issue item 1) | exit {div.returncode}, checkpoints {div_steps} kept; "
+             f"`{div.stderr.strip().splitlines()[-1][:150] if div.stderr.strip() else ''}`; eval exit {ev.returncode} |",
+             f"| bad inputs (tests/test_faults.py cases) | {clear} of {tried} one `marl: error:` line and exit 2; "
+             f"nothing modified: {untouched} |", "", "Per interruption:", "",
+             "| trial | signal | when | in write | steps before | exit | last stderr line | resumed bit for bit |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['name']} | {r['signal']} | {r['when']} | {r.get('in_write')} | {r.get('steps_before')} | "
+                     f"{r['rc']} | `{r['last'][:90]}` | {r['resumed_identical']} |")
+    lines += ["", "Truncation / garble per file:", ""] + [f"- {k}: {', '.join(v)}" for k, v in dm["files"].items()]
+    Path(args.out).write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

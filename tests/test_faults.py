@@ -1,0 +1,374 @@
+"""Fault injection: kills (SIGKILL, SIGTERM) with bit-for-bit resume, damaged checkpoints (bit flips,
+truncation, a missing meta), divergence (NaN) stopped with the last good checkpoint kept, a torn
+metrics line, and bad input: one ``marl: error:`` line, exit 2, nothing saved modified.
+
+Every run here is ``tiny_run``'s config (2 seeds, checkpoints at updates 2 and 4), so the compiled
+programs are shared with the rest of the suite through XLA's persistent cache.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from envs import UserError
+from marl import checkpoint as ckpt
+from marl.cli import _resume_config, main, make_parser, parse_args
+from marl.runs import train_run
+from marl.trainer import NONFINITE, Trainer, seed_keys
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _leaves(run, step=None):
+    ref = ckpt.parse_ref(f"{run}/{ckpt.CKPT_DIR}/{step}" if step else str(run))
+    return [np.asarray(x) for x in jax.tree.leaves(ckpt.load_state(ref)[1])]
+
+
+def _same_state(a, b, step=None):
+    la, lb = _leaves(a, step), _leaves(b, step)
+    assert len(la) == len(lb) and all(np.array_equal(x, y) for x, y in zip(la, lb))
+
+
+def _metrics(run):
+    return [{k: v for k, v in d.items() if k != "time"} for d in ckpt.metric_rows(run / ckpt.METRICS_FILE)]
+
+
+def _snapshot(folder: Path) -> dict:
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "dir"
+            for p in sorted(folder.rglob("*"))}
+
+
+def _cli(capsys, *argv) -> tuple[int, str, str]:
+    try:
+        code = main([str(a) for a in argv])
+    except SystemExit as e:  # argparse
+        code = e.code
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def _one_error_line(capsys, *argv) -> str:
+    code, _, err = _cli(capsys, *argv)
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("marl: error: "), (argv, code, err)
+    return lines[0]
+
+
+# -- kills ----------------------------------------------------------------------------------------
+
+def _pending_write(ckpts: Path) -> bool:
+    """A checkpoint is being written: a step folder that is not complete yet (orbax's tmp folder)."""
+    try:
+        return any(not ckpt._complete(p) for p in ckpts.iterdir())
+    except FileNotFoundError:
+        return False
+
+
+def test_kills_resume_bit_for_bit(tiny_run, tiny_cfg, tmp_path):
+    """SIGKILL during the first and the last checkpoint write and at a random time after the first,
+    and SIGTERM before any checkpoint, all in parallel; every run then resumes (the original command
+    also works on a folder with no checkpoint) to the unbroken run's exact state and metrics."""
+    cfg_file = tmp_path / "tiny.toml"
+    tiny_cfg.with_overrides({"num_seeds": 2}).to_toml(cfg_file)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    trials = {"kill-in-first-write": (signal.SIGKILL, lambda d: _pending_write(d)),
+              "kill-in-last-write": (signal.SIGKILL, lambda d: (d / "2").is_dir() and _pending_write(d)),
+              "kill-random": (signal.SIGKILL, None),
+              "term-before-checkpoint": (signal.SIGTERM, lambda d: (d.parent / ckpt.CONFIG_FILE).exists())}
+    procs = {}
+    for name in trials:
+        procs[name] = subprocess.Popen([sys.executable, "-m", "marl.cli", "train", "--config", str(cfg_file),
+                                        "--out", str(tmp_path / name), "--quiet"], env=env, cwd=tmp_path,
+                                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    rng = random.Random(15)
+    delay = {}
+    t_end = time.time() + 240
+    while any(p.poll() is None for p in procs.values()) and time.time() < t_end:
+        for name, p in procs.items():
+            if p.poll() is not None or p.returncode is not None:
+                continue
+            sig, when = trials[name]
+            d = tmp_path / name / ckpt.CKPT_DIR
+            if when is None:  # a random moment after the first checkpoint exists
+                if ckpt.steps(d.parent) and name not in delay:
+                    delay[name] = time.time() + rng.uniform(0, 0.3)
+                hit = name in delay and time.time() >= delay[name]
+            else:
+                hit = when(d)
+            if hit:
+                p.send_signal(sig)
+                p.wait()
+        time.sleep(0.002)
+    for p in procs.values():
+        p.kill() if p.poll() is None else None
+    term = procs["term-before-checkpoint"]
+    if term.returncode == 2:  # the SIGTERM arrived once `marl` ran: a clear line (how to resume, in training)
+        err = term.stderr.read().strip().splitlines()
+        assert err[-1].startswith("marl: error: interrupted") and ("starts over" in err[-1] or err[-1].endswith("interrupted"))
+    for name in trials:
+        run = tmp_path / name
+        if name == "term-before-checkpoint" and not ckpt.steps(run):
+            train_run(tiny_cfg.with_overrides({"num_seeds": 2}), run, progress=False)  # the original command again
+        else:
+            train_run(ckpt.load_config(run), run, resume=True, progress=False)
+        assert ckpt.steps(run) == [2, 4], name
+        _same_state(run, tiny_run)
+        assert _metrics(run) == _metrics(tiny_run), name
+        assert not any(not ckpt._complete(p) for p in (run / ckpt.CKPT_DIR).iterdir()), name  # tmp folders gone
+
+
+# -- damaged checkpoints --------------------------------------------------------------------------
+
+def _flip(path: Path, rng: random.Random) -> None:
+    b = bytearray(path.read_bytes())
+    i = rng.randrange(len(b))
+    b[i] ^= 1 << rng.randrange(8)
+    path.write_bytes(bytes(b))
+
+
+def test_bit_flips_and_truncation_are_detected(tiny_run, tmp_path, capsys):
+    """Every flipped bit in the latest step's state files either fails to load with one line naming
+    the step or changes nothing that is read (the loaded arrays equal the saved ones); truncation and
+    a 4 KB garble fail; the metadata has its own digest."""
+    saved = ckpt.digest(ckpt.load_state(str(tiny_run))[1])
+    rng = random.Random(0)
+    outcomes = []
+    for t in range(12):
+        run = tmp_path / f"flip{t}"
+        shutil.copytree(tiny_run, run)
+        files = [f for f in (run / ckpt.CKPT_DIR / "4" / "state").rglob("*") if f.is_file()]
+        _flip(rng.choices(files, [f.stat().st_size for f in files])[0], rng)
+        try:
+            state = ckpt.load_state(str(run))[1]
+            assert ckpt.digest(state) == saved  # the flip hit bytes that are never read
+            outcomes.append("unchanged")
+        except UserError as e:
+            assert f"{run}/checkpoints/4" in str(e) and "\n" not in str(e)
+            outcomes.append("detected")
+    assert outcomes.count("detected") >= 4, outcomes
+    run = tmp_path / "trunc"
+    shutil.copytree(tiny_run, run)
+    big = max((f for f in (run / ckpt.CKPT_DIR / "4" / "state").rglob("*") if f.is_file()), key=lambda f: f.stat().st_size)
+    big.write_bytes(big.read_bytes()[: big.stat().st_size // 2])
+    assert "checkpoints/4 is unreadable or corrupted" in _one_error_line(capsys, "eval", run)
+    original = (tiny_run / big.relative_to(run)).read_bytes()  # a 4 KB garble in the middle instead
+    big.write_bytes(original[: len(original) // 2] + os.urandom(4096) + original[len(original) // 2 + 4096:])
+    assert "checkpoints/4" in _one_error_line(capsys, "eval", run)
+    meta = run / ckpt.CKPT_DIR / "2" / "meta" / "metadata"
+    meta.write_text(meta.read_text().replace('"lr": 0.002', '"lr": 0.003'))
+    assert "checkpoints/2 fails its integrity check (its metadata" in _one_error_line(capsys, "eval", f"{run}/checkpoints/2")
+
+
+def test_resume_past_damage_and_from_a_named_step(tiny_run, tmp_path, capsys):
+    """A damaged latest step: resume names the newest step that verifies; --fallback takes it, moves the
+    damaged step aside and retrains to the unbroken state. --resume RUN/checkpoints/2 does the same.
+    A step folder without meta is absent (it does not block the save); a torn metrics line is repaired."""
+    run = tmp_path / "damaged"
+    shutil.copytree(tiny_run, run)
+    data = max((f for f in (run / ckpt.CKPT_DIR / "4" / "state").rglob("*") if f.is_file()), key=lambda f: f.stat().st_size)
+    b = bytearray(data.read_bytes())
+    b[len(b) // 3] ^= 0x10
+    data.write_bytes(bytes(b))
+    before = _snapshot(run)
+    line = _one_error_line(capsys, "train", "--resume", run)
+    assert "checkpoints/4" in line and "the newest step that verifies is 2" in line and "--fallback" in line
+    assert _snapshot(run) == before  # nothing moved or rewritten by the refusal
+    assert main(["train", "--resume", str(run), "--fallback", "--quiet"]) == 0
+    assert ckpt.steps(run) == [2, 4] and (run / ckpt.DISCARDED_DIR / "4").is_dir()
+    _same_state(run, tiny_run)
+    # a named step; the later one is moved aside (a second time: a new name), metrics cut to step 2
+    assert main(["train", "--resume", f"{run}/checkpoints/2", "--quiet"]) == 0
+    assert sorted(p.name for p in (run / ckpt.DISCARDED_DIR).iterdir()) == ["4", "4.1"]
+    _same_state(run, tiny_run)
+    assert _metrics(run) == _metrics(tiny_run)
+    # step folder without meta + torn last metrics line
+    shutil.rmtree(run / ckpt.CKPT_DIR / "4" / "meta")
+    assert ckpt.steps(run) == [2]
+    with (run / ckpt.METRICS_FILE).open("a") as f:
+        f.write('{"update": 5, "env_st')
+    assert len(ckpt.read_metrics(run)) == 8  # the torn line is skipped when reading
+    train_run(ckpt.load_config(run), run, resume=True, progress=False)
+    assert ckpt.steps(run) == [2, 4] and (run / ckpt.DISCARDED_DIR / "4.2" / "state").is_dir()
+    _same_state(run, tiny_run)
+    assert _metrics(run) == _metrics(tiny_run)
+
+
+def test_checkpoints_without_digests_still_load(tiny_run, tmp_path):
+    run = tmp_path / "nodigest"
+    shutil.copytree(tiny_run, run)
+    meta_file = run / ckpt.CKPT_DIR / "4" / "meta" / "metadata"
+    meta = json.loads(meta_file.read_text())
+    assert len(meta.pop("digest")["sha256"]) == len(_leaves(tiny_run))
+    meta_file.write_text(json.dumps(meta))
+    _same_state(run, tiny_run)
+
+
+# -- divergence -----------------------------------------------------------------------------------
+
+def test_chunk_guard_drops_the_nonfinite_update_and_freezes_the_seed(tiny_cfg):
+    """NaN parameters in seed 1: its update is dropped (state kept, counter advanced) and the seed
+    frozen for the rest of the chunk; seed 0 is bit-for-bit what it is without the fault."""
+    cfg = tiny_cfg.with_overrides({"num_seeds": 2})
+    tr = Trainer(cfg)
+    state = jax.jit(tr.init_seeds)(seed_keys(cfg))
+    chunk = jax.jit(jax.vmap(tr.chunk), donate_argnums=0)  # train_run's program: compiled once, cached
+    copy = lambda s: jax.tree.map(jnp.array, s)
+    clean, _ = chunk(copy(state), jnp.zeros(2, bool))
+    bad = state.replace(actor_params=jax.tree.map(lambda x: x.at[1].set(jnp.nan), state.actor_params))
+    got, m = chunk(copy(bad), jnp.zeros(2, bool))
+    assert np.asarray(m[NONFINITE]).tolist() == [[0, 0], [1, 0]]  # seed 1: update 1 dropped, then frozen
+    assert np.isfinite(np.asarray(m["entropy"])[0]).all() and np.isnan(np.asarray(m["entropy"])[1, 1])
+    assert np.asarray(got.update).tolist() == [2, 2]
+    for x, y in zip(jax.tree.leaves(got), jax.tree.leaves(clean)):
+        np.testing.assert_array_equal(np.asarray(x)[0], np.asarray(y)[0])
+    for x, z in zip(jax.tree.leaves(got.replace(update=bad.update)), jax.tree.leaves(bad)):
+        np.testing.assert_array_equal(np.asarray(x)[1], np.asarray(z)[1])
+    # a seed frozen on entry only advances its counter
+    again, m2 = chunk(copy(got), jnp.array([False, True]))
+    assert np.asarray(m2[NONFINITE]).sum() == 0 and np.asarray(again.update).tolist() == [4, 4]
+
+
+def _poisoned(tiny_run, tmp_path, name: str) -> Path:
+    """A copy of tiny_run cut back to step 2 whose seed 1 observes NaN (validly saved, digest and all):
+    the next update of seed 1 turns non-finite inside the compiled chunk."""
+    run = tmp_path / name
+    shutil.copytree(tiny_run, run)
+    shutil.rmtree(run / ckpt.CKPT_DIR / "4")
+    trainer, state, meta, _ = ckpt.load_state(f"{run}/checkpoints/2")
+    obs = np.array(state.runner.ts.obs)
+    obs[1] = np.nan
+    state = state.replace(runner=state.runner.replace(ts=state.runner.ts.replace(obs=obs)))
+    shutil.rmtree(run / ckpt.CKPT_DIR / "2")
+    mngr = ckpt.manager(run, create=True)
+    ckpt.save(mngr, 2, state, {k: v for k, v in meta.items() if k != "digest"})
+    mngr.close()
+    return run
+
+
+def test_divergence_stops_the_run_and_keeps_the_last_good_checkpoint(tiny_run, tmp_path, capsys):
+    run = _poisoned(tiny_run, tmp_path, "nan")
+    before = _snapshot(run / ckpt.CKPT_DIR)
+    line = _one_error_line(capsys, "train", "--resume", run, "--quiet")
+    assert line.startswith("marl: error: training diverged: non-finite loss, gradient or parameters in seed 1 (")
+    assert "nan#1) at update 3; nothing of it was saved and the last good checkpoint is " in line
+    assert line.split("last good checkpoint is ")[1].startswith(f"{run.resolve()}/checkpoints/2;")
+    assert "keep_finite_seeds=true" in line
+    assert ckpt.steps(run) == [2] and _snapshot(run / ckpt.CKPT_DIR) == before
+    # keep_finite_seeds (safe to set on resume): seed 0 trains on exactly as unbroken, seed 1 stays at step 2
+    code, _, err = _cli(capsys, "train", "--resume", run, "--keep-finite-seeds", "--quiet")
+    assert code == 0 and "seed(s) 1 diverged at update(s) 3" in err
+    assert ckpt.steps(run) == [2, 4] and ckpt.read_meta(run, 4)["diverged"] == {"1": 3}
+    assert ckpt.load_config(run).keep_finite_seeds
+    _, a, _, _ = ckpt.load_state(str(run))
+    _, ref, _, _ = ckpt.load_state(str(tiny_run))
+    _, two, _, _ = ckpt.load_state(f"{run}/checkpoints/2")
+    for x, y, z in zip(jax.tree.leaves(a.actor_params), jax.tree.leaves(ref.actor_params), jax.tree.leaves(two.actor_params)):
+        np.testing.assert_array_equal(x[0], y[0])
+        np.testing.assert_array_equal(x[1], z[1])
+    code, out, _ = _cli(capsys, "eval", run, "--episodes", "2")
+    assert code == 0 and "seed 1: return" in out and "(diverged at update 3" in out
+
+
+def test_eval_probe_and_warm_start_refuse_nonfinite_parameters(tiny_run, tmp_path, capsys):
+    run = tmp_path / "nanparams"
+    shutil.copytree(tiny_run, run)
+    _, state, meta, _ = ckpt.load_state(str(run))
+    state = state.replace(actor_params=jax.tree.map(lambda x: np.where(np.arange(len(x)).reshape((-1,) + (1,) * (x.ndim - 1)) == 1,
+                                                                          np.nan, x).astype(x.dtype), state.actor_params))
+    shutil.rmtree(run / ckpt.CKPT_DIR / "4")
+    mngr = ckpt.manager(run, create=True)
+    ckpt.save(mngr, 4, state, meta)
+    mngr.close()
+    line = _one_error_line(capsys, "eval", run, "--episodes", "2")
+    assert f"checkpoint {run}/checkpoints/4 has non-finite parameters (seed 1)" in line
+    assert "non-finite" in _one_error_line(capsys, "probe", "weights", f"{run}#1", "--out", tmp_path / "p")
+    assert "non-finite" in _one_error_line(capsys, "train", "--resume", run)
+    assert main(["eval", f"{run}#0", "--episodes", "2"]) == 0  # the finite seed still evaluates
+    with pytest.raises(UserError, match="non-finite"):
+        ckpt.load_state(f"{run}#1", seeds=[1])
+
+
+# -- bad input ------------------------------------------------------------------------------------
+
+def test_bad_inputs_one_line_exit_2_nothing_modified(tiny_run, tmp_path, capsys):
+    run = tmp_path / "A"
+    shutil.copytree(tiny_run, run)
+    a_file = tmp_path / "a_file"
+    a_file.write_text("x")
+    sweep = tmp_path / "s.toml"
+    sweep.write_text('out = "x"\nenvs = ["smax:3m"]\nhistories = ["shared"]\n')
+    tiny = ["num_envs=8", "rollout_len=16", "epochs=1", "minibatches=2", "network.hidden=16", "network.critic_hidden=16"]
+    new = tmp_path / "new"
+    cases = [
+        (("train", "--env", "smax:3m", "--out", "/proc/x", *tiny), "cannot write in /proc"),
+        (("train", "--env", "smax:3m", "--out", a_file, *tiny), "exists and is not a folder"),
+        (("train", "--env", "smax:3m", "--out", a_file / "sub", *tiny), "is a file, not a folder"),
+        (("probe", "weights", run, "--out", "/proc/x"), "cannot write in /proc"),
+        (("probe", "barrier", run, run, "--out", a_file), "exists and is not a folder"),
+        (("search", run, "--out", "/proc/x"), "cannot write in /proc"),
+        (("search", run, "--sigma", "nan", "--out", new), "--sigma must be a finite number > 0, got nan"),
+        (("sweep", sweep, "--out", a_file, "--dry-run"), "exists and is not a folder"),
+        (("eval", run, "--json", "/proc/x.json"), "cannot write in /proc"),
+        (("eval", run, "--json", tmp_path), "is a folder; name a file"),
+        (("eval", f"{run}#7"), "seed 7 does not exist"),
+        (("train", "--init-from", f"{run}#7", "--out", new, *tiny), "seed 7 does not exist"),
+        (("train", "--env", "smax:3m", "--total-steps", "inf", "--out", new), "total_steps must be a finite integer"),
+        (("train", "--env", "smax:3m", "total_steps=inf", "--out", new), "total_steps must be a finite integer"),
+        (("train", "--env", "smax:3m", "total_steps=nan", "--out", new), "total_steps must be a finite integer"),
+        (("train", "--env", "smax:3m", "--total-steps", "1e12", "--out", new, "num_envs=16", "rollout_len=32"),
+         "overflow the int32 step counter"),
+        (("train", "--env", "smax:3m", "clip_eps=inf", "--out", new), "clip_eps must be a finite number, got inf"),
+        (("train", "--env", "smax:3m", "max_grad_norm=inf", "--out", new), "max_grad_norm must be a finite number"),
+        (("train", "--env", "smax:3m", "lr=nan", "--out", new), "lr must be a finite number, got nan"),
+        (("train", "--env", "smax:3m", "--out", new, "network.hidden=100000000"), "of memory and"),
+        (("eval", run, "--episodes", "1000000000"), "use fewer --episodes"),
+        (("train", "--env", "smax:3m", "--out", new, "num_envs=16", "--quiet", "bogus=1e-3"), "unknown key 'bogus'"),
+        (("train", "--seeds", "abc"), "invalid int value: 'abc'"),
+        (("train", "--resume", run, "lr=5", "--total-steps", "1e6"), "--resume cannot change lr (only total_steps"),
+        (("train", "--resume", run, "--total-steps", "256"), "is less than the 512 env steps"),
+        (("train", "--resume", f"{run}#1"), "not a seed"),
+        (("train", "--resume", run, "--init-from", run), "--init-from does not apply"),
+        (("train", "--resume", f"{run}/checkpoints/3"), "no checkpoint at step 3; available: 2, 4"),
+        (("train", "--env", "smax:3m", "--fallback", "--out", new, *tiny), "--fallback applies only with --resume"),
+        (("train", "--env", "smax:3m", "--out", run), "already exists"),
+    ]
+    before = _snapshot(tmp_path)
+    for argv, msg in cases:
+        line = _one_error_line(capsys, *argv)
+        assert msg in line, (argv, line)
+    after = _snapshot(tmp_path)
+    assert after == before and not new.exists()
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders (/proc cases above cover it)")
+def test_read_only_output_folder(tiny_run, tmp_path, capsys):
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o555)
+    try:
+        assert "cannot write in" in _one_error_line(capsys, "eval", tiny_run, "--json", ro / "x.json")
+        assert "cannot write in" in _one_error_line(capsys, "probe", "weights", tiny_run, "--out", ro / "p")
+    finally:
+        ro.chmod(0o755)
+
+
+def test_overrides_anywhere_and_safe_resume_changes(tiny_run):
+    args = parse_args(make_parser(), ["train", "--env", "smax:3m", "--out", "x", "num_envs=16", "--quiet", "lr=1e-3"])
+    assert args.overrides == ["num_envs=16", "lr=1e-3"] and args.quiet and args.out == "x"
+    args = parse_args(make_parser(), ["train", "--resume", str(tiny_run), "--total-steps", "1e4", "--keep-finite-seeds"])
+    cfg = _resume_config(args, ckpt.parse_ref(str(tiny_run)))
+    assert cfg.total_steps == 10_000 and cfg.keep_finite_seeds and cfg.lr == ckpt.load_config(tiny_run).lr
