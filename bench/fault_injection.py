@@ -36,7 +36,7 @@ import numpy as np  # noqa: E402
 from envs import UserError  # noqa: E402
 from marl import checkpoint as ckpt  # noqa: E402
 from marl.config import NetworkConfig, TrainConfig  # noqa: E402
-from marl.runs import train_run  # noqa: E402
+from marl.runs import TIMING_KEYS, train_run  # noqa: E402
 
 CFG = TrainConfig(env="smax:3m", num_envs=8, rollout_len=16, total_steps=8 * 16 * 4, updates_per_chunk=2, epochs=1,
                   minibatches=2, num_seeds=2, network=NetworkConfig(hidden=16, critic_hidden=16))
@@ -48,7 +48,7 @@ def leaves(run):
 
 
 def metrics(run):
-    return [{k: v for k, v in d.items() if k != "time"} for d in ckpt.metric_rows(run / ckpt.METRICS_FILE)]
+    return [{k: v for k, v in d.items() if k not in TIMING_KEYS} for d in ckpt.metric_rows(run / ckpt.METRICS_FILE)]
 
 
 def same(a, b) -> bool:

@@ -114,10 +114,14 @@ def _drop_closed_loop_noise(hook=sys.unraisablehook):
     sys.unraisablehook = filtered
 
 
-def manager(run: Path, create: bool = False):
+def manager(run: Path, create: bool = False, keep_last: int = 0, keep_every: int = 0):
+    """Orbax's manager of a run's checkpoints. Retention (when saving): the newest ``keep_last`` steps
+    (0: all) plus every step that is a multiple of ``keep_every`` (0: none more); the newest step is
+    always among the kept ones."""
     ocp = _ocp()
     _drop_closed_loop_noise(sys.unraisablehook)
-    options = ocp.CheckpointManagerOptions(max_to_keep=None, create=create, enable_async_checkpointing=False)
+    options = ocp.CheckpointManagerOptions(max_to_keep=keep_last or None, keep_period=keep_every or None,
+                                           create=create, enable_async_checkpointing=False)
     return ocp.CheckpointManager(Path(run).resolve() / CKPT_DIR, options=options, item_names=("state", "meta"))
 
 

@@ -51,7 +51,7 @@ def _flags(args) -> dict:
         flags["network.latent_dim"] = args.latent_dim
     if args.latents is not None:
         flags["num_latents"] = args.latents
-    if args.keep_finite_seeds:
+    if getattr(args, "keep_finite_seeds", False):  # a train flag; `marl config show` has none
         flags["keep_finite_seeds"] = True
     flags.update(_split(o) for o in args.overrides or [])
     return flags
@@ -69,7 +69,7 @@ def build_config(args, base=None):
 # What a resumed run may change: more env steps (the run continues; with anneal_lr the schedule is
 # stretched from the resume point) and what to do when a seed diverges. Everything else would make the
 # resumed run a different run than the one its checkpoints belong to.
-RESUME_SAFE = ("total_steps", "keep_finite_seeds")
+RESUME_SAFE = ("total_steps", "keep_finite_seeds", "keep_last", "keep_every")
 
 
 def _resume_config(args, ref):
@@ -130,7 +130,7 @@ def _cmd_train(args) -> int:
     if args.fallback and not resume:
         raise UserError("--fallback applies only with --resume")
     train_run(cfg, out, resume=resume, resume_step=ref.step if ref else None, fallback=args.fallback,
-              init_from=args.init_from, progress=not args.quiet, devices=args.devices)
+              init_from=args.init_from, progress=not args.quiet, devices=args.devices, log=tuple(args.log))
     print(f"saved {out}")
     return 0
 
@@ -205,7 +205,10 @@ def make_parser() -> argparse.ArgumentParser:
     t.add_argument("--resume-if-exists", action="store_true",
                    help="if --out holds this same config, continue it (or do nothing when it is done)")
     t.add_argument("--devices", type=int, help="local devices to shard the seeds over (default: all that divide the seeds)")
-    t.add_argument("--quiet", action="store_true", help="no progress bar")
+    t.add_argument("--quiet", action="store_true", help="no progress bar (or lines, without a terminal)")
+    t.add_argument("--log", action="append", default=[], metavar="BACKEND",
+                   help="also log every metric per seed to BACKEND (repeatable): tensorboard (RUN/tb/), "
+                        "wandb (offline unless WANDB_MODE)")
     t.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides, e.g. lr=1e-3 network.hidden=64")
     t.set_defaults(func=_cmd_train)
 

@@ -96,6 +96,8 @@ class TrainConfig:
     value_norm: bool = True  # normalise value targets with running statistics
     updates_per_chunk: int = 8  # updates per compiled chunk: progress and checkpoints happen between chunks
     checkpoint_every: int = 1  # chunks between checkpoints
+    keep_last: int = 0  # checkpoints kept: the newest keep_last (0: all); the final one is always kept
+    keep_every: int = 0  # also keep every checkpoint whose update is a multiple of keep_every (0: no more)
     num_latents: int = 0  # K latents per instance for latent-conditioned (best-of-K) training; 0: off
     # best-of-K among copies tied at the best return: "none" masks the instance (COMPASS); "length": the
     # copy whose scored episode is shortest trains (SMAX: every win of a map has the same return);
@@ -127,6 +129,8 @@ class TrainConfig:
         _check(self.num_agents == 0 or self.env.startswith("mpe:simple_spread"), "num_agents applies only to mpe:simple_spread")
         for name in ("num_seeds", "num_envs", "rollout_len", "epochs", "minibatches", "updates_per_chunk", "checkpoint_every"):
             _check(getattr(self, name) >= 1, f"{name} must be >= 1, got {getattr(self, name)}")
+        _check(self.keep_last >= 0 and self.keep_every >= 0,
+               f"keep_last and keep_every must be >= 0 (0: off), got {self.keep_last} and {self.keep_every}")
         _check(self.total_steps >= self.num_envs * self.rollout_len,
                f"total_steps ({self.total_steps}) is less than one update (num_envs*rollout_len = {self.num_envs * self.rollout_len})")
         opt_steps = self.num_updates * self.epochs * self.minibatches

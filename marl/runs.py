@@ -19,6 +19,7 @@ from envs.errors import UserError
 from marl import checkpoint as ckpt
 from marl import sharding
 from marl.config import TrainConfig
+from marl.loggers import check_backends, make_loggers
 from marl.resources import check_memory, check_out_dir, state_bytes
 from marl.runlock import RunLock
 from marl.team import tile
@@ -33,20 +34,26 @@ def _raise_stop(signum, frame):
     raise _Stop()
 
 
-def _metrics_lines(metrics: dict, keys, first_update: int, config: TrainConfig, elapsed: float) -> list[str]:
-    """One JSON line per update (values are per-seed lists, in the order of ``keys``); skipped padding
-    updates are dropped."""
+TIMING_KEYS = ("time", "chunk_s")  # the fields of a metrics row that are wall-clock, not results
+
+
+def _metrics_rows(metrics: dict, keys, first_update: int, config: TrainConfig, elapsed: float,
+                  chunk_s: float) -> list[dict]:
+    """One row per update (values are per-seed lists, in the order of ``keys``); skipped padding
+    updates are dropped. ``time``: wall seconds since the run started (resumes included);
+    ``chunk_s``: the duration of the compiled chunk the update belongs to."""
     m = {k: np.asarray(v) for k, v in metrics.items()}  # [S, U]
-    lines = []
+    rows = []
     for j in range(m["return"].shape[1]):
         update = first_update + j + 1
         if update > config.num_updates:
             break
-        row = {"update": update, "env_steps": update * config.steps_per_update, "time": round(elapsed, 2)}
+        row = {"update": update, "env_steps": update * config.steps_per_update, "time": round(elapsed, 2),
+               "chunk_s": round(chunk_s, 2)}
         for k in keys:
             row[k] = [None if not math.isfinite(x) else round(float(x), 6) for x in m[k][:, j]]
-        lines.append(json.dumps(row))
-    return lines
+        rows.append(row)
+    return rows
 
 
 def _truncate_metrics(path: Path, last_update: int) -> None:
@@ -170,7 +177,7 @@ def _diverged_error(out: Path, new: dict[int, int], config: TrainConfig) -> User
 
 def train_run(config: TrainConfig, out: str | Path, *, resume: bool = False, resume_step: int | None = None,
               fallback: bool = False, init_from: str | None = None, progress: bool = True,
-              stop_after_chunks: int | None = None, note=None, devices: int | None = None) -> Path:
+              stop_after_chunks: int | None = None, note=None, devices: int | None = None, log=()) -> Path:
     """Train (or resume) the run in ``out``; returns the run folder.
 
     Resume: from ``resume_step`` (default latest; with ``fallback``, the newest step that verifies
@@ -181,9 +188,11 @@ def train_run(config: TrainConfig, out: str | Path, *, resume: bool = False, res
     is frozen at its last finite state, recorded as ``diverged`` in the meta, and the others go on).
     The folder's lock is held while it trains and the done marker written when it finishes
     (``marl/runlock.py``); the seed axis is sharded over ``devices`` local devices (``marl/sharding.py``).
-    ``stop_after_chunks`` stops early as an interruption would (for tests of exact resume).
+    ``stop_after_chunks`` stops early as an interruption would (for tests of exact resume). ``log``:
+    metric backends besides metrics.jsonl (``marl/loggers.py``: "tensorboard", "wandb").
     """
     out = Path(out)
+    check_backends(list(log))
     note = note or (lambda msg: print(msg, file=sys.stderr))
     num_devices = sharding.device_count(config.num_seeds, devices)
     if not resume and ckpt.steps(out):
@@ -196,7 +205,7 @@ def train_run(config: TrainConfig, out: str | Path, *, resume: bool = False, res
     try:
         with RunLock(out, "resume" if resume else "new") as lock:
             return _train_locked(config, out, resume, resume_step, fallback, init_from, progress, stop_after_chunks,
-                                 note, num_devices, lock)
+                                 note, num_devices, lock, log)
     except BaseException:
         if created and not (out / ckpt.CONFIG_FILE).exists():  # refused before it started: leave no folder
             shutil.rmtree(out, ignore_errors=True)
@@ -204,7 +213,7 @@ def train_run(config: TrainConfig, out: str | Path, *, resume: bool = False, res
 
 
 def _train_locked(config, out, resume, resume_step, fallback, init_from, progress, stop_after_chunks, note,
-                  num_devices, lock) -> Path:
+                  num_devices, lock, log) -> Path:
     trainer = make_trainer(config)
     init = jax.jit(trainer.init_seeds)
     chunk = jax.jit(jax.vmap(trainer.chunk), donate_argnums=0)
@@ -261,17 +270,23 @@ def _train_locked(config, out, resume, resume_step, fallback, init_from, progres
     frozen = np.zeros(config.num_seeds, bool)
     frozen[list(diverged)] = True
     done_chunks = 0
+    previous = ckpt.metric_rows(metrics_path) if metrics_path.exists() else []
+    t_start = time.time() - (previous[-1].get("time", 0.0) if previous else 0.0)  # elapsed carries over a resume
+    loggers = []
     try:
-        mngr = ckpt.manager(out, create=True)
+        loggers = make_loggers(list(log), out, config)
+        mngr = ckpt.manager(out, create=True, keep_last=config.keep_last, keep_every=config.keep_every)
         with bar:
             for c in range(start_chunk, config.num_chunks):
                 t0 = time.time()
                 first = c * config.updates_per_chunk
                 state, metrics = chunk(state, jnp.asarray(frozen))
                 metrics = jax.device_get(metrics)
+                rows = _metrics_rows(metrics, trainer.metric_keys, first, config, time.time() - t_start, time.time() - t0)
                 with metrics_path.open("a") as f:
-                    f.write("".join(ln + "\n" for ln in _metrics_lines(metrics, trainer.metric_keys, first, config,
-                                                                      time.time() - t0)))
+                    f.write("".join(json.dumps(r) + "\n" for r in rows))
+                for lg in loggers:
+                    lg.write(rows)
                 update = min(first + config.updates_per_chunk, config.num_updates)
                 bad = np.asarray(metrics[NONFINITE]) > 0  # [S, U]
                 new = {s: first + int(np.argmax(bad[s])) + 1 for s in np.flatnonzero(bad.any(axis=1))}
@@ -283,7 +298,7 @@ def _train_locked(config, out, resume, resume_step, fallback, init_from, progres
                     note(f"marl: warning: seed(s) {', '.join(map(str, sorted(new)))} diverged at update(s) "
                          f"{', '.join(str(new[s]) for s in sorted(new))}; frozen at their last finite state, "
                          f"the other seeds train on (keep_finite_seeds)")
-                bar.advance(update, metrics, time.time() - t0)
+                bar.advance(update, metrics, time.time() - t0, time.time() - t_start)
                 if (c + 1) % config.checkpoint_every == 0 or c + 1 == config.num_chunks:
                     meta = ckpt.make_meta(config, trainer.spec, update, parent)
                     if diverged:
@@ -303,18 +318,21 @@ def _train_locked(config, out, resume, resume_step, fallback, init_from, progres
         signal.signal(signal.SIGTERM, old_handler)
         if mngr is not None:
             mngr.close()
+        for lg in loggers:
+            lg.close()
     return out
 
 
 class _Progress:
-    """Rich progress bar: env steps, steps/s, return and win rate (mean over seeds, last update)."""
+    """Progress: env steps, steps/s, return and win rate (mean over seeds, last update), as a rich bar
+    on a terminal and as one plain line per chunk otherwise (batch jobs, pipes)."""
 
     def __init__(self, config: TrainConfig, enabled: bool, start_update: int, has_win: bool):
         self.config = config
         self.has_win = has_win
         self.enabled = enabled
         self.bar = None
-        if enabled:
+        if enabled and sys.stdout.isatty():
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
             self.bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -331,14 +349,18 @@ class _Progress:
         if self.bar:
             self.bar.__exit__(*exc)
 
-    def advance(self, update: int, metrics: dict, seconds: float):
-        if not self.bar:
+    def advance(self, update: int, metrics: dict, seconds: float, elapsed: float):
+        if not self.enabled:
             return
         c = self.config
         ret, win = (_last_mean(metrics[k]) for k in ("return", "win_rate"))
         sps = c.updates_per_chunk * c.steps_per_update * c.num_seeds / max(seconds, 1e-9)
         stats = f"{sps:,.0f} steps/s  return {ret:.3f}" + (f"  win {win:.2f}" if self.has_win else "")
-        self.bar.update(self.task, completed=update * c.steps_per_update, stats=stats)
+        if self.bar:
+            self.bar.update(self.task, completed=update * c.steps_per_update, stats=stats)
+        else:  # no terminal (a batch job, a pipe): one plain line per chunk
+            print(f"update {update}/{c.num_updates}  env steps {update * c.steps_per_update:,}/"
+                  f"{c.num_updates * c.steps_per_update:,}  {stats}  elapsed {elapsed:.0f} s", flush=True)
 
 
 def _last_mean(x) -> float:

@@ -27,7 +27,7 @@ import pytest
 from envs import UserError
 from marl import checkpoint as ckpt
 from marl.cli import _resume_config, main, make_parser, parse_args
-from marl.runs import train_run
+from marl.runs import TIMING_KEYS, train_run
 from marl.trainer import NONFINITE, Trainer, seed_keys
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -44,7 +44,7 @@ def _same_state(a, b, step=None):
 
 
 def _metrics(run):
-    return [{k: v for k, v in d.items() if k != "time"} for d in ckpt.metric_rows(run / ckpt.METRICS_FILE)]
+    return [{k: v for k, v in d.items() if k not in TIMING_KEYS} for d in ckpt.metric_rows(run / ckpt.METRICS_FILE)]
 
 
 def _snapshot(folder: Path) -> dict:

@@ -13,7 +13,7 @@ import pytest
 from envs import UserError
 from marl import checkpoint as ckpt
 from marl.cli import main
-from marl.runs import train_run
+from marl.runs import TIMING_KEYS, train_run
 from marl.trainer import Trainer, seed_keys
 
 
@@ -71,7 +71,7 @@ def test_exact_resume_is_bitwise(tmp_path, tiny_cfg):
         np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
     la = (full / "metrics.jsonl").read_text().splitlines()
     lb = (part / "metrics.jsonl").read_text().splitlines()
-    strip = lambda ls: [{k: v for k, v in json.loads(x).items() if k != "time"} for x in ls]
+    strip = lambda ls: [{k: v for k, v in json.loads(x).items() if k not in TIMING_KEYS} for x in ls]
     assert strip(la) == strip(lb)
 
 
