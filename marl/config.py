@@ -73,7 +73,7 @@ class TrainConfig:
     # actor advantages normalised over every alive sample of the update's batch ("update") or of each
     # minibatch ("minibatch", JaxMARL's rule); the same rule for MAPPO, HAPPO and latent training
     adv_norm: str = "update"
-    critic_on_dead: bool = True  # SMAX: train the critic on dead agents' samples too (False: mask by alive)
+    critic_on_dead: bool = False  # SMAX: also fit the critic on dead agents' samples (default: mask by alive)
     seed: int = 0  # first seed; the run trains seeds seed .. seed + num_seeds - 1
     num_seeds: int = 1  # seeds trained at once (vmapped)
     total_steps: int = 2_000_000  # env steps per seed

@@ -99,8 +99,8 @@ def test_agent_reward_on_smax_is_a_one_line_error(capsys, tmp_path):
 
 
 def test_critic_trains_on_dead_agents_samples():
-    """The critic loss does not depend on alive: a batch whose agents are all dead trains it the same."""
-    cfg = tiny_config(epochs=1, minibatches=1)
+    """critic_on_dead=True: the critic loss does not depend on alive (all-dead trains it the same)."""
+    cfg = tiny_config(epochs=1, minibatches=1, critic_on_dead=True)
     tr = Trainer(cfg)
     state = tr.init(jax.random.PRNGKey(0))
     runner, t = jax.jit(tr.collect)(state, jax.random.PRNGKey(1))
@@ -114,8 +114,9 @@ def test_critic_trains_on_dead_agents_samples():
 
 
 def test_critic_masked_by_alive_when_asked():
-    """critic_on_dead=False: the first value step's loss is the alive-masked loss, computed by hand."""
-    cfg = tiny_config(epochs=1, minibatches=1, critic_on_dead=False)
+    """critic_on_dead=False (the default): the first value step's loss is the alive-masked loss, by hand."""
+    cfg = tiny_config(epochs=1, minibatches=1)
+    assert not cfg.critic_on_dead
     tr = Trainer(cfg)
     state = tr.init(jax.random.PRNGKey(0))
     runner, t = jax.jit(tr.collect)(state, jax.random.PRNGKey(1))
