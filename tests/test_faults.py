@@ -27,6 +27,7 @@ import pytest
 from envs import UserError
 from marl import checkpoint as ckpt
 from marl.cli import _resume_config, main, make_parser, parse_args
+from marl.runlock import LOG_FILE
 from marl.runs import TIMING_KEYS, train_run
 from marl.trainer import NONFINITE, Trainer, seed_keys
 
@@ -48,8 +49,10 @@ def _metrics(run):
 
 
 def _snapshot(folder: Path) -> dict:
+    """Every file's digest, less the lock's own audit trail (``lock.log`` records each attempt, refused
+    ones included, by design: marl/runlock.py)."""
     return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "dir"
-            for p in sorted(folder.rglob("*"))}
+            for p in sorted(folder.rglob("*")) if p.name != LOG_FILE}
 
 
 def _cli(capsys, *argv) -> tuple[int, str, str]:
