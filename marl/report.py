@@ -30,10 +30,11 @@ import numpy as np
 
 from envs.errors import UserError
 from marl import checkpoint as ckpt
-from marl.config import TrainConfig
+from marl.config import TrainConfig, config_keys
 from marl.eval_runs import outcomes_path, read_outcomes
 from probes import stats
 from sweeps.report import aggregate
+from sweeps.schema import flat
 
 SPECIAL_KEYS = {
     "env": "the environment (one task per env)",
@@ -88,27 +89,16 @@ def key_value(run_path: Path, config: TrainConfig, key: str):
         return run_path.name
     if key == "run":
         return str(run_path)
-    flat = _flat(config.to_dict())
-    return flat[key]
+    return flat(config.to_dict())[key]
 
 
 def check_keys(keys) -> None:
-    known = list(SPECIAL_KEYS) + list(_flat(TrainConfig().to_dict()))
+    known = list(SPECIAL_KEYS) + config_keys()
     for k in keys:
         if k not in known:
             close = difflib.get_close_matches(k, known, n=1)
             hint = f"; did you mean {close[0]}?" if close else f"; keys: {', '.join(SPECIAL_KEYS)} or any config key"
             raise UserError(f"unknown --group-by key {k!r}{hint}")
-
-
-def _flat(d: dict, prefix: str = "") -> dict:
-    out = {}
-    for k, v in d.items():
-        if isinstance(v, dict):
-            out.update(_flat(v, f"{prefix}{k}."))
-        else:
-            out[f"{prefix}{k}"] = v
-    return out
 
 
 def group_label(run_path: Path, config: TrainConfig, keys) -> str:
