@@ -24,6 +24,7 @@ import numpy as np
 from envs.base import EnvSpec
 from envs.errors import UserError
 from marl.config import TrainConfig
+from marl.files import write_atomic
 from marl.trainer import GUARDED_FIELDS, make_trainer, seed_keys
 
 # Version of what a checkpoint holds (TrainState layout and meaning). 1 (no ``format_version`` in the
@@ -270,7 +271,7 @@ def metric_rows(path: Path, repair: bool = False) -> list[dict]:
             if i < len(lines) - 1:
                 raise UserError(f"{path} line {i + 1} is damaged (not JSON); fix or remove that line") from None
             if repair:
-                path.write_text("".join(x + "\n" for x in lines[:-1]))
+                write_atomic(path, "".join(x + "\n" for x in lines[:-1]))
     return rows
 
 

@@ -14,6 +14,7 @@ import tomli_w
 
 from envs.errors import UserError
 from envs.registry import names
+from marl.files import write_atomic
 
 ACTIVATIONS = ("relu", "tanh", "gelu")
 ALGOS = ("mappo", "happo")
@@ -195,7 +196,7 @@ class TrainConfig:
         return cls(**d, network=NetworkConfig(**net))
 
     def to_toml(self, path: Path) -> None:
-        Path(path).write_text(tomli_w.dumps(self.to_dict()))
+        write_atomic(Path(path), tomli_w.dumps(self.to_dict()))
 
     @classmethod
     def from_toml(cls, path: Path) -> "TrainConfig":

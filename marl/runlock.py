@@ -26,6 +26,7 @@ from pathlib import Path
 
 from envs.errors import UserError
 from marl.config import TrainConfig
+from marl.files import write_atomic
 
 LOCK_FILE = ".lock"
 DONE_FILE = "DONE"
@@ -159,9 +160,7 @@ class RunLock:
 
     def done(self, update: int) -> None:
         """Write the done marker (atomically: a temporary file renamed)."""
-        tmp = self.out / f".{DONE_FILE}.{os.getpid()}"
-        tmp.write_text(json.dumps({"update": update, "time": time.time()}))
-        os.replace(tmp, self.out / DONE_FILE)
+        write_atomic(self.out / DONE_FILE, json.dumps({"update": update, "time": time.time()}))
         self.finished = True
 
     def release(self) -> None:

@@ -19,6 +19,7 @@ from envs.errors import UserError
 from marl import checkpoint as ckpt
 from marl import sharding
 from marl.config import TrainConfig
+from marl.files import write_atomic
 from marl.loggers import check_backends, make_loggers
 from marl.resources import check_memory, check_out_dir, state_bytes
 from marl.runlock import RunLock
@@ -61,7 +62,7 @@ def _truncate_metrics(path: Path, last_update: int) -> None:
     line is dropped."""
     if path.exists():
         keep = [d for d in ckpt.metric_rows(path) if d["update"] <= last_update]
-        path.write_text("".join(json.dumps(d) + "\n" for d in keep))
+        write_atomic(path, "".join(json.dumps(d) + "\n" for d in keep))
 
 
 def with_new_leaves(params: dict, template: dict) -> dict:
@@ -162,7 +163,7 @@ def _recorded_start(out: Path) -> str | None:
 def _record_start(out: Path, parent: dict | None) -> None:
     if parent:
         ref = f"{parent['run']}/{ckpt.CKPT_DIR}/{parent['step']}" + (f"#{parent['seed']}" if parent["seed"] is not None else "")
-        (out / ckpt.START_FILE).write_text(json.dumps({"init_from": ref}) + "\n")
+        write_atomic(out / ckpt.START_FILE, json.dumps({"init_from": ref}) + "\n")
 
 
 def _diverged_error(out: Path, new: dict[int, int], config: TrainConfig) -> UserError:

@@ -270,11 +270,9 @@ def train_command(run: PlannedRun, python: str | None = None) -> list[str]:
     config file is written beside the run folder. Paths are absolute, for workers with another cwd."""
     out = run.out.resolve()
     cfg_file = out.parent / f".{out.name}.config.toml"
-    tmp = out.parent / f".{out.name}.config.toml.{os.getpid()}"
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
-        run.config.to_toml(tmp)
-        os.replace(tmp, cfg_file)  # atomic: a concurrent driver never reads half a file
+        run.config.to_toml(cfg_file)  # atomic: a concurrent driver never reads half a file
     except OSError as e:  # a read-only filesystem (where the permission check above cannot tell)
         raise UserError(f"sweep output {out.parent} is not writable ({e.strerror}); pick another --out") from None
     cmd = [python or sys.executable, "-m", "marl.cli", "train", "--config", str(cfg_file), "--out", str(out),
