@@ -79,8 +79,9 @@ class TrainConfig:
     num_seeds: int = 1  # seeds trained at once (vmapped)
     total_steps: int = 2_000_000  # env steps per seed
     # Defaults: JaxMARL's SMAX MAPPO settings (128 x 128, GRU 128, 4 x 4, lr 2e-3, clip 0.2, grad norm
-    # 0.25) tuned on smax:3m to 64 envs (twice the updates per env step) and ent_coef 0.01:
-    # greedy win 0.92 at 2M steps vs 0.89 (bench/results/SUMMARY.md).
+    # 0.25) tuned on smax:3m to 64 envs (twice the updates per env step) and ent_coef 0.01: greedy win
+    # 0.92 at 2M steps vs 0.89 with the old per-agent-state critic; 0.893 mean over 4 unselected seeds
+    # with the current critic (bench/results/smax_recheck/RESULTS.md).
     num_envs: int = 64  # parallel environments per seed
     rollout_len: int = 128  # env steps per environment in one update
     epochs: int = 4  # PPO epochs over each update's batch

@@ -18,6 +18,7 @@ import numpy as np
 from envs.errors import UserError
 from marl import checkpoint as ckpt
 from marl.evaluate import evaluate, mean_ci
+from marl.files import replacing
 from marl.resources import check_memory, check_out_file, state_bytes
 
 EVAL_DIR = "eval"
@@ -56,9 +57,8 @@ def merge_outcomes(old: dict | None, new: dict) -> dict:
 def write_outcomes(path: Path, data: dict) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp.npz")
-    np.savez_compressed(tmp, **data)
-    tmp.replace(path)
+    with replacing(path) as tmp, open(tmp, "wb") as f:  # a file object: savez would append .npz to a name
+        np.savez_compressed(f, **data)
 
 
 def eval_command(args) -> int:

@@ -36,3 +36,27 @@ def test_interrupted_write_keeps_old_file(tmp_path, monkeypatch):
     assert f.read_text() == before
     assert TrainConfig.from_toml(f) == TrainConfig()
     assert [p.name for p in tmp_path.iterdir()] == ["config.toml"]
+
+
+def test_outcomes_npz_written_whole_and_kept_on_interrupt(tmp_path, monkeypatch):
+    """`marl eval`'s per-episode npz goes through the same atomic replace (by file object, so numpy
+    does not append .npz to the temporary name)."""
+    import numpy as np
+
+    from marl.eval_runs import write_outcomes
+
+    f = tmp_path / "eval" / "greedy.npz"
+    write_outcomes(f, {"returns": np.arange(3.0)})
+    np.testing.assert_array_equal(np.load(f)["returns"], [0.0, 1.0, 2.0])
+    assert [p.name for p in f.parent.iterdir()] == ["greedy.npz"]
+
+    def interrupted(file, **data):
+        file.write(b"PK\x03\x04 half")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(np, "savez_compressed", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        write_outcomes(f, {"returns": np.arange(5.0)})
+    monkeypatch.undo()
+    np.testing.assert_array_equal(np.load(f)["returns"], [0.0, 1.0, 2.0])
+    assert [p.name for p in f.parent.iterdir()] == ["greedy.npz"]
