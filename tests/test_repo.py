@@ -1,4 +1,5 @@
-"""The README's install lines agree with pyproject.toml (the GPU extra pins the CUDA plugin of our jax)."""
+"""The README's install lines agree with pyproject.toml (the GPU extra pins the CUDA plugin of our jax);
+the committed recipes are the configs their recorded results ran with."""
 
 from __future__ import annotations
 
@@ -22,3 +23,15 @@ def test_gpu_extra_matches_the_jax_pin_and_the_readme():
     assert f"jax=={jax}" in readme and f"{jax}" in readme.split("## GPU install")[1].split("##")[0]
     for link in re.findall(r"\]\(([^)]+)\)", readme):  # links stay inside the repository
         assert not link.startswith("..") and (link.startswith("http") or (ROOT / link.split("#")[0]).exists()), link
+
+
+def test_mpe_recipe_is_the_measured_config():
+    """recipes/mpe_simple_spread.toml must stay the config of the run behind its recorded figure
+    (bench/results/mpe_retune): a recipe that drifts from its measurement would misquote it."""
+    from marl.config import TrainConfig
+
+    recipe = TrainConfig.from_toml(ROOT / "recipes" / "mpe_simple_spread.toml")
+    measured = TrainConfig.from_toml(ROOT / "bench" / "results" / "mpe_retune" / "F_config.toml")
+    assert recipe.with_overrides({"num_seeds": measured.num_seeds}) == measured
+    readme = (ROOT / "README.md").read_text()
+    assert "marl train --config recipes/mpe_simple_spread.toml" in readme
