@@ -1,7 +1,7 @@
 """The plan's estimator: per-seed greedy means, each arm's mean over seeds, and the Welch 95% t-interval
 of the difference of the seed means (seeds are the unit; episodes only give each seed's mean).
 
-    python bench/results/mpe_retune/analyse.py A.eval.json B.eval.json [--metric return|win_rate]
+    python bench/results/mpe_retune/analyse.py A.eval.json B.eval.json [--metric return|win_rate] [--level 0.95]
 """
 
 import argparse
@@ -29,9 +29,10 @@ if __name__ == "__main__":
     p.add_argument("a")
     p.add_argument("b")
     p.add_argument("--metric", default="return")
+    p.add_argument("--level", type=float, default=0.95, help="interval level")
     args = p.parse_args()
     a, b = seed_means(args.a, args.metric), seed_means(args.b, args.metric)
     for name, x in ((args.a, a), (args.b, b)):
         print(f"{name}: per seed {np.round(x, 3).tolist()}, mean {x.mean():.3f}")
-    d, lo, hi = welch(a, b)
-    print(f"a - b = {d:+.3f}, Welch 95% CI [{lo:+.3f}, {hi:+.3f}]")
+    d, lo, hi = welch(a, b, args.level)
+    print(f"a - b = {d:+.3f}, Welch {args.level:.1%} CI [{lo:+.3f}, {hi:+.3f}]")
