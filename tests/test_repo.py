@@ -31,7 +31,7 @@ def test_mpe_recipe_is_the_measured_config():
     from marl.config import TrainConfig
 
     recipe = TrainConfig.from_toml(ROOT / "recipes" / "mpe_simple_spread.toml")
-    measured = TrainConfig.from_toml(ROOT / "bench" / "results" / "mpe_retune" / "F_config.toml")
+    measured = TrainConfig.from_toml(ROOT / "bench" / "results" / "mpe_retune" / "Fvn_config.toml")
     assert recipe.with_overrides({"num_seeds": measured.num_seeds}) == measured
     readme = (ROOT / "README.md").read_text()
     assert "marl train --config recipes/mpe_simple_spread.toml" in readme
