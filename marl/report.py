@@ -109,7 +109,9 @@ def group_label(run_path: Path, config: TrainConfig, keys) -> str:
     return " ".join(parts).replace(",", ";")  # marl-eval refuses commas in algorithm names
 
 
-def _train_scores(path: Path, metric: str):
+def train_scores(path: Path, metric: str = "return"):
+    """A run's training curve from metrics.jsonl: (env_steps [U], scores [S, U], final [S], seeds [S]);
+    final is the mean over the last FINAL_FRACTION of updates (NaN-aware), the training-source score."""
     rows = ckpt.read_metrics(path)
     if not rows:
         raise UserError(f"run {path} has no training metrics yet; train it first")
@@ -151,7 +153,7 @@ def load_runs(paths, metric: str = "return", source: str = "auto", group_by: lis
         if use_eval and out is None:
             raise UserError(f"run {p} has no per-episode evaluation ({outcomes_path(p, True)}); run "
                             f"`marl eval {p} --all-steps` first, or use --source train")
-        x, s, final, seeds = _eval_scores(out, metric) if use_eval else _train_scores(p, metric)
+        x, s, final, seeds = _eval_scores(out, metric) if use_eval else train_scores(p, metric)
         runs.append(Run(p, cfg, np.asarray(x), s, final, seeds, out, group_label(p, cfg, keys)))
     tasks = sorted({r.task for r in runs})
     if len(tasks) > 1 and not group_by:

@@ -1,15 +1,15 @@
-"""Training-return tail of a run: per seed, the mean of `return` over the last 10% of updates.
+"""Training-return tail of a run: per seed, the mean of `return` over the last 10% of updates (the
+training-source score of `marl report`, ``marl.report.train_scores``).
 
     python bench/results/mpe_retune/tail.py RUN [RUN ...]
 """
 
-import json
 import sys
 
 import numpy as np
 
+from marl.report import train_scores
+
 for run in sys.argv[1:]:
-    rows = [json.loads(line) for line in open(f"{run}/metrics.jsonl")]
-    ret = np.array([r["return"] for r in rows], dtype=float)  # [updates, seeds]
-    tail = np.nanmean(ret[-max(1, len(rows) // 10):], axis=0)
-    print(f"{run}: training-return tail per seed {np.round(tail, 2).tolist()}, mean {tail.mean():.2f}")
+    final = train_scores(run)[2]
+    print(f"{run}: training-return tail per seed {np.round(final, 2).tolist()}, mean {final.mean():.2f}")
