@@ -20,10 +20,9 @@ from pathlib import Path
 
 import numpy as np
 
-import envs
-from marl import checkpoint as ckpt
-from marl.evaluate import mean_ci
-from marl.search import SOURCE, search_methods
+from marl.runs import checkpoint as ckpt
+from marl.core.evaluation import mean_ci
+from marl.analysis.search import SOURCE, search_methods
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "bench" / "results"
@@ -35,7 +34,7 @@ def train(p_run: Path, out: Path, recipe: dict, seeds: int, common: str) -> None
     """L from P with the recipe's latent block; reuses a finished run, resumes a stopped one."""
     src = ckpt.load_config(p_run)
     lat = dict(recipe["latent"])
-    cmd = [sys.executable, "-m", "marl.cli", "train", "--quiet", "--env", src.env, "--init-from", str(p_run),
+    cmd = [sys.executable, "-m", "cli.main", "train", "--quiet", "--env", src.env, "--init-from", str(p_run),
            "--total-steps", str(lat.pop("total_steps")), "--latent-dim", str(lat.pop("latent_dim")),
            "--latents", str(lat.pop("latents")), "--seeds", str(seeds), "--out", str(out), "--resume-if-exists"]
     over = {k: v for k, v in recipe["source"].items() if k != "total_steps"} | lat
@@ -65,7 +64,7 @@ def main():
         train(a.source_run, a.root / arm, recipe, a.seeds, flag)
     p_team, _ = ckpt.load_team(str(a.source_run))
     cfg = ckpt.load_config(a.root / "indep")
-    env = envs.make(cfg.env, **cfg.env_kwargs())
+    env = cfg.make_env()
     reeval = {arm: [] for arm in ARMS}  # arm -> per seed {method: [I]}
     for arm in ARMS:
         for s in range(a.seeds):

@@ -33,10 +33,10 @@ sys.path.insert(0, str(ROOT))
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
 
-from envs import UserError  # noqa: E402
-from marl import checkpoint as ckpt  # noqa: E402
-from marl.config import NetworkConfig, TrainConfig  # noqa: E402
-from marl.runs import TIMING_KEYS, train_run  # noqa: E402
+from common.errors import UserError  # noqa: E402
+from marl.runs import checkpoint as ckpt  # noqa: E402
+from marl.core.config import NetworkConfig, TrainConfig  # noqa: E402
+from marl.runs.loop import TIMING_KEYS, train_run  # noqa: E402
 
 CFG = TrainConfig(env="smax:3m", num_envs=8, rollout_len=16, total_steps=8 * 16 * 4, updates_per_chunk=2, epochs=1,
                   minibatches=2, num_seeds=2, network=NetworkConfig(hidden=16, critic_hidden=16))
@@ -65,7 +65,7 @@ def pending(d: Path) -> bool:
 
 # A child of a background job inherits SIGINT ignored; Ctrl-C must reach `marl` as in a terminal.
 MARL = [sys.executable, "-c", "import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
-        "sys.argv[0] = 'marl'; runpy.run_module('marl.cli', run_name='__main__')"]
+        "sys.argv[0] = 'marl'; runpy.run_module('cli.main', run_name='__main__')"]
 
 
 def interrupt_batch(root: Path, trials: list[tuple[str, int, str]], rng: random.Random) -> list[dict]:
@@ -217,12 +217,12 @@ def main() -> None:
             r["resume_error"] = str(e)
     fl = flips(root, ref, args.flips, rng)
     dm = damage(root, ref, rng)
-    div = subprocess.run([sys.executable, "-m", "marl.cli", "train", "--env", "smax:3m", "--seed", "1", "--total-steps",
+    div = subprocess.run([sys.executable, "-m", "cli.main", "train", "--env", "smax:3m", "--seed", "1", "--total-steps",
                           "4096", "num_envs=16", "rollout_len=32", "network.hidden=32", "network.critic_hidden=32",
                           "updates_per_chunk=2", "lr=1e3", "--out", str(root / "div"), "--quiet"], env=ENV,
                          capture_output=True, text=True)
     div_steps = ckpt.steps(root / "div")
-    ev = subprocess.run([sys.executable, "-m", "marl.cli", "eval", str(root / "div"), "--episodes", "4"], env=ENV,
+    ev = subprocess.run([sys.executable, "-m", "cli.main", "eval", str(root / "div"), "--episodes", "4"], env=ENV,
                         capture_output=True, text=True)
     clear, tried, untouched = bad_inputs(root, ref)
 

@@ -38,7 +38,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from marl.config import NetworkConfig, TrainConfig  # noqa: E402
+from marl.core.config import NetworkConfig, TrainConfig  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 DEFAULT_NAME = "happo_vs_mappo_smax_3m"
@@ -50,7 +50,7 @@ JAXMARL_SMAX = dict(env="smax:3m", num_envs=128, rollout_len=128, epochs=4, mini
 
 
 def throughput(args) -> None:
-    from marl.trainer import Trainer, seed_keys
+    from marl.core.trainer import Trainer, seed_keys
 
     variants = {"mappo (shared actor)": dict(algo="mappo", share_actor=True),
                 "mappo (separate actors)": VARIANTS["mappo-separate"], "happo": VARIANTS["happo"]}
@@ -101,15 +101,15 @@ def throughput(args) -> None:
 
 
 def _curve(run: Path, algo: str, seed0: int = 0) -> list[dict]:
-    from marl import checkpoint as ckpt
+    from marl.runs import checkpoint as ckpt
 
     return [{"algo": algo, "kind": "training (sampled)", "seed": seed0 + r["seed"], "env_steps": r["env_steps"],
              "return": r["return"], "win_rate": r["win_rate"]} for r in ckpt.read_metrics(run)]
 
 
 def _greedy_eval(run: Path, episodes: int) -> list[float]:
-    from marl import checkpoint as ckpt
-    from marl.evaluate import evaluate
+    from marl.runs import checkpoint as ckpt
+    from marl.core.evaluation import evaluate
 
     trainer, state, meta, step = ckpt.load_state(run)
     fn = jax.jit(jax.vmap(lambda p, k: evaluate(trainer.env, trainer.team(p), k, episodes, True), in_axes=(0, None)))
@@ -120,7 +120,7 @@ def _greedy_eval(run: Path, episodes: int) -> list[float]:
 def _run_rows(run: Path, algo: str, config, episodes: int) -> tuple[list[dict], list[float], int]:
     """A finished run's training curve and greedy evaluation as CSV rows (seeds numbered from
     ``config.seed``), its greedy win rates per seed, and its last update."""
-    from marl import checkpoint as ckpt
+    from marl.runs import checkpoint as ckpt
 
     step = ckpt.steps(run)[-1]
     wins = _greedy_eval(run, episodes)
@@ -133,7 +133,7 @@ def _run_rows(run: Path, algo: str, config, episodes: int) -> tuple[list[dict], 
 def _other_seeds(args, cfg, final: dict) -> list[dict]:
     """Curves and greedy evaluations of the finished runs of ``--variant`` named by ``--also`` (other
     seeds of the same settings and algorithm) join the report; their win rates are appended to ``final``."""
-    from marl import checkpoint as ckpt
+    from marl.runs import checkpoint as ckpt
 
     rows = []
     same = lambda c: {k: v for k, v in c.to_dict().items() if k not in ("seed", "num_seeds", "checkpoint_every")}
@@ -154,7 +154,7 @@ def _other_seeds(args, cfg, final: dict) -> list[dict]:
 def learn(args) -> None:
     import pandas as pd
 
-    from marl.runs import train_run
+    from marl.runs.loop import train_run
 
     common = dict(env="smax:3m", num_envs=args.num_envs, rollout_len=args.rollout_len, epochs=args.epochs,
                   minibatches=args.minibatches, lr=args.lr, max_grad_norm=args.max_grad_norm, ent_coef=args.ent_coef,
@@ -173,7 +173,7 @@ def learn(args) -> None:
         print(f"{algo}: {cfg.num_updates} updates of {cfg.steps_per_update} steps -> {run}"
               f"{' (resuming)' if resume else ''}", flush=True)
         t0 = time.time()
-        from marl import checkpoint as ckpt
+        from marl.runs import checkpoint as ckpt
 
         done = resume and ckpt.steps(run) and ckpt.steps(run)[-1] >= cfg.num_updates
         if args.report_only:
@@ -238,7 +238,7 @@ def _plot(df, path: Path, finals: dict) -> None:
 def curves(args) -> None:
     import pandas as pd
 
-    from marl import checkpoint as ckpt
+    from marl.runs import checkpoint as ckpt
 
     print("| run | env steps | win rate (per seed) | entropy | mean factor_std | max factor_max |")
     print("| --- | --- | --- | --- | --- | --- |")

@@ -19,10 +19,10 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT.parent))
 
-from marl import checkpoint as ckpt  # noqa: E402
-from marl.config import TrainConfig, _split  # noqa: E402
-from marl.evaluate import evaluate, mean_ci  # noqa: E402
-from marl.runs import train_run  # noqa: E402
+from marl.runs import checkpoint as ckpt  # noqa: E402
+from marl.core.config import TrainConfig, split_override  # noqa: E402
+from marl.core.evaluation import evaluate, mean_ci  # noqa: E402
+from marl.runs.loop import train_run  # noqa: E402
 
 
 def greedy_curve(run: Path, episodes: int, seed: int = 0) -> pd.DataFrame:
@@ -72,7 +72,7 @@ def main() -> None:
     p.add_argument("--runs-dir", default="runs/bench")
     p.add_argument("overrides", nargs="*")
     a = p.parse_args()
-    cfg = TrainConfig().with_overrides({"env": a.env, "total_steps": a.total_steps, **dict(_split(o) for o in a.overrides)})
+    cfg = TrainConfig().with_overrides({"env": a.env, "total_steps": a.total_steps, **dict(split_override(o) for o in a.overrides)})
     run = Path(a.runs_dir) / a.name
     if run.exists():
         shutil.rmtree(run)

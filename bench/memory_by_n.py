@@ -26,8 +26,8 @@ def child(n: int, chunks: int) -> dict:
     """Runs inside the subprocess: compile one chunk, time ``chunks`` more; returns the figures."""
     import jax
 
-    from marl.config import NetworkConfig, TrainConfig
-    from marl.trainer import Trainer, seed_keys
+    from marl.core.config import NetworkConfig, TrainConfig
+    from marl.core.trainer import Trainer, seed_keys
 
     cfg = TrainConfig(env="mpe:simple_spread", num_agents=n, num_envs=16, rollout_len=25, epochs=1, minibatches=1,
                       updates_per_chunk=2, total_steps=16 * 25 * 2 * (chunks + 1),

@@ -48,8 +48,8 @@ def train_curve(overrides: dict, total_steps: int, seeds: int, label: str) -> pd
     """Train ``seeds`` seeds at once; one row per (update, seed) of the training return."""
     import jax
 
-    from marl.config import TrainConfig
-    from marl.trainer import Trainer, seed_keys
+    from marl.core.config import TrainConfig
+    from marl.core.trainer import Trainer, seed_keys
 
     cfg = TrainConfig().with_overrides({**JAXMARL_MPE, "total_steps": total_steps, "num_seeds": seeds,
                                         "updates_per_chunk": 16, **overrides})
@@ -73,7 +73,7 @@ def train_curve(overrides: dict, total_steps: int, seeds: int, label: str) -> pd
 
 def read_reference(path: str, per_agent_factor: float = 1.0, label: str = "reference") -> pd.DataFrame:
     """The reference's curve from a JSON file (rows or marl-eval layout, see the module doc)."""
-    from envs.errors import UserError
+    from common.errors import UserError
 
     try:
         data = json.loads(Path(path).read_text())
@@ -134,7 +134,7 @@ def summary(df: pd.DataFrame, last_fraction: float = 0.1) -> pd.DataFrame:
 
 
 def main() -> None:
-    from marl.config import _split
+    from marl.core.config import split_override
 
     p = argparse.ArgumentParser()
     p.add_argument("--total-steps", type=lambda s: int(float(s)), default=2_000_000)
@@ -151,7 +151,7 @@ def main() -> None:
     out = ROOT / "results"
     parts = [pd.read_csv(f) for f in a.also]
     if not a.plot_only:
-        ours = train_curve(dict(_split(o) for o in a.overrides), a.total_steps, a.seeds, a.label)
+        ours = train_curve(dict(split_override(o) for o in a.overrides), a.total_steps, a.seeds, a.label)
         ours.to_csv(out / f"{a.name}.csv", index=False)
         parts.insert(0, ours)
     if a.reference:

@@ -32,10 +32,10 @@ import jax.numpy as jnp
 import numpy as np
 
 import envs
-from marl.config import NetworkConfig
-from marl.evaluate import evaluate
-from marl.networks import init_actor
-from marl.team import Team
+from marl.core.config import NetworkConfig
+from marl.core.evaluation import evaluate
+from marl.core.networks import init_actor
+from marl.core.team import Team
 from probes.interpolate import alpha_grid, evaluate_interpolation, interpolate
 
 
@@ -138,8 +138,8 @@ def measure(env, a, b, alphas, episodes: int, repeats: int, greedy: bool = False
 
 def _step(env, team, params, ts, state, carry, reset, key, episodes, greedy):
     """One team action (greedy or sampled) and env step for E episodes (the body of the Python step loop)."""
-    from marl import ppo
-    from marl.team import team_step
+    from marl.core import ppo
+    from marl.core.team import team_step
 
     carry, logits = team_step(team.spec, team.network, params, carry, ts.obs, reset)
     k_act, k_env = jax.random.split(key)

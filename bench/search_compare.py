@@ -17,10 +17,9 @@ from pathlib import Path
 
 import jax
 
-import envs
-from marl import checkpoint as ckpt
-from marl.evaluate import evaluate
-from marl.search import (METHODS, episode_fitness, make_strategy, run_search, search_methods, summarize, table,
+from marl.runs import checkpoint as ckpt
+from marl.core.evaluation import evaluate
+from marl.analysis.search import (METHODS, episode_fitness, make_strategy, run_search, search_methods, summarize, table,
                          write_outputs)
 
 RESULTS = Path(__file__).parent / "results"
@@ -64,7 +63,7 @@ def cost(env, team, instances: int, budget: int, pop: int, methods) -> dict:
 def load_team(ref):
     """``checkpoint.load_team``, falling back to reading only the actor parameters for checkpoints
     written before a TrainState field was added (orbax refuses the whole tree otherwise)."""
-    from envs.errors import UserError
+    from common.errors import UserError
 
     try:
         return ckpt.load_team(ref)
@@ -73,7 +72,7 @@ def load_team(ref):
             raise
     import orbax.checkpoint as ocp
 
-    from marl.trainer import make_trainer
+    from marl.core.trainer import make_trainer
 
     r = ckpt.parse_ref(ref)
     step = ckpt.resolve_step(r)
@@ -105,7 +104,7 @@ def main():
     a = ap.parse_args()
     team, source = load_team(a.run)
     cfg = ckpt.load_config(ckpt.parse_ref(a.run).run)
-    env = envs.make(cfg.env, **cfg.env_kwargs())
+    env = cfg.make_env()
     print(f"{a.label}: {team.spec.name} N={team.num_agents} d={team.network.latent_dim} from {source['run']} "
           f"@ {source['step']} ({source['env_steps']} env steps); {a.instances} instances (seed {a.seed}), B={a.budget}")
     t0 = time.time()

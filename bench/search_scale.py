@@ -33,10 +33,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-import envs
-from marl import checkpoint as ckpt
-from marl.evaluate import mean_ci
-from marl.search import MATCHED_SHARED, RANDOM_POLICY, SOURCE, make_strategy, run_search, search_methods
+from marl.runs import checkpoint as ckpt
+from marl.core.evaluation import mean_ci
+from marl.analysis.search import MATCHED_SHARED, RANDOM_POLICY, SOURCE, make_strategy, run_search, search_methods
 
 RESULTS = Path(__file__).parent / "results"
 REPO = Path(__file__).resolve().parent.parent
@@ -83,7 +82,7 @@ def _train(out: Path, args: list[str], overrides: dict) -> None:
             import shutil
             shutil.rmtree(out)
         cmd = args + ["--out", str(out)] + [f"{k}={v}" for k, v in overrides.items()]
-    full = [sys.executable, "-m", "marl.cli", "train", "--quiet"] + cmd
+    full = [sys.executable, "-m", "cli.main", "train", "--quiet"] + cmd
     print("$", " ".join(full[2:]), flush=True)
     t0 = time.time()
     subprocess.run(full, check=True, cwd=REPO)
@@ -113,7 +112,7 @@ def search_size(recipe: dict, p_run: Path, l_run: Path, n: int) -> dict:
     team, l_info = ckpt.load_team(str(l_run))
     p_team, p_info = ckpt.load_team(str(p_run))
     cfg = ckpt.load_config(l_run)
-    env = envs.make(cfg.env, **cfg.env_kwargs())
+    env = cfg.make_env()
     print(f"N={n}: P {p_info['env_steps']} env steps, L {l_info['env_steps']} env steps", flush=True)
     t0 = time.time()
     res = search_methods(env, team, recipe["methods"], recipe["instances"], recipe["budget"], seed=recipe["seed"],

@@ -58,7 +58,7 @@ def sweeps(work: Path) -> None:
     f.write_text(SWEEP)
     env = _env(work / "xla-cache")
     modes = {"local --jobs 1": ["--jobs", "1"], "local --jobs 2": ["--jobs", "2"], "ray (local, 2 CPUs)": ["--executor", "ray"]}
-    base = [sys.executable, "-m", "marl.cli", "sweep", str(f), "--quiet"]
+    base = [sys.executable, "-m", "cli.main", "sweep", str(f), "--quiet"]
     subprocess.run(base + ["--out", str(work / "warm"), "--jobs", "2"], env=env, check=True, capture_output=True)
     times = {}
     for name, extra in modes.items():
@@ -77,8 +77,8 @@ def sweeps(work: Path) -> None:
 SHARD = """
 import json, sys, time
 import jax
-from marl.runs import train_run
-from marl.config import NetworkConfig, TrainConfig
+from marl.runs.loop import train_run
+from marl.core.config import NetworkConfig, TrainConfig
 out, devices = sys.argv[1], int(sys.argv[2])
 cfg = TrainConfig(env="smax:3m", num_seeds=4, num_envs=32, rollout_len=32, total_steps=32 * 32 * 16, epochs=2,
                   minibatches=2, updates_per_chunk=4, network=NetworkConfig(hidden=64, critic_hidden=64))

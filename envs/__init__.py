@@ -24,7 +24,6 @@ _import_jaxmarl_quietly()
 
 from envs.adapter import Env
 from envs.base import EnvSpec, EnvState, EpisodeInfo, TimeStep
-from envs.errors import UserError
 from envs.registry import make, names
 
-__all__ = ["Env", "EnvSpec", "EnvState", "EpisodeInfo", "TimeStep", "UserError", "make", "names"]
+__all__ = ["Env", "EnvSpec", "EnvState", "EpisodeInfo", "TimeStep", "make", "names"]

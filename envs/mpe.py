@@ -15,7 +15,7 @@ import jaxmarl
 
 from envs.adapter import Env, Hooks
 from envs.base import EnvSpec
-from envs.errors import UserError
+from common.errors import UserError
 
 SCENARIOS = {
     "simple_spread": "MPE_simple_spread_v3",

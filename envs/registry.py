@@ -5,7 +5,7 @@ from __future__ import annotations
 import difflib
 
 from envs.adapter import Env
-from envs.errors import UserError
+from common.errors import UserError
 from envs.mpe import SCENARIOS, make_mpe
 from envs.smax import make_smax, map_names
 

@@ -23,7 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
-from marl.team import Team, check_compatible
+from marl.core.team import Team, check_compatible
 
 
 def _axes(recurrent: bool, has_latent: bool) -> dict[str, tuple]:

@@ -8,8 +8,8 @@ import jax
 import numpy as np
 
 from envs import Env
-from marl.team import Team
-from probes import stats
+from marl.core.team import Team
+from common import stats
 from probes.estimators import barrier_stats
 from probes.interpolate import evaluate_interpolation
 

@@ -1,7 +1,7 @@
 """Teams as arrays: interpolation of two stacks and batched evaluation of many teams at once.
 
 All probes reduce to: build a stack of teams ``params[M, N, ...]`` (M teams, N seats), then run
-``marl.evaluate.evaluate`` for all M teams over the same episode keys in one jitted, vmapped
+``marl.core.evaluation.evaluate`` for all M teams over the same episode keys in one jitted, vmapped
 program. ``evaluate_rows`` does the row picking (hot-swap, clone-all, role-swap, mixed teams)
 inside that program from an index matrix, so only the small index array crosses to the device.
 """
@@ -13,9 +13,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from envs import Env
-from envs.errors import UserError
-from marl.evaluate import EvalResult, evaluate
-from marl.team import Team, check_compatible
+from common.errors import UserError
+from marl.core.evaluation import EvalResult, evaluate
+from marl.core.team import Team, check_compatible
 
 DEFAULT_ALPHAS = 21
 

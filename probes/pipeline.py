@@ -14,13 +14,14 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from envs.errors import UserError
-from marl.team import check_compatible
-from probes import plots, stats
+from common.errors import UserError
+from marl.core.team import check_compatible
+from probes import plots
+from common import stats
 from probes.align import align_team
 from probes.barrier import barrier_probe
 from probes.interpolate import alpha_grid
-from probes.load import load
+from marl.runs.loader import load
 from probes.team_probes import team_probes
 from probes.weights import team_distance, weight_report
 

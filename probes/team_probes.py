@@ -23,8 +23,8 @@ import jax
 import numpy as np
 
 from envs import Env
-from marl.team import Team
-from probes import stats
+from marl.core.team import Team
+from common import stats
 from probes.interpolate import evaluate_rows, stack_teams
 
 MAX_EXHAUSTIVE_MASKS = 10  # all 2^N masks up to this team size

@@ -11,7 +11,7 @@ from __future__ import annotations
 import jax
 import numpy as np
 
-from marl.team import Team, check_compatible
+from marl.core.team import Team, check_compatible
 
 LAYER_ORDER = ("embed", "latent", "gru_in", "gru_h", "hidden0", "hidden1", "policy")
 

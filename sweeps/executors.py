@@ -28,8 +28,8 @@ import time
 import warnings
 from pathlib import Path
 
-from envs.errors import UserError
-from marl.runlock import is_stale, read_lock
+from common.errors import UserError
+from marl.runs.lock import is_stale, read_lock
 
 # subprocess's fork+exec happens in C, with no Python between them; JAX's warning about fork does not apply
 warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called", category=RuntimeWarning)

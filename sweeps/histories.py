@@ -18,8 +18,8 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass
 
-from envs.errors import UserError
-from marl.config import TrainConfig
+from common.errors import UserError
+from marl.core.config import TrainConfig
 
 CONTINUATION_SEED_OFFSET = 1000
 
@@ -85,7 +85,7 @@ def _inherit_from_source(init_from: str, base: TrainConfig) -> dict:
     value that was set and differs from S's is an error."""
     import dataclasses
 
-    from marl import checkpoint as ckpt
+    from marl.runs import checkpoint as ckpt
 
     ref = ckpt.parse_ref(init_from)
     src = ckpt.load_config(ref.run)

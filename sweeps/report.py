@@ -2,7 +2,7 @@
 
 Per pair group (``[[pairs]]``, e.g. "happo x happo") and env: the interquartile mean (IQM) of the jobs'
 headline barriers (cross-fitted, ``probes/estimators.py``) with a bootstrap CI over jobs; pooled over
-envs with a bootstrap stratified by env (rliable's conventions, ``probes/stats.py``). Contrasts: each
+envs with a bootstrap stratified by env (rliable's conventions, ``common/stats.py``). Contrasts: each
 ``separated`` group minus each ``connected`` group, resampled independently within each env.
 
 Verdict (the rules of bench/results/connectivity/PLAN.md, parameters from ``[report]``):
@@ -20,8 +20,9 @@ from pathlib import Path
 
 import numpy as np
 
-from envs.errors import UserError
-from probes import stats
+from common.errors import UserError
+from common import stats
+from common.stats import aggregate  # noqa: F401  (the sweep report's per-pair table)
 
 BOOT = 5000
 
@@ -61,24 +62,6 @@ def job_row(job) -> dict:
     row["_curve"] = {"alphas": rep["naive"]["alphas"], "mean": r["mean"], "lo": r["ci_lo"], "hi": r["ci_hi"],
                      "line": r["line"]}
     return row
-
-
-def aggregate(rows: list[dict], metric: str = "barrier", seed: int = 0) -> list[dict]:
-    """IQM of ``metric`` per (env, pair) and pooled per pair (stratified by env), with bootstrap CIs."""
-    out = []
-    pairs = list(dict.fromkeys(r["pair"] for r in rows))
-    envs = list(dict.fromkeys(r["env"] for r in rows))
-    for p in pairs:
-        strata = []
-        for env in envs:
-            vals = np.array([r[metric] for r in rows if r["pair"] == p and r["env"] == env])
-            if vals.size:
-                strata.append(vals)
-                out.append({"pair": p, "env": env, "jobs": int(vals.size),
-                            **dict(zip(("iqm", "lo", "hi"), stats.stratified_bootstrap([vals], num_boot=BOOT, seed=seed)))})
-        out.append({"pair": p, "env": "pooled", "jobs": int(sum(s.size for s in strata)),
-                    **dict(zip(("iqm", "lo", "hi"), stats.stratified_bootstrap(strata, num_boot=BOOT, seed=seed)))})
-    return out
 
 
 def contrasts(rows: list[dict], separated, connected, metric: str = "barrier", seed: int = 0) -> list[dict]:
@@ -125,9 +108,9 @@ def write_report(sweep: dict, jobs) -> Path:
     for p in connected + separated:
         if p not in known:
             raise UserError(f"[report] names pair group {p!r}, which no [[pairs]] table makes (groups: {', '.join(sorted(known))})")
-    agg = aggregate(rows)
-    agg_mid = aggregate(rows, "midpoint")
-    agg_win = aggregate(rows, "win_barrier") if all("win_barrier" in r for r in rows) else []
+    agg = aggregate(rows, num_boot=BOOT)
+    agg_mid = aggregate(rows, "midpoint", num_boot=BOOT)
+    agg_win = aggregate(rows, "win_barrier", num_boot=BOOT) if all("win_barrier" in r for r in rows) else []
     agg_aligned = aggregate([r for r in rows if "aligned_barrier" in r], "aligned_barrier")
     cons = contrasts(rows, separated, connected)
     threshold = float(rep.get("threshold", 0.05))

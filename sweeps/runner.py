@@ -9,7 +9,7 @@ edges: the histories that continue ``shared`` (S) start from S of the same env a
 
 Reuse: a run folder is reused only when its ``config.toml`` equals the planned config (else a one-line
 error: the folder holds another run); a done run is skipped, a stopped one resumed, one stopped before
-its first checkpoint restarted (``marl/runlock.py``: the same rule as ``marl train --resume-if-exists``).
+its first checkpoint restarted (``marl/runs/lock.py``: the same rule as ``marl train --resume-if-exists``).
 Each run trains in its own subprocess (``marl train``), which holds the folder's lock while it trains,
 so a crash or hang in one cannot take the sweep down, two workers never train the same folder, and no
 process restores a checkpoint after training another (a warm start restored in the process that had
@@ -28,11 +28,11 @@ import os
 import sys
 from pathlib import Path
 
-from envs.errors import UserError
-from marl.config import TrainConfig, _split
-from marl.runlock import folder_state
+from common.errors import UserError
+from marl.core.config import TrainConfig, flatten, split_override
+from marl.runs.lock import folder_state
 from sweeps.histories import HISTORIES, SOURCE, get_history, history_config
-from sweeps.schema import INIT_FROM, flat, load_sweep, resources, variant_order  # noqa: F401  (load_sweep: the runner's API)
+from sweeps.schema import INIT_FROM, load_sweep, resources, variant_order  # noqa: F401  (load_sweep: the runner's API)
 
 PROBE_DEFAULTS = dict(alphas=21, episodes=256, boot=2000, eval_seed=12345, align=False, teams=False,
                       team_episodes=0, max_perms=720, team_batch=0)
@@ -95,11 +95,11 @@ def points(sweep: dict) -> list[tuple[str, str | None, str, dict]]:
     """(folder label, variant or None, grid label, config keys) for every variant x grid point, each
     variant after the variant it starts from."""
     variants = sweep.get("variants", {})
-    grid = flat(sweep.get("grid", {}))
+    grid = flatten(sweep.get("grid", {}))
     keys = list(grid)
     out = []
     for v in variant_order(variants) or [None]:
-        vkeys = {k: x for k, x in flat(variants[v]).items() if k != INIT_FROM} if v else {}
+        vkeys = {k: x for k, x in flatten(variants[v]).items() if k != INIT_FROM} if v else {}
         for combo in itertools.product(*(grid[k] for k in keys)):
             g = dict(zip(keys, combo))
             glabel = "+".join(f"{k}-{_fmt(x)}" for k, x in g.items())
@@ -124,7 +124,7 @@ def plan(sweep: dict, out: str | Path | None = None, overrides: list[str] | tupl
         raise UserError(f"sweep: {', '.join(needs_source)} start from the {SOURCE!r} history's checkpoint; "
                         f"add {SOURCE!r} to histories")
     histories.sort(key=lambda h: (h != SOURCE, HISTORIES.index(h)))
-    cli = dict(_split(o) for o in overrides)
+    cli = dict(split_override(o) for o in overrides)
     variants = sweep.get("variants", {})
     runs = []
     for env in sweep["envs"]:
@@ -132,8 +132,8 @@ def plan(sweep: dict, out: str | Path | None = None, overrides: list[str] | tupl
         for label, variant, glabel, keys in points(sweep):
             folder = root / env_dir / label if label else root / env_dir
             for h in histories:
-                layers = {**flat(sweep.get("config", {})), "env": env, **flat(sweep.get("env", {}).get(env, {})),
-                          **flat(sweep.get("history", {}).get(h, {})), **keys, **cli}
+                layers = {**flatten(sweep.get("config", {})), "env": env, **flatten(sweep.get("env", {}).get(env, {})),
+                          **flatten(sweep.get("history", {}).get(h, {})), **keys, **cli}
                 where = f"sweep run {env_dir}/{label + '/' if label else ''}{h}"
                 try:
                     base = TrainConfig().with_overrides(layers)
@@ -275,7 +275,7 @@ def train_command(run: PlannedRun, python: str | None = None) -> list[str]:
         run.config.to_toml(cfg_file)  # atomic: a concurrent driver never reads half a file
     except OSError as e:  # a read-only filesystem (where the permission check above cannot tell)
         raise UserError(f"sweep output {out.parent} is not writable ({e.strerror}); pick another --out") from None
-    cmd = [python or sys.executable, "-m", "marl.cli", "train", "--config", str(cfg_file), "--out", str(out),
+    cmd = [python or sys.executable, "-m", "cli.main", "train", "--config", str(cfg_file), "--out", str(out),
            "--resume-if-exists", "--quiet"]
     if run.init_from:
         cmd += ["--init-from", str(Path(run.init_from).resolve())]
@@ -283,7 +283,7 @@ def train_command(run: PlannedRun, python: str | None = None) -> list[str]:
 
 
 def _probe_settings(job: ProbeJob) -> dict:
-    from marl import checkpoint as ckpt
+    from marl.runs import checkpoint as ckpt
 
     return {"a": str(job.a.out.resolve()), "b": str(job.b.out.resolve()), "seed_a": job.seed_a, "seed_b": job.seed_b,
             "step_a": ckpt.steps(job.a.out)[-1], "step_b": ckpt.steps(job.b.out)[-1], **job.settings}

@@ -11,8 +11,8 @@ from __future__ import annotations
 import difflib
 import typing
 
-from envs.errors import UserError
-from marl.config import NetworkConfig, TrainConfig, _field_types, read_toml
+from common.errors import UserError
+from marl.core.config import NetworkConfig, TrainConfig, field_types, flatten, read_toml
 from sweeps.histories import get_history
 
 # top-level key -> what it must be ("table", "list of str", ...)
@@ -66,21 +66,10 @@ def typed(table: dict, types: dict, where: str) -> None:
             raise UserError(f"{where}: {k} must be {_type_name(types[k])}, got {v!r}")
 
 
-def flat(table: dict, prefix: str = "") -> dict:
-    """{"lr": 1e-3, "network": {"hidden": 64}} -> {"lr": 1e-3, "network.hidden": 64}."""
-    out = {}
-    for k, v in table.items():
-        if isinstance(v, dict):
-            out.update(flat(v, f"{prefix}{k}."))
-        else:
-            out[f"{prefix}{k}"] = v
-    return out
-
-
 def config_fields() -> dict:
     """Every TrainConfig key a sweep may set (``network.X`` for the network) -> its type."""
-    fields = {k: t for k, t in _field_types(TrainConfig).items() if k != "network"}
-    fields.update({f"network.{k}": t for k, t in _field_types(NetworkConfig).items()})
+    fields = {k: t for k, t in field_types(TrainConfig).items() if k != "network"}
+    fields.update({f"network.{k}": t for k, t in field_types(NetworkConfig).items()})
     return fields
 
 
@@ -93,7 +82,7 @@ def _field_type(t):
 def check_config_keys(table: dict, where: str, allow=()) -> dict:
     """Flatten a config table and check every key is a TrainConfig field with a value of its type."""
     fields = config_fields()
-    values = flat(table)
+    values = flatten(table)
     for k, v in values.items():
         if k in allow:
             continue
@@ -158,7 +147,7 @@ def load_sweep(path) -> dict:
 
 
 def _check_grid(grid: dict, where: str) -> None:
-    for k, values in flat(grid).items():
+    for k, values in flatten(grid).items():
         w = f"{where}: [grid]"
         if k == "env":
             raise UserError(f"{w}: sweep envs with envs = [...], not a grid over env")

@@ -8,7 +8,7 @@ import tempfile
 import jax
 import pytest
 
-from marl.config import NetworkConfig, TrainConfig
+from marl.core.config import NetworkConfig, TrainConfig
 
 
 # Many tests build the same tiny programs in new closures (a run and its continuation, a run and
@@ -40,7 +40,7 @@ def tiny_cfg() -> TrainConfig:
 @pytest.fixture(scope="session")
 def tiny_run(tmp_path_factory, tiny_cfg):
     """A finished tiny run folder with 2 seeds and checkpoints at updates 2 and 4."""
-    from marl.runs import train_run
+    from marl.runs.loop import train_run
 
     out = tmp_path_factory.mktemp("runs") / "tiny"
     cfg = tiny_cfg.with_overrides({"num_seeds": 2})
@@ -51,7 +51,7 @@ def tiny_run(tmp_path_factory, tiny_cfg):
 @pytest.fixture(scope="session")
 def tiny_mpe_run(tmp_path_factory):
     """A finished tiny mpe:simple_spread run folder (1 seed, 2 updates)."""
-    from marl.runs import train_run
+    from marl.runs.loop import train_run
 
     out = tmp_path_factory.mktemp("runs") / "tiny_mpe"
     train_run(tiny_config(env="mpe:simple_spread", total_steps=8 * 16 * 2), out, progress=False)

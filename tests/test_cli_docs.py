@@ -7,9 +7,9 @@ import tomllib
 
 import pytest
 
-from marl.cli import main, make_parser
-from marl.clidoc import parsers
-from marl.config import NetworkConfig, TrainConfig, config_keys, field_docs, suggest
+from cli.main import main, make_parser
+from cli.doc import parsers
+from marl.core.config import NetworkConfig, TrainConfig, config_keys, field_docs, suggest
 
 
 def test_every_option_has_help_and_shows_its_default():

@@ -12,12 +12,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from envs.errors import UserError
-from marl import checkpoint as ckpt
-from marl.cli import main
-from marl.config import NetworkConfig
-from marl.networks import init_critic, make_critic
-from marl.trainer import Trainer
+from common.errors import UserError
+from marl.runs import checkpoint as ckpt
+from cli.main import main
+from marl.core.config import NetworkConfig
+from marl.core.networks import init_critic, make_critic
+from marl.core.trainer import Trainer
 from tests.conftest import tiny_config
 from tests.test_ppo import np_gae
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import envs
-from envs import UserError
+from common.errors import UserError
 
 
 @pytest.mark.parametrize("name", envs.names())

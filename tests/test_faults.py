@@ -24,12 +24,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from envs import UserError
-from marl import checkpoint as ckpt
-from marl.cli import _resume_config, main, make_parser, parse_args
-from marl.runlock import LOG_FILE
-from marl.runs import TIMING_KEYS, train_run
-from marl.trainer import NONFINITE, Trainer, seed_keys
+from common.errors import UserError
+from marl.runs import checkpoint as ckpt
+from cli.main import _resume_config, main, make_parser, parse_args
+from marl.runs.lock import LOG_FILE
+from marl.runs.loop import TIMING_KEYS, train_run
+from marl.core.trainer import NONFINITE, Trainer, seed_keys
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -50,7 +50,7 @@ def _metrics(run):
 
 def _snapshot(folder: Path) -> dict:
     """Every file's digest, less the lock's own audit trail (``lock.log`` records each attempt, refused
-    ones included, by design: marl/runlock.py)."""
+    ones included, by design: marl/runs/lock.py)."""
     return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "dir"
             for p in sorted(folder.rglob("*")) if p.name != LOG_FILE}
 
@@ -94,7 +94,7 @@ def test_kills_resume_bit_for_bit(tiny_run, tiny_cfg, tmp_path):
               "term-before-checkpoint": (signal.SIGTERM, lambda d: (d.parent / ckpt.CONFIG_FILE).exists())}
     procs = {}
     for name in trials:
-        procs[name] = subprocess.Popen([sys.executable, "-m", "marl.cli", "train", "--config", str(cfg_file),
+        procs[name] = subprocess.Popen([sys.executable, "-m", "cli.main", "train", "--config", str(cfg_file),
                                         "--out", str(tmp_path / name), "--quiet"], env=env, cwd=tmp_path,
                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     rng = random.Random(15)

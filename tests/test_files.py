@@ -2,8 +2,8 @@
 
 import pytest
 
-from marl.config import TrainConfig
-from marl.files import write_atomic
+from marl.core.config import TrainConfig
+from common.files import write_atomic
 
 
 def test_write_atomic_replaces_whole_file(tmp_path):
@@ -43,7 +43,7 @@ def test_outcomes_npz_written_whole_and_kept_on_interrupt(tmp_path, monkeypatch)
     does not append .npz to the temporary name)."""
     import numpy as np
 
-    from marl.eval_runs import write_outcomes
+    from marl.analysis.run_eval import write_outcomes
 
     f = tmp_path / "eval" / "greedy.npz"
     write_outcomes(f, {"returns": np.arange(3.0)})

@@ -8,12 +8,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from marl import ppo
-from marl.config import NetworkConfig, TrainConfig
-from marl.happo import HAPPO, agent_slice, factor_stats, happo_factor, happo_permutation
-from marl.rollout import collect
-from marl.team import agent_unroll, tile
-from marl.trainer import Trainer
+from marl.core import ppo
+from marl.core.config import NetworkConfig, TrainConfig
+from marl.core.happo import HAPPO, agent_slice, factor_stats, happo_factor, happo_permutation
+from marl.core.rollout import collect
+from marl.core.team import agent_unroll, tile
+from marl.core.trainer import Trainer
 
 NET = NetworkConfig(hidden=16, critic_hidden=16)
 TINY = dict(env="smax:3m", num_envs=8, rollout_len=16, total_steps=8 * 16 * 4, updates_per_chunk=4, epochs=2,

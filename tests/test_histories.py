@@ -10,12 +10,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from envs.errors import UserError
-from marl import checkpoint as ckpt
-from marl.cli import main
-from marl.config import TrainConfig
-from marl.runs import TIMING_KEYS, warm_start
-from marl.trainer import Trainer, seed_keys
+from common.errors import UserError
+from marl.runs import checkpoint as ckpt
+from cli.main import main
+from marl.core.config import TrainConfig
+from marl.runs.loop import TIMING_KEYS, warm_start
+from marl.core.trainer import Trainer, seed_keys
 from sweeps.histories import CONTINUATION_SEED_OFFSET, HISTORIES, history_config
 from sweeps.runner import load_sweep, plan
 

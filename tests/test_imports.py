@@ -95,6 +95,6 @@ def test_finder_sees_function_local_and_relative_imports():
 
 def test_no_import_cycles():
     graph = import_graph()
-    assert "marl.trainer" in graph and "probes" in {m.split(".")[0] for m in graph}
+    assert "marl.core.trainer" in graph and "probes" in {m.split(".")[0] for m in graph}
     cycles = find_cycles(graph)
     assert not cycles, "import cycles: " + "; ".join(" <-> ".join(c) for c in cycles)

@@ -8,14 +8,14 @@ import numpy as np
 import pytest
 
 import envs
-from envs.errors import UserError
-from marl.config import NetworkConfig, TrainConfig
-from marl.evaluate import evaluate
-from marl.latent import BestOfK, best_of_k, first_episode_length, first_episode_mask, first_episode_return
-from marl.networks import init_actor
-from marl.rollout import Continuous
-from marl.team import Team, team_step, tile
-from marl.trainer import Trainer
+from common.errors import UserError
+from marl.core.config import NetworkConfig, TrainConfig
+from marl.core.evaluation import evaluate
+from marl.core.latent import BestOfK, best_of_k, first_episode_length, first_episode_mask, first_episode_return
+from marl.core.networks import init_actor
+from marl.core.rollout import Continuous
+from marl.core.team import Team, team_step, tile
+from marl.core.trainer import Trainer
 
 NET = dict(hidden=16, critic_hidden=16)
 
@@ -159,9 +159,9 @@ def test_fresh_runner_is_episode_synchronous(trainer):
 
 
 def test_trainer_selects_latent_training_and_resumes_exactly(tmp_path):
-    from marl import checkpoint as ckpt
-    from marl.runs import train_run
-    from marl.trainer import make_trainer
+    from marl.runs import checkpoint as ckpt
+    from marl.runs.loop import train_run
+    from marl.core.trainer import make_trainer
 
     cfg = tiny_config()
     assert isinstance(make_trainer(cfg).rollout, BestOfK)
@@ -180,9 +180,9 @@ def test_trainer_selects_latent_training_and_resumes_exactly(tmp_path):
 
 def test_latent_run_warm_starts_from_a_plain_run(tmp_path):
     """COMPASS starts from a trained policy: --init-from a run without latents keeps z's weights at 0."""
-    from marl import checkpoint as ckpt
-    from marl.runs import train_run, warm_start
-    from marl.trainer import seed_keys
+    from marl.runs import checkpoint as ckpt
+    from marl.runs.loop import train_run, warm_start
+    from marl.core.trainer import seed_keys
 
     plain_cfg = tiny_config(num_latents=0, total_steps=8 * 26, network=NetworkConfig(**NET, recurrent=False))
     src = train_run(plain_cfg, tmp_path / "plain", progress=False)

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from marl import checkpoint as ckpt
-from marl.cli import main
+from marl.runs import checkpoint as ckpt
+from cli.main import main
 
 REPO = Path(__file__).resolve().parent.parent
 TINY = ["--env", "smax:3m", "--total-steps", "512", "num_envs=8", "rollout_len=16", "epochs=1", "minibatches=2",
@@ -44,7 +44,7 @@ def piped_run(tmp_path_factory):
     """A 4-update run trained through a pipe (no terminal), logging to TensorBoard, keeping 2 checkpoints."""
     pytest.importorskip("tensorboardX")
     out = tmp_path_factory.mktemp("log") / "r"
-    cmd = [sys.executable, "-m", "marl.cli", "train", *TINY, "--out", str(out), "--log", "tensorboard",
+    cmd = [sys.executable, "-m", "cli.main", "train", *TINY, "--out", str(out), "--log", "tensorboard",
            "keep_last=1", "keep_every=2"]
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, env={**os.environ, "TERM": "dumb"})
     assert proc.returncode == 0, proc.stderr

@@ -4,7 +4,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from marl import ppo
+from marl.core import ppo
 
 
 def np_gae(rewards, values, dones, last_value, gamma, lam):

@@ -8,9 +8,9 @@ import sys
 import numpy as np
 import pytest
 
-from marl.cli import main
-from marl.config import NetworkConfig, TrainConfig
-from marl.runs import train_run
+from cli.main import main
+from marl.core.config import NetworkConfig, TrainConfig
+from marl.runs.loop import train_run
 
 TINY = dict(num_envs=8, rollout_len=16, total_steps=8 * 16 * 2, updates_per_chunk=2, epochs=1, minibatches=2,
             network=NetworkConfig(hidden=16, critic_hidden=16))

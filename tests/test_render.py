@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from marl.cli import main
-from marl.render import parse_latent
+from cli.main import main
+from marl.analysis.render import parse_latent
 
 
 @pytest.mark.parametrize("which", ["smax", "mpe"])

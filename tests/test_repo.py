@@ -28,7 +28,7 @@ def test_gpu_extra_matches_the_jax_pin_and_the_readme():
 def test_mpe_recipe_is_the_measured_config():
     """recipes/mpe_simple_spread.toml must stay the config of the run behind its recorded figure
     (bench/results/mpe_retune): a recipe that drifts from its measurement would misquote it."""
-    from marl.config import TrainConfig
+    from marl.core.config import TrainConfig
 
     recipe = TrainConfig.from_toml(ROOT / "recipes" / "mpe_simple_spread.toml")
     measured = TrainConfig.from_toml(ROOT / "bench" / "results" / "mpe_retune" / "Fvn_config.toml")

@@ -10,10 +10,10 @@ import shutil
 import numpy as np
 import pytest
 
-from marl.cli import main
-from marl.config import TrainConfig
-from marl.eval_runs import outcomes_path, write_outcomes
-from probes import stats
+from cli.main import main
+from marl.core.config import TrainConfig
+from marl.analysis.run_eval import outcomes_path, write_outcomes
+from common import stats
 
 # Fixed data: 2 tasks (strata) x run scores.
 X = [np.array([0.1, 0.4, 0.35, 0.8, 0.9, 0.2, 0.55, 0.6]), np.array([1.0, 3.0, 2.0, 5.0])]

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 import envs
-from marl.config import NetworkConfig, TrainConfig
-from marl.networks import init_actor
-from marl.search import episode_fitness, make_strategy, run_search, search_methods, summarize, write_outputs
-from marl.team import Team, tile
+from marl.core.config import NetworkConfig, TrainConfig
+from marl.core.networks import init_actor
+from marl.analysis.search import episode_fitness, make_strategy, run_search, search_methods, summarize, write_outputs
+from marl.core.team import Team, tile
 
 
 def quadratic(targets):
@@ -130,7 +130,7 @@ def test_search_methods_outputs(latent_team, tmp_path):
 
 
 def test_cli_refuses_run_without_latent(tmp_path, capsys):
-    from marl.cli import main
+    from cli.main import main
 
     run = tmp_path / "plain"
     run.mkdir()
@@ -147,7 +147,7 @@ def test_cli_refuses_run_without_latent(tmp_path, capsys):
 
 
 def test_budget_must_fit_population_times_repeats(latent_team):
-    from envs.errors import UserError
+    from common.errors import UserError
 
     env, team = latent_team
     with pytest.raises(UserError, match=r"--budget \(48\) must be a multiple of population x repeats \(16 x 2\)"):
@@ -188,8 +188,8 @@ def test_source_row_and_named_per_agent_controls(latent_team):
 def test_source_must_match_env_and_network(latent_team):
     import dataclasses
 
-    from envs.errors import UserError
-    from marl.search import check_source
+    from common.errors import UserError
+    from marl.analysis.search import check_source
 
     env, team = latent_team
     source = _source_of(team)
@@ -202,7 +202,7 @@ def test_source_must_match_env_and_network(latent_team):
 
 
 def test_cli_refuses_unknown_per_agent_method_and_nan_sigma(tmp_path, capsys):
-    from marl.cli import main
+    from cli.main import main
 
     run = tmp_path / "lat"
     run.mkdir()

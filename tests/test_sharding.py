@@ -11,17 +11,17 @@ from pathlib import Path
 
 import pytest
 
-from envs.errors import UserError
-from marl.sharding import device_count
+from common.errors import UserError
+from marl.core.sharding import device_count
 
 ROOT = Path(__file__).resolve().parents[1]
 
 SCRIPT = textwrap.dedent("""
     import json, sys
     import jax, numpy as np
-    from envs.errors import UserError
-    from marl import checkpoint as ckpt
-    from marl.runs import train_run
+    from common.errors import UserError
+    from marl.runs import checkpoint as ckpt
+    from marl.runs.loop import train_run
     from tests.conftest import tiny_config
 
     out = sys.argv[1]
@@ -34,8 +34,8 @@ SCRIPT = textwrap.dedent("""
     _, four, _, _ = ckpt.load_state(f"{out}/four")
     diffs = [float(np.max(np.abs(np.asarray(a) - np.asarray(b))))
              for a, b in zip(jax.tree.leaves(one.actor_params), jax.tree.leaves(four.actor_params))]
-    from marl import sharding
-    from marl.trainer import make_trainer, seed_keys
+    from marl.core import sharding
+    from marl.core.trainer import make_trainer, seed_keys
     on = sharding.seed_sharding(4)
     abstract = sharding.abstract(jax.eval_shape(jax.jit(make_trainer(cfg).init_seeds), seed_keys(cfg)), on)
     restored = ckpt.restore_state(f"{out}/four", 6, abstract)

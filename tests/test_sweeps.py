@@ -15,10 +15,10 @@ import jax
 import numpy as np
 import pytest
 
-from envs.errors import UserError
-from marl import checkpoint as ckpt
-from marl import runlock
-from marl.cli import main
+from common.errors import UserError
+from marl.runs import checkpoint as ckpt
+from marl.runs import lock as runlock
+from cli.main import main
 from sweeps.runner import load_sweep, plan, plan_probes, select
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -182,7 +182,7 @@ def test_run_lock_excludes_and_stale_locks_are_reclaimed(tmp_path):
 
 
 def test_resume_if_exists(tmp_path, capsys):
-    from marl.runs import train_run
+    from marl.runs.loop import train_run
     from tests.conftest import tiny_config
 
     cfg = tiny_config(num_seeds=1)  # 4 updates, 2 chunks
@@ -260,7 +260,7 @@ def test_sigkill_driver_then_rerun_completes_every_run_once(tmp_path):
             .split("[probe]")[0])  # S then its continuation, 12 updates each, no probes
     f = _write(tmp_path, text)
     out = tmp_path / "o"
-    cmd = [sys.executable, "-m", "marl.cli", "sweep", str(f), "--out", str(out), "--quiet"]
+    cmd = [sys.executable, "-m", "cli.main", "sweep", str(f), "--out", str(out), "--quiet"]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
     s_run, c_run = out / "smax-3m" / "shared", out / "smax-3m" / "continued"
     driver = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -294,7 +294,7 @@ def test_status_table_lines_and_progress(tmp_path):
     out = tmp_path / "r"
     out.mkdir()
     (out / "metrics.jsonl").write_text('{"update": 1}\n{"update": 2}\n')
-    task = Task("env/x", ["python", "-m", "marl.cli"], (), out, 8)
+    task = Task("env/x", ["python", "-m", "cli.main"], (), out, 8)
     assert fraction_done(task) == 0.25 and fraction_done(Task("y", [], (), tmp_path / "none", 8)) == 0.0
     lines = []
     with Status([task], live=False, echo=lines.append) as st:

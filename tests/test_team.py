@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 
 import envs
-from marl.config import NetworkConfig
-from marl.evaluate import evaluate
-from marl.networks import gru_recur, init_actor
-from marl.team import Team, check_compatible, team_step, team_unroll, tile
-from envs import UserError
+from marl.core.config import NetworkConfig
+from marl.core.evaluation import evaluate
+from marl.core.networks import gru_recur, init_actor
+from marl.core.team import Team, check_compatible, team_step, team_unroll, tile
+from common.errors import UserError
 
 NET = NetworkConfig(hidden=16, critic_hidden=16)
 

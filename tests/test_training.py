@@ -10,11 +10,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from envs import UserError
-from marl import checkpoint as ckpt
-from marl.cli import main
-from marl.runs import TIMING_KEYS, train_run
-from marl.trainer import Trainer, seed_keys
+from common.errors import UserError
+from marl.runs import checkpoint as ckpt
+from cli.main import main
+from marl.runs.loop import TIMING_KEYS, train_run
+from marl.core.trainer import Trainer, seed_keys
 
 
 def test_rollout_actions_are_always_available(tiny_cfg):
@@ -126,6 +126,6 @@ def test_cli_eval_and_lineage(capsys, tiny_run):
 
 
 def test_marl_command_exits_nonzero_without_traceback(tmp_path):
-    p = subprocess.run([sys.executable, "-m", "marl.cli", "eval", str(tmp_path / "missing")], capture_output=True, text=True)
+    p = subprocess.run([sys.executable, "-m", "cli.main", "eval", str(tmp_path / "missing")], capture_output=True, text=True)
     assert p.returncode == 2 and "Traceback" not in p.stderr and p.stderr.strip().startswith("marl: error:")
     assert p.stdout == ""

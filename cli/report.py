@@ -1,0 +1,30 @@
+"""``marl report PATH... [--group-by KEYS] [--metric M] [--marl-eval-json FILE] --out DIR``."""
+
+from __future__ import annotations
+
+
+def _cmd_report(args) -> int:
+    from marl.analysis.report import write_report
+
+    keys = [k.strip() for k in args.group_by.split(",") if k.strip()] if args.group_by else None
+    write_report(args.paths, args.out, keys, args.metric, args.source, args.boot, args.marl_eval_json, args.seed)
+    return 0
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser("report", help="aggregate runs over seeds and tasks: IQM, bootstrap CIs, "
+                                             "probability of improvement, performance profiles")
+    p.add_argument("paths", nargs="+", metavar="PATH", help="run folders, or folders holding runs (a sweep's out)")
+    p.add_argument("--out", default="report", help="output folder (report.md, CSV tables, figures)")
+    p.add_argument("--group-by", metavar="KEYS",
+                   help="comma-separated keys that name a group: env, algo, history (the run folder's name), run, "
+                        "or any config key (lr, network.hidden); default algo (runs of one env)")
+    p.add_argument("--metric", default="return", choices=("return", "win_rate"), help="score of a run")
+    p.add_argument("--source", default="auto", choices=("auto", "eval", "train"),
+                   help="eval: per-episode outcomes of `marl eval` (RUN/eval/greedy.npz); train: metrics.jsonl; "
+                        "auto: eval when every run has it")
+    p.add_argument("--boot", type=int, default=2000, help="bootstrap resamples")
+    p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    p.add_argument("--marl-eval-json", metavar="FILE",
+                   help="also write marl-eval's raw-experiment JSON (needs `marl eval RUN --all-steps` on every run)")
+    p.set_defaults(func=_cmd_report)

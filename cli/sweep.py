@@ -1,0 +1,53 @@
+"""``marl sweep FILE [--out DIR] [--dry-run] [--executor local|ray] [--jobs K] [--address ADDR] [--only RUN]
+[key=value ...]``: train -> probe -> report."""
+
+from __future__ import annotations
+
+
+def _cmd_sweep(args) -> int:
+    from sweeps.runner import check_out, describe, load_sweep, plan, plan_probes, run_sweep, select
+
+    if args.out:
+        from marl.runs.resources import check_out_dir
+
+        check_out_dir(args.out)
+    sweep = load_sweep(args.file)
+    runs = plan(sweep, args.out, args.overrides or [])
+    jobs = plan_probes(sweep, runs)  # bad pairs and unequal budgets are refused before anything trains
+    check_out(runs)
+    if args.dry_run:
+        shown = select(runs, args.only) if args.only is not None else runs
+        for r in shown:
+            print(f"[{runs.index(r)}] {r.name}: {describe(r)}")
+        if args.only is None:
+            for j in jobs:
+                print(f"probe {j.stratum} {j.pair}: {j.label} -> {j.out}")
+        steps = sum(r.total_steps * r.config.num_seeds for r in shown)
+        print(f"{len(shown)} run(s), {steps:,} env steps in all (every seed); "
+              f"{0 if args.only is not None else len(jobs)} probe job(s); nothing run (--dry-run)")
+        return 0
+    run_sweep(runs, progress=not args.quiet, sweep=sweep, jobs=jobs, executor=args.executor, max_jobs=args.jobs,
+              address=args.address, only=args.only)
+    if args.only is not None:
+        print(f"sweep --only {args.only} done")
+    else:
+        print(f"sweep done: {len(runs)} run(s), {len(jobs)} probe job(s)")
+    return 0
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser("sweep", help="run a sweep file (envs x histories x variants x grid; train -> probe -> report)")
+    p.add_argument("file", help="sweep TOML, e.g. sweeps/histories.toml")
+    p.add_argument("--out", help="root folder of the run folders (default: the file's `out`)")
+    p.add_argument("--dry-run", action="store_true", help="print the plan (runs, env steps, probe jobs) and stop")
+    p.add_argument("--quiet", action="store_true", help="plain status lines instead of the live table")
+    p.add_argument("--executor", choices=("local", "ray"), default="local",
+                   help="local: subprocesses on this machine (default); ray: Ray tasks on a cluster")
+    p.add_argument("--jobs", type=int, default=1, help="local executor: runs trained at once (default 1)")
+    p.add_argument("--address", help="ray executor: the cluster's address (default: start a local Ray)")
+    p.add_argument("--only", metavar="RUN", help="train only these runs (names or plan indices, comma-separated; "
+                                                 "e.g. $SLURM_ARRAY_TASK_ID); no probes or report")
+    p.add_argument("overrides", nargs="*", metavar="key=value",
+                   help="config overrides applied to every run, e.g. total_steps=4096 num_envs=8")
+    p.set_defaults(func=_cmd_sweep)
+

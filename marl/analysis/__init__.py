@@ -1,0 +1,1 @@
+"""Analysis of run folders: evaluation, reports, rendering, latent search."""

@@ -1,0 +1,3 @@
+"""The algorithm core: networks, team, PPO, rollout, MAPPO/HAPPO/latent trainers, evaluation.
+
+Pure JAX over explicit keys: no file IO, no printing."""

@@ -1,0 +1,367 @@
+"""Frozen, validated configuration dataclasses; TOML in and out; ``key=value`` overrides."""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import math
+import tomllib
+import types
+import typing
+from pathlib import Path
+
+import tomli_w
+
+from common.errors import UserError
+from common.files import write_atomic
+
+ACTIVATIONS = ("relu", "tanh", "gelu")
+ALGOS = ("mappo", "happo")
+REWARDS = ("team", "agent")
+TIE_BREAKS = ("none", "length", "random")  # latent_tie_break choices (marl.core.latent.best_of_k)
+ADV_NORMS = ("update", "minibatch")  # adv_norm choices (marl.core.minibatch)
+
+
+# The optimiser's step counter (and the update counter) are int32 inside the compiled program.
+MAX_OPT_STEPS = 2**31 - 1
+
+
+def _check(cond: bool, msg: str) -> None:
+    if not cond:
+        raise UserError(f"bad config: {msg}")
+
+
+def _check_finite(obj, prefix: str = "") -> None:
+    """Every float field of a config must be a finite number (inf and nan are refused by name)."""
+    for f in dataclasses.fields(obj):
+        v = getattr(obj, f.name)
+        if isinstance(v, float) and not math.isfinite(v):
+            raise UserError(f"bad config: {prefix}{f.name} must be a finite number, got {v}")
+
+
+@dataclasses.dataclass(frozen=True)
+class NetworkConfig:
+    """Actor and critic shapes. The actor reads obs ++ one-hot agent id (++ latent z, weights start at 0)."""
+
+    hidden: int = 128  # actor width (MLP layers and GRU state)
+    recurrent: bool = True  # GRU actor; feed-forward when False
+    activation: str = "relu"  # relu, tanh or gelu
+    agent_id: bool = True  # the actor reads the one-hot agent id
+    latent_dim: int = 0  # latent input size; 0: no latent input
+    critic_hidden: int = 128  # critic width
+    critic_time: bool = True  # the critic reads the episode's time step t/max_steps (besides state and seat)
+
+    def __post_init__(self):
+        _check_finite(self, "network.")
+        _check(self.hidden >= 1, f"network.hidden must be >= 1, got {self.hidden}")
+        _check(self.critic_hidden >= 1, f"network.critic_hidden must be >= 1, got {self.critic_hidden}")
+        _check(self.activation in ACTIVATIONS, f"network.activation must be one of {ACTIVATIONS}, got {self.activation!r}")
+        _check(self.latent_dim >= 0, f"network.latent_dim must be >= 0, got {self.latent_dim}")
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+    """One training run (all seeds). Env steps count vectorised env transitions, not agent steps."""
+
+    env: str = "smax:3m"  # environment name (`marl envs` lists them)
+    num_agents: int = 0  # team size for mpe:simple_spread; 0 = the scenario's own
+    algo: str = "mappo"  # mappo or happo (happo needs share_actor=false)
+    share_actor: bool = True  # MAPPO: one actor tiled over agents; False: one actor per agent
+    # "team": every agent's advantages come from the team reward; "agent": each agent's GAE runs on its
+    # own reward (MPE only; SMAX has only the shared one). The logged return is the team sum either way.
+    reward: str = "team"
+    # actor advantages normalised over every alive sample of the update's batch ("update") or of each
+    # minibatch ("minibatch", JaxMARL's rule); the same rule for MAPPO, HAPPO and latent training
+    adv_norm: str = "update"
+    critic_on_dead: bool = False  # SMAX: also fit the critic on dead agents' samples (default: mask by alive)
+    seed: int = 0  # first seed; the run trains seeds seed .. seed + num_seeds - 1
+    num_seeds: int = 1  # seeds trained at once (vmapped)
+    total_steps: int = 2_000_000  # env steps per seed
+    # Defaults: JaxMARL's SMAX MAPPO settings (128 x 128, GRU 128, 4 x 4, lr 2e-3, clip 0.2, grad norm
+    # 0.25) tuned on smax:3m to 64 envs (twice the updates per env step) and ent_coef 0.005: greedy win
+    # 0.922 / 0.926 at 2M steps on held-out seeds 0, 1 (0.898 / 0.887 with ent_coef 0.01), chosen on
+    # seeds 6, 7 (bench/results/smax_recheck/RESULTS.md). HAPPO's recorded recipe uses the same 0.005.
+    num_envs: int = 64  # parallel environments per seed
+    rollout_len: int = 128  # env steps per environment in one update
+    epochs: int = 4  # PPO epochs over each update's batch
+    minibatches: int = 4  # minibatches per epoch, split over environments, so recurrent sequences stay whole
+    lr: float = 2e-3  # actor learning rate (Adam)
+    critic_lr: float = 0.0  # critic learning rate; 0: same as lr
+    anneal_lr: bool = True  # learning rates decay linearly to 0 over the run
+    gamma: float = 0.99  # discount
+    gae_lambda: float = 0.95  # GAE lambda
+    clip_eps: float = 0.2  # PPO ratio clip
+    value_clip_eps: float = 0.2  # value clip (0: unclipped value loss)
+    ent_coef: float = 0.005  # entropy bonus coefficient
+    max_grad_norm: float = 0.25  # global gradient-norm clip
+    value_norm: bool = True  # normalise value targets with running statistics
+    updates_per_chunk: int = 8  # updates per compiled chunk: progress and checkpoints happen between chunks
+    checkpoint_every: int = 1  # chunks between checkpoints
+    keep_last: int = 0  # checkpoints kept: the newest keep_last (0: all); the final one is always kept
+    keep_every: int = 0  # also keep every checkpoint whose update is a multiple of keep_every (0: no more)
+    num_latents: int = 0  # K latents per instance for latent-conditioned (best-of-K) training; 0: off
+    # best-of-K among copies tied at the best return: "none" masks the instance (COMPASS); "length": the
+    # copy whose scored episode is shortest trains (SMAX: every win of a map has the same return);
+    # "random": a uniformly random one of the tied copies trains
+    latent_tie_break: str = "none"
+    # the K copies of an instance share action and env-step keys (marl.core.latent); needs a tie-break
+    # that trains one of K identical copies (they tie exactly while the latent weights are zero)
+    latent_common_noise: bool = False
+    # a seed whose update turns non-finite (NaN/inf) stops the run (False) or is frozen at its last
+    # finite state while the other seeds train on (True); see marl/runs/loop.py
+    keep_finite_seeds: bool = False
+    network: NetworkConfig = NetworkConfig()  # actor and critic shapes ([network] table, network.KEY=VALUE)
+
+    def __post_init__(self):
+        _check_finite(self)
+        family, _, rest = self.env.partition(":")
+        base = f"{family}:{rest.split(':')[0]}"
+        from envs.registry import names  # here, not at the top: reading a config imports no jaxmarl
+
+        if base not in names():
+            close = difflib.get_close_matches(self.env, names(), n=3, cutoff=0.5)
+            hint = f"; did you mean {', '.join(close)}?" if close else "; run `marl envs` for the list"
+            raise UserError(f"unknown environment {self.env!r}{hint}")
+        _check(self.algo in ALGOS, f"algo must be one of {ALGOS}, got {self.algo!r}")
+        _check(not (self.algo == "happo" and self.share_actor), "happo trains one actor per agent: set share_actor=false")
+        _check(self.adv_norm in ADV_NORMS, f"adv_norm must be one of {ADV_NORMS}, got {self.adv_norm!r}")
+        _check(self.reward in REWARDS, f"reward must be one of {REWARDS}, got {self.reward!r}")
+        _check(not (self.reward == "agent" and family == "smax"),
+               "reward=agent needs per-agent rewards, which SMAX does not have (its reward is shared): use reward=team")
+        _check(self.num_agents >= 0, f"num_agents must be >= 0, got {self.num_agents}")
+        _check(self.num_agents == 0 or self.env.startswith("mpe:simple_spread"), "num_agents applies only to mpe:simple_spread")
+        for name in ("num_seeds", "num_envs", "rollout_len", "epochs", "minibatches", "updates_per_chunk", "checkpoint_every"):
+            _check(getattr(self, name) >= 1, f"{name} must be >= 1, got {getattr(self, name)}")
+        _check(self.keep_last >= 0 and self.keep_every >= 0,
+               f"keep_last and keep_every must be >= 0 (0: off), got {self.keep_last} and {self.keep_every}")
+        _check(self.total_steps >= self.num_envs * self.rollout_len,
+               f"total_steps ({self.total_steps}) is less than one update (num_envs*rollout_len = {self.num_envs * self.rollout_len})")
+        opt_steps = self.num_updates * self.epochs * self.minibatches
+        _check(opt_steps <= MAX_OPT_STEPS,
+               f"total_steps ({self.total_steps:.3g}) is too large: its {opt_steps:,} optimiser steps "
+               f"(updates x epochs x minibatches) overflow the int32 step counter; at most "
+               f"{MAX_OPT_STEPS // (self.epochs * self.minibatches) * self.steps_per_update:.4g} env steps per seed with these settings")
+        _check(self.num_envs % self.minibatches == 0, f"num_envs ({self.num_envs}) must be divisible by minibatches ({self.minibatches})")
+        _check(self.lr > 0, f"lr must be > 0, got {self.lr}")
+        _check(self.critic_lr >= 0, f"critic_lr must be >= 0, got {self.critic_lr}")
+        _check(0 < self.gamma <= 1, f"gamma must be in (0, 1], got {self.gamma}")
+        _check(0 <= self.gae_lambda <= 1, f"gae_lambda must be in [0, 1], got {self.gae_lambda}")
+        _check(self.clip_eps > 0, f"clip_eps must be > 0, got {self.clip_eps}")
+        _check(self.value_clip_eps >= 0, f"value_clip_eps must be >= 0, got {self.value_clip_eps}")
+        _check(self.ent_coef >= 0, f"ent_coef must be >= 0, got {self.ent_coef}")
+        _check(self.max_grad_norm > 0, f"max_grad_norm must be > 0, got {self.max_grad_norm}")
+        _check(self.num_latents == 0 or self.num_latents >= 2,
+               f"num_latents (--latents) must be 0 (off) or >= 2 (best-of-K needs K copies to compare), got {self.num_latents}")
+        _check(self.latent_tie_break in TIE_BREAKS,
+               f"latent_tie_break must be one of {TIE_BREAKS}, got {self.latent_tie_break!r}")
+        _check(self.latent_tie_break == "none" or self.num_latents > 0,
+               "latent_tie_break applies only to latent training: set num_latents (--latents K) or drop it")
+        _check(not self.latent_common_noise or self.num_latents > 0,
+               "latent_common_noise applies only to latent training: set num_latents (--latents K) or drop it")
+        _check(not self.latent_common_noise or self.latent_tie_break == "random",
+               "latent_common_noise=true makes the K copies of an instance play identical episodes until the latent "
+               "weights (zero at the start) move, so every instance ties: set latent_tie_break=random")
+        if self.num_latents:
+            _check(self.network.latent_dim > 0, "num_latents > 0 needs network.latent_dim > 0")
+            _check(self.num_envs % self.num_latents == 0,
+                   f"num_envs ({self.num_envs}) must be divisible by num_latents ({self.num_latents})")
+
+    # -- derived quantities -------------------------------------------------------------------
+    @property
+    def steps_per_update(self) -> int:
+        return self.num_envs * self.rollout_len
+
+    @property
+    def num_updates(self) -> int:
+        """Whole updates that fit in total_steps (a run never exceeds its step budget)."""
+        return self.total_steps // self.steps_per_update
+
+    @property
+    def num_chunks(self) -> int:
+        return -(-self.num_updates // self.updates_per_chunk)
+
+    def env_kwargs(self) -> dict:
+        return {"num_agents": self.num_agents} if self.num_agents else {}
+
+    def make_env(self):
+        """The env this config trains on (``envs.make(env, **env_kwargs())``): the one place that builds it."""
+        import envs
+
+        return envs.make(self.env, **self.env_kwargs())
+
+    def flat(self) -> dict:
+        """Every key as the command line writes it: ``{"lr": ..., "network.hidden": ...}``."""
+        return flatten(self.to_dict())
+
+    # -- (de)serialisation ---------------------------------------------------------------------
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "TrainConfig":
+        d = dict(d)
+        net = d.pop("network", {}) or {}
+        _reject_unknown(d, cls, "")
+        _reject_unknown(net, NetworkConfig, "network.")
+        d = {k: _coerce(k, v, field_types(cls)[k]) for k, v in d.items()}
+        net = {k: _coerce("network." + k, v, field_types(NetworkConfig)[k]) for k, v in net.items()}
+        return cls(**d, network=NetworkConfig(**net))
+
+    def to_toml(self, path: Path) -> None:
+        write_atomic(Path(path), tomli_w.dumps(self.to_dict()))
+
+    @classmethod
+    def from_toml(cls, path: Path) -> "TrainConfig":
+        return cls.from_dict(read_toml(path, "config file"))
+
+    def with_overrides(self, overrides: list[str] | dict) -> "TrainConfig":
+        """Apply ``["lr=1e-3", "network.hidden=64"]`` (strings are parsed to each field's type)."""
+        items = overrides.items() if isinstance(overrides, dict) else [split_override(o) for o in overrides]
+        d = self.to_dict()
+        for key, value in items:
+            if key.startswith("network."):
+                d["network"][key.split(".", 1)[1]] = value
+            else:
+                d[key] = value
+        return TrainConfig.from_dict(d)
+
+
+def flatten(table: dict, prefix: str = "") -> dict:
+    """{"lr": 1e-3, "network": {"hidden": 64}} -> {"lr": 1e-3, "network.hidden": 64}."""
+    out = {}
+    for k, v in table.items():
+        if isinstance(v, dict):
+            out.update(flatten(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def read_toml(path, what: str) -> dict:
+    """Parse a TOML file; a missing or malformed file is a one-line UserError naming ``what``."""
+    try:
+        return tomllib.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise UserError(f"{what} {path} does not exist") from None
+    except tomllib.TOMLDecodeError as e:
+        raise UserError(f"{what} {path} is not valid TOML: {e}") from None
+
+
+def split_override(item: str) -> tuple[str, str]:
+    """``"lr=1e-3"`` -> ``("lr", "1e-3")`` (a one-line UserError without ``=``)."""
+    if "=" not in item:
+        raise UserError(f"bad override {item!r}: write key=value, e.g. lr=1e-3 or network.hidden=64")
+    k, v = item.split("=", 1)
+    return k.strip(), v.strip()
+
+
+def field_types(cls) -> dict:
+    """A config dataclass's field name -> type."""
+    hints = typing.get_type_hints(cls)
+    return {f.name: hints[f.name] for f in dataclasses.fields(cls)}
+
+
+# Names other codebases (JaxMARL's configs, CleanRL, HARL) use for our keys: the did-you-mean of an unknown key.
+ALIASES = {
+    "learning_rate": "lr", "actor_lr": "lr", "lr_actor": "lr", "critic_learning_rate": "critic_lr", "lr_critic": "critic_lr",
+    "seeds": "num_seeds", "n_seeds": "num_seeds", "envs": "num_envs", "n_envs": "num_envs", "n_rollout_threads": "num_envs",
+    "num_steps": "rollout_len", "n_steps": "rollout_len", "rollout_length": "rollout_len", "episode_length": "rollout_len",
+    "update_epochs": "epochs", "ppo_epochs": "epochs", "ppo_epoch": "epochs", "n_epochs": "epochs",
+    "num_minibatches": "minibatches", "n_minibatches": "minibatches", "num_mini_batch": "minibatches",
+    "entropy_coef": "ent_coef", "ent_coeff": "ent_coef", "entropy": "ent_coef", "clip_param": "clip_eps", "clip": "clip_eps",
+    "clip_range": "clip_eps", "discount": "gamma", "lambda": "gae_lambda", "gae": "gae_lambda", "grad_clip": "max_grad_norm",
+    "max_grad": "max_grad_norm", "timesteps": "total_steps", "total_timesteps": "total_steps", "num_env_steps": "total_steps",
+    "env_name": "env", "map": "env", "map_name": "env", "algorithm": "algo", "algorithm_name": "algo", "share": "share_actor",
+    "shared_actor": "share_actor", "share_policy": "share_actor", "parameter_sharing": "share_actor",
+    "use_valuenorm": "value_norm", "scale_clip_eps": "clip_eps", "hidden_dim": "network.hidden", "hidden_size": "network.hidden",
+    "fc_dim_size": "network.hidden", "gru_hidden_dim": "network.hidden", "rnn": "network.recurrent", "use_recurrent_policy":
+    "network.recurrent", "latent": "network.latent_dim", "latent_size": "network.latent_dim",
+}
+
+
+def config_keys() -> list[str]:
+    """Every override key: TrainConfig's fields and ``network.`` + NetworkConfig's."""
+    top = [k for k in field_types(TrainConfig) if k != "network"]
+    return top + [f"network.{k}" for k in field_types(NetworkConfig)]
+
+
+def suggest(key: str) -> str | None:
+    """The config key a mistyped or foreign ``key`` most likely means (None when nothing is close)."""
+    keys = config_keys()
+    k = key.lower().replace("-", "_")
+    if k in keys:
+        return k
+    bare = k.split(".", 1)[1] if k.startswith("network.") else k
+    if bare in ALIASES:
+        return ALIASES[bare]
+    by_bare = {c.split(".")[-1]: c for c in keys}
+    if bare in by_bare:  # the right name in the wrong table (hidden -> network.hidden, network.lr -> lr)
+        return by_bare[bare]
+    close = difflib.get_close_matches(k, keys, n=1, cutoff=0.6) or difflib.get_close_matches(bare, list(by_bare), n=1, cutoff=0.6)
+    return by_bare.get(close[0], close[0]) if close else None
+
+
+def _reject_unknown(d: dict, cls, prefix: str) -> None:
+    known = field_types(cls)
+    for k in d:
+        if k not in known:
+            close = suggest(f"{prefix}{k}")
+            hint = f"; did you mean {close}?" if close else "; `marl config show` lists every key"
+            raise UserError(f"bad config: unknown key {prefix}{k!r}{hint}")
+
+
+def field_docs(cls) -> dict[str, str]:
+    """One-line description of each field of a config dataclass, read from its source: the comment on the
+    field's line, else the comment block right above it (the comments are the one place they are written)."""
+    import inspect
+    import io
+    import tokenize
+
+    src = inspect.getsource(cls)
+    comments = {tok.start[0]: tok.string.lstrip("#").strip()
+                for tok in tokenize.generate_tokens(io.StringIO(src).readline) if tok.type == tokenize.COMMENT}
+    lines = src.splitlines()
+    docs = {}
+    for name in field_types(cls):
+        row = next(i for i, ln in enumerate(lines, 1) if ln.startswith(f"    {name}:"))
+        text = comments.get(row)
+        if text is None:
+            above, r = [], row - 1
+            while r in comments and lines[r - 1].lstrip().startswith("#"):
+                above.insert(0, comments[r])
+                r -= 1
+            text = " ".join(above)
+        docs[name] = text
+    return docs
+
+
+def _coerce(name: str, value, typ):
+    """Parse CLI strings (and TOML values) into the field's type, with a one-line error."""
+    if isinstance(typ, types.UnionType) or typing.get_origin(typ) is typing.Union:
+        typ = next(t for t in typing.get_args(typ) if t is not type(None))
+    try:
+        if typ is bool:
+            if isinstance(value, bool):
+                return value
+            s = str(value).lower()
+            if s in ("1", "true", "yes", "on"):
+                return True
+            if s in ("0", "false", "no", "off"):
+                return False
+            raise ValueError
+        if typ is int:
+            if isinstance(value, bool):
+                raise ValueError
+            f = float(value)
+            if not math.isfinite(f):
+                raise UserError(f"bad config: {name} must be a finite integer, got {value!r}")
+            if f != int(f):
+                raise ValueError
+            return int(f)
+        if typ is float:
+            return float(value)
+        if typ is str:
+            return str(value)
+    except (TypeError, ValueError):
+        raise UserError(f"bad config: {name} must be {typ.__name__}, got {value!r}") from None
+    return value

@@ -1,0 +1,135 @@
+"""The Team: actor parameters stacked along a leading agent axis, plus static metadata.
+
+Acting is ``jax.vmap`` over that axis (``team_step``). A shared actor is stored tiled N times, so
+every probe (interpolation, hot-swap, clone-all, role-swap, mixed teams) is array work on axis 0.
+
+Each row also carries the agent id it was trained with (``Team.ids``; the one-hot id is part of the
+actor's input). An actor trained only in seat i has never had a gradient on the other ids' input
+weights, so when a probe moves row i to another seat its id moves with it: feeding it the seat's id
+would be a random input perturbation, not a change of role.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+from envs.base import EnvSpec
+from common.errors import UserError
+from marl.core.config import NetworkConfig
+from marl.core.networks import make_actor
+
+
+@struct.dataclass
+class Team:
+    params: dict  # actor params, every leaf [N, ...]
+    spec: EnvSpec = struct.field(pytree_node=False)
+    network: NetworkConfig = struct.field(pytree_node=False)
+    shared: bool = struct.field(pytree_node=False, default=False)  # trained as one shared actor
+    ids: jax.Array | None = None  # [N] int32: the agent id row i was trained with; None: i (a trained team)
+
+    @property
+    def num_agents(self) -> int:
+        return self.spec.num_agents
+
+    @property
+    def seat_ids(self) -> jax.Array:
+        """[N] int32: the agent id each row is fed (its trained id)."""
+        return jnp.arange(self.spec.num_agents, dtype=jnp.int32) if self.ids is None else self.ids
+
+    def replace_params(self, params, ids: jax.Array | None = None) -> "Team":
+        """The same kind of team with other rows (and, if given, other ids; else the rows keep theirs)."""
+        return self.replace(params=params, shared=False, ids=self.ids if ids is None else ids)
+
+
+def tile(params, n: int):
+    """One actor's params -> a stack of n identical rows."""
+    return jax.tree.map(lambda x: jnp.broadcast_to(x, (n,) + x.shape), params)
+
+
+def stacked_params(params, shared: bool, n: int):
+    """Trainer params (shared: one actor; separate: [N, ...]) -> the [N, ...] stack."""
+    return tile(params, n) if shared else params
+
+
+def check_compatible(a: Team, b: Team, what: str = "teams") -> None:
+    """Raise a one-line UserError naming the first mismatch between two teams."""
+    for field in ("name", "num_agents", "obs_dim", "num_actions"):
+        va, vb = getattr(a.spec, field), getattr(b.spec, field)
+        if va != vb:
+            raise UserError(f"incompatible {what}: env {field} differs ({va} vs {vb}); compare teams trained on the same environment")
+    na, nb = a.network, b.network
+    for field in ("hidden", "recurrent", "activation", "agent_id", "latent_dim"):
+        va, vb = getattr(na, field), getattr(nb, field)
+        if va != vb:
+            raise UserError(f"incompatible {what}: network.{field} differs ({va} vs {vb}); actors must have the same shapes")
+    sa = jax.tree.map(jnp.shape, a.params)
+    sb = jax.tree.map(jnp.shape, b.params)
+    if jax.tree.structure(sa) != jax.tree.structure(sb) or jax.tree.leaves(sa) != jax.tree.leaves(sb):
+        raise UserError(f"incompatible {what}: actor parameter shapes differ")
+
+
+def _append_seat(obs, seat, spec: EnvSpec, net: NetworkConfig):
+    """obs [..., O] -> [..., O + N] with one_hot(seat) appended (seat: int or array [...])."""
+    if not net.agent_id:
+        return obs
+    onehot = jax.nn.one_hot(seat, spec.num_agents, dtype=obs.dtype)
+    return jnp.concatenate([obs, jnp.broadcast_to(onehot, obs.shape[:-1] + (spec.num_agents,))], axis=-1)
+
+
+def _zeros_latent(obs, latent, net: NetworkConfig):
+    return jnp.zeros(obs.shape[:-1] + (net.latent_dim,), obs.dtype) if latent is None else latent
+
+
+def agent_step(spec: EnvSpec, net: NetworkConfig, params, seat, carry, obs, reset, latent=None):
+    """One actor (one row of the stack) acts in ``seat``: carry [..., H], obs [..., O], reset [...],
+    latent [..., d] or None -> (carry, logits [..., A])."""
+    x = _append_seat(obs, seat, spec, net)
+    return make_actor(spec, net).apply(params, carry, x, reset, _zeros_latent(obs, latent, net))
+
+
+def agent_unroll(spec: EnvSpec, net: NetworkConfig, params, seat, init_carry, obs, resets, latent=None):
+    """One actor over time: obs [T, ..., O], resets [T, ...], latent [T, ..., d] -> logits [T, ..., A]."""
+    from marl.core.networks import Actor
+
+    x = _append_seat(obs, seat, spec, net)
+    return make_actor(spec, net).apply(params, init_carry, x, resets, _zeros_latent(obs, latent, net),
+                                       method=Actor.unroll)
+
+
+def _ids(spec: EnvSpec, ids) -> jax.Array:
+    return jnp.arange(spec.num_agents, dtype=jnp.int32) if ids is None else jnp.asarray(ids, jnp.int32)
+
+
+def team_step(spec: EnvSpec, net: NetworkConfig, params, carry, obs, reset, latent=None, shared: bool = False,
+              ids=None):
+    """The whole team acts.
+
+    params: the [N, ...] stack (vmapped over rows), or with ``shared=True`` one actor's params
+    (applied to all seats at once: the same function as its tiled stack, with no batched matmuls).
+    carry [..., N, H]; obs [..., N, O]; reset [...] bool; latent [..., N, d] or None; ids [N] int: the
+    agent id fed to row i (None: i; ``Team.seat_ids``). Returns (carry [..., N, H], logits [..., N, A]).
+    """
+    reset_n = jnp.broadcast_to(reset[..., None], obs.shape[:-1])
+    ids = _ids(spec, ids)
+    if shared:
+        return agent_step(spec, net, params, jnp.broadcast_to(ids, obs.shape[:-1]), carry, obs, reset_n, latent)
+    latent = _zeros_latent(obs, latent, net)
+    fn = functools.partial(agent_step, spec, net)
+    return jax.vmap(fn, in_axes=(0, 0, -2, -2, -1, -2), out_axes=(-2, -2))(params, ids, carry, obs, reset_n, latent)
+
+
+def team_unroll(spec: EnvSpec, net: NetworkConfig, params, init_carry, obs, resets, latent=None,
+                shared: bool = False, ids=None):
+    """The team over time: obs [T, ..., N, O], resets [T, ...], init_carry [..., N, H],
+    latent [T, ..., N, d] or None -> logits [T, ..., N, A]. ``shared`` and ``ids`` as in ``team_step``."""
+    resets_n = jnp.broadcast_to(resets[..., None], obs.shape[:-1])
+    ids = _ids(spec, ids)
+    if shared:
+        return agent_unroll(spec, net, params, jnp.broadcast_to(ids, obs.shape[:-1]), init_carry, obs, resets_n, latent)
+    latent = _zeros_latent(obs, latent, net)
+    fn = functools.partial(agent_unroll, spec, net)
+    return jax.vmap(fn, in_axes=(0, 0, -2, -2, -1, -2), out_axes=-2)(params, ids, init_carry, obs, resets_n, latent)

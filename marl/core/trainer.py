@@ -1,0 +1,263 @@
+"""The one training program shared by MAPPO, HAPPO and latent training.
+
+``Trainer(config).init(key)`` builds a TrainState; ``Trainer.update`` is one PPO iteration
+(rollout, critic values, GAE, actor update, critic update); ``Trainer.chunk`` scans
+``updates_per_chunk`` iterations. Everything is pure and jittable, and ``jax.vmap`` over keys trains
+many seeds at once. Two parts are chosen by composition: the actor update (``ActorAlgo``: MAPPO or
+HAPPO, given only an ``ActorSetup``) and the rollout schedule (``Rollout``: continuous, or
+latent best-of-K episode-synchronous when ``num_latents > 0``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+from marl.core import ppo
+from marl.core.algos import get_algo
+from marl.core.minibatch import ActorSetup, Batch, normalized_advantages, run_minibatches
+from marl.core.config import TrainConfig
+from marl.core.latent import BestOfK
+from marl.core.networks import init_actor, init_critic, make_critic
+from marl.core.rollout import Continuous, Runner, Transition, collect, reset_runner
+from marl.core.team import Team, stacked_params, team_step
+
+# The divergence guard: an update whose new parameters, optimiser states or value-norm statistics
+# (GUARDED_FIELDS) or whose losses (GUARDED_LOSSES) hold a NaN or inf is dropped (the seed keeps its
+# state from before it) and reported in the chunk's NONFINITE metric; from then on the seed is frozen.
+GUARDED_FIELDS = ("actor_params", "critic_params", "actor_opt", "critic_opt", "value_norm")
+GUARDED_LOSSES = ("actor_loss", "value_loss", "entropy")
+NONFINITE = "nonfinite"
+
+METRIC_KEYS = ("episodes", "return", "win_rate", "length", "actor_loss", "entropy", "approx_kl",
+               "clip_frac", "value_loss")
+
+
+@struct.dataclass
+class TrainState:
+    actor_params: Any  # shared actor: one actor's params; separate actors: stacked [N, ...]
+    critic_params: Any
+    actor_opt: Any
+    critic_opt: Any
+    value_norm: ppo.ValueNorm
+    runner: Runner
+    key: jax.Array
+    update: jax.Array  # int32, PPO iterations done
+
+
+class ActorAlgo(Protocol):
+    """An actor update (marl/core/mappo.py, marl/core/happo.py). It sees only the ``ActorSetup``, the actor
+    params, their optimiser state and the batch, never the Trainer."""
+
+    name: str
+    extra_metric_keys: tuple[str, ...]  # metrics logged besides METRIC_KEYS (per update, per seed)
+
+    def init_opt(self, setup: ActorSetup, actor_params): ...
+
+    def update(self, setup: ActorSetup, params, opt, batch: Batch, key) -> tuple[Any, Any, dict]: ...
+
+
+class Rollout(Protocol):
+    """A rollout schedule (``marl.core.rollout.Continuous``, ``marl.core.latent.BestOfK``)."""
+
+    copies: int  # consecutive envs that share action and env-step noise (``marl.core.rollout.collect``)
+    extra_metric_keys: tuple[str, ...]  # metrics its ``stats`` adds besides return/win/length
+
+    def start(self, key: jax.Array, runner: Runner) -> Runner: ...
+
+    def actor_weight(self, tr: Transition) -> jax.Array: ...
+
+    def stats(self, tr: Transition) -> dict: ...
+
+
+class Trainer:
+    """Static pieces of a run (env, networks, optimisers) and its pure functions."""
+
+    def __init__(self, config: TrainConfig, algo: ActorAlgo | None = None, rollout: Rollout | None = None):
+        self.config = config
+        self.env = config.make_env()
+        self.spec = self.env.spec
+        self.net = config.network
+        self.n = self.spec.num_agents
+        self.shared = config.share_actor
+        self.algo = algo or get_algo(config)
+        self.rollout = rollout or (BestOfK(self.env, config) if config.num_latents > 0 else Continuous())
+        opt_steps = config.num_updates * config.epochs * config.minibatches
+        anneal = opt_steps if config.anneal_lr else None
+        self.actor_tx = ppo.make_optimizer(config.lr, config.max_grad_norm, anneal)
+        self.critic_tx = ppo.make_optimizer(config.critic_lr or config.lr, config.max_grad_norm, anneal)
+        self.critic = make_critic(self.spec, self.net)
+        self.actor_setup = ActorSetup(spec=self.spec, net=self.net, shared=self.shared, tx=self.actor_tx,
+                                      clip_eps=config.clip_eps, ent_coef=config.ent_coef, epochs=config.epochs,
+                                      minibatches=config.minibatches)
+
+    @property
+    def metric_keys(self) -> tuple[str, ...]:
+        """The metrics every update returns: ``METRIC_KEYS`` plus the algorithm's and the rollout's own."""
+        return METRIC_KEYS + tuple(self.algo.extra_metric_keys) + tuple(self.rollout.extra_metric_keys)
+
+    # -- state ------------------------------------------------------------------------------
+    def init(self, key: jax.Array) -> TrainState:
+        k_actor, k_critic, k_env, k_state = jax.random.split(key, 4)
+        if self.shared:
+            actor = init_actor(k_actor, self.spec, self.net)
+        else:  # each agent's actor initialised independently
+            actor = jax.lax.map(lambda k: init_actor(k, self.spec, self.net), jax.random.split(k_actor, self.n))
+        critic = init_critic(k_critic, self.spec, self.net)
+        c = self.config
+        return TrainState(
+            actor_params=actor,
+            critic_params=critic,
+            actor_opt=self.algo.init_opt(self.actor_setup, actor),
+            critic_opt=self.critic_tx.init(critic),
+            value_norm=ppo.ValueNorm.create(),
+            runner=reset_runner(self.env, k_env, c.num_envs, self.net.hidden, self.net.latent_dim),
+            key=k_state,
+            update=jnp.zeros((), jnp.int32),
+        )
+
+    def init_seeds(self, keys: jax.Array) -> TrainState:
+        """TrainStates of many seeds, stacked on a leading axis.
+
+        ``lax.map`` rather than ``vmap``: XLA:CPU (jax 0.10.2) was seen to hang forever running a
+        vmapped init of a GRU actor with hidden >= 64. Initialisation runs once, so sequential is free.
+        """
+        return jax.lax.map(self.init, keys)
+
+    def team(self, actor_params) -> Team:
+        return Team(params=stacked_params(actor_params, self.shared, self.n), spec=self.spec, network=self.net,
+                    shared=self.shared)
+
+    def policy(self, actor_params):
+        return lambda carry, obs, reset, latent: team_step(self.spec, self.net, actor_params, carry, obs, reset,
+                                                           latent, shared=self.shared)
+
+    # -- one PPO iteration --------------------------------------------------------------------
+    def collect(self, state: TrainState, key) -> tuple[Runner, Transition]:
+        """``rollout_len`` steps from ``state.runner`` (as it stands: the schedule's ``start`` is not applied)."""
+        return collect(self.env, self.policy(state.actor_params), state.runner, key, self.config.rollout_len,
+                       self.rollout.copies)
+
+    def values(self, critic_params, states: jax.Array, episode_step: jax.Array) -> jax.Array:
+        """states [..., S], episode_step [...] -> values [..., N] (one batched critic call)."""
+        return self.critic.apply(critic_params, states, episode_step)
+
+    def make_batch(self, state: TrainState, runner: Runner, tr: Transition, weight=None) -> tuple[Batch, ppo.ValueNorm]:
+        """The batch of a rollout that started from ``state.runner`` and ended at ``runner``.
+
+        The critic runs here, once over all stored states, not inside the rollout's scan. GAE runs on
+        the team reward (every agent's advantage from the same reward, with its own value) or, with
+        ``reward="agent"``, on each agent's own reward. ``weight`` [T, E, N]: the actor's sample
+        weight (default: alive)."""
+        c = self.config
+        vn = state.value_norm
+        values_raw = self.values(state.critic_params, tr.state, tr.episode_step)  # [T, E, N]
+        last = self.values(state.critic_params, runner.ts.state, runner.ts.episode_step)  # [E, N]
+        values = vn.denormalize(values_raw, c.value_norm)
+        last = vn.denormalize(last, c.value_norm)
+        rewards = tr.rewards if c.reward == "agent" else tr.reward[..., None]
+        adv, targets = ppo.gae(rewards, values, tr.done[..., None], last, c.gamma, c.gae_lambda)
+        if c.value_norm:
+            vn = vn.update(targets)
+        w = tr.alive.astype(jnp.float32) if weight is None else weight
+        batch = Batch(tr=tr, init_carry=state.runner.carry, advantages=normalized_advantages(adv, tr.alive),
+                      targets=vn.normalize(targets, c.value_norm), values=values_raw, weight=w,
+                      minibatch_norm=c.adv_norm == "minibatch")
+        return batch, vn
+
+    def critic_update(self, state: TrainState, batch: Batch, key):
+        """Value epochs on the batch's samples: by default the alive ones (``critic_on_dead=False``).
+
+        Dead SMAX agents. Their input is defined either way (the team-global state, which shows the
+        unit dead, plus the seat one-hot and the time step), and their values are bootstrapped into the
+        GAE of the seat's last alive steps. Masked (the default), V at a dead seat is not fitted itself
+        but generalises from the same network at the other seats and states; ``critic_on_dead=True``
+        fits it on the team's return-to-go too. The default is chosen by measurement
+        (bench/results/smax_recheck/RESULTS.md): on smax:3m, 2M steps, greedy win over 4 seeds
+        0.910 masked vs 0.881 trained on dead samples (held-out seeds 0, 1: 0.898 / 0.887 vs 0.871 /
+        0.887). MPE has no dead agents: the two rules are identical there. Only alive samples ever
+        train the actor (a dead unit's action is forced)."""
+        c = self.config
+
+        def step(carry, mb: Batch):
+            params, opt = carry
+
+            def loss_fn(p):
+                v = self.values(p, mb.tr.state, mb.tr.episode_step)
+                mask = jnp.ones_like(v) if c.critic_on_dead else mb.tr.alive.astype(v.dtype)
+                return ppo.value_loss(v, mb.values, mb.targets, c.value_clip_eps, mask)
+
+            loss, grads = jax.value_and_grad(loss_fn)(params)
+            updates, opt = self.critic_tx.update(grads, opt, params)
+            return (jax.tree.map(jnp.add, params, updates), opt), loss
+
+        (params, opt), loss = run_minibatches(key, batch, c.epochs, c.minibatches, step,
+                                              (state.critic_params, state.critic_opt))
+        return params, opt, {"value_loss": loss}
+
+    def update(self, state: TrainState) -> tuple[TrainState, dict]:
+        key, k_start, k_roll, k_actor, k_critic = jax.random.split(state.key, 5)
+        start = state.replace(runner=self.rollout.start(k_start, state.runner))
+        runner, tr = self.collect(start, k_roll)
+        batch, vn = self.make_batch(start, runner, tr, weight=self.rollout.actor_weight(tr))
+        actor_params, actor_opt, am = self.algo.update(self.actor_setup, state.actor_params, state.actor_opt,
+                                                       batch, k_actor)
+        critic_params, critic_opt, cm = self.critic_update(state, batch, k_critic)
+        new = state.replace(actor_params=actor_params, actor_opt=actor_opt, critic_params=critic_params,
+                            critic_opt=critic_opt, value_norm=vn, runner=runner, key=key, update=state.update + 1)
+        metrics = {**self.rollout.stats(tr), **am, **cm}
+        return new, {k: jnp.asarray(metrics[k], jnp.float32) for k in self.metric_keys}
+
+    def finite(self, state: TrainState, metrics: dict) -> jax.Array:
+        """Whether every guarded array of ``state`` and every guarded loss is finite (a scalar bool)."""
+        leaves = [x for f in GUARDED_FIELDS for x in jax.tree.leaves(getattr(state, f))
+                  if jnp.issubdtype(x.dtype, jnp.inexact)] + [metrics[k] for k in GUARDED_LOSSES]
+        return jnp.stack([jnp.isfinite(x).all() for x in leaves]).all()
+
+    # -- programs -----------------------------------------------------------------------------
+    def chunk(self, state: TrainState, frozen=False) -> tuple[TrainState, dict]:
+        """``updates_per_chunk`` iterations in one scan; iterations past ``num_updates`` are skipped
+        (so every chunk is the same compiled program and a resumed run matches an unbroken one).
+
+        Divergence guard: an update with a non-finite result is dropped (metric ``NONFINITE`` is 1 at
+        that update) and the seed is frozen: later updates only advance its counter, as they do when
+        ``frozen`` is set on entry (a seed that diverged in an earlier chunk)."""
+        total = self.config.num_updates
+        nan = {**{k: jnp.float32(jnp.nan) for k in self.metric_keys}, NONFINITE: jnp.float32(0)}
+
+        def guarded(s):
+            new, m = self.update(s)
+            ok = self.finite(new, m)
+            new = jax.tree.map(lambda a, b: jnp.where(ok, a, b), new, s.replace(update=new.update))
+            return new, {**m, NONFINITE: (~ok).astype(jnp.float32)}
+
+        def body(carry, _):
+            s, fz = carry
+            live = s.update < total
+            branch = jnp.where(live, jnp.where(fz, 1, 0), 2)
+            s, m = jax.lax.switch(branch, (guarded, lambda s2: (s2.replace(update=s2.update + 1), nan),
+                                           lambda s2: (s2, nan)), s)
+            return (s, fz | (m[NONFINITE] > 0)), m
+
+        (state, _), metrics = jax.lax.scan(body, (state, jnp.asarray(frozen, bool)), None,
+                                           length=self.config.updates_per_chunk)
+        return state, metrics
+
+    def train(self, key: jax.Array) -> tuple[TrainState, dict]:
+        """The whole run as one program (no checkpoints): scan over all updates."""
+        state = self.init(key)
+        return jax.lax.scan(lambda s, _: self.update(s), state, None, length=self.config.num_updates)
+
+
+def seed_keys(config: TrainConfig) -> jax.Array:
+    """Seed i's key depends only on (seed, i), not on how many seeds run together."""
+    base = jax.random.PRNGKey(config.seed)
+    return jax.vmap(lambda i: jax.random.fold_in(base, i))(jnp.arange(config.num_seeds))
+
+
+def make_trainer(config: TrainConfig, algo: ActorAlgo | None = None) -> Trainer:
+    """The trainer a config asks for (the rollout schedule follows ``num_latents``)."""
+    return Trainer(config, algo)

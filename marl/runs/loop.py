@@ -1,0 +1,371 @@
+"""The host loop of a training run: compiled chunks, metrics, progress, checkpoints, resume."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import shutil
+import signal
+import sys
+import time
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from common.errors import UserError
+from marl.runs import checkpoint as ckpt
+from marl.core import sharding
+from marl.core.config import TrainConfig
+from common.files import write_atomic
+from marl.runs.loggers import check_backends, make_loggers
+from marl.runs.resources import check_memory, check_out_dir, state_bytes
+from marl.runs.lock import RunLock
+from marl.core.team import tile
+from marl.core.trainer import GUARDED_FIELDS, NONFINITE, Trainer, TrainState, make_trainer, seed_keys
+
+
+class _Stop(Exception):
+    """SIGTERM arrived: stop like Ctrl-C, keeping the last checkpoint."""
+
+
+def _raise_stop(signum, frame):
+    raise _Stop()
+
+
+TIMING_KEYS = ("time", "chunk_s")  # the fields of a metrics row that are wall-clock, not results
+
+
+def _metrics_rows(metrics: dict, keys, first_update: int, config: TrainConfig, elapsed: float,
+                  chunk_s: float) -> list[dict]:
+    """One row per update (values are per-seed lists, in the order of ``keys``); skipped padding
+    updates are dropped. ``time``: wall seconds since the run started (resumes included);
+    ``chunk_s``: the duration of the compiled chunk the update belongs to."""
+    m = {k: np.asarray(v) for k, v in metrics.items()}  # [S, U]
+    rows = []
+    for j in range(m["return"].shape[1]):
+        update = first_update + j + 1
+        if update > config.num_updates:
+            break
+        row = {"update": update, "env_steps": update * config.steps_per_update, "time": round(elapsed, 2),
+               "chunk_s": round(chunk_s, 2)}
+        for k in keys:
+            row[k] = [None if not math.isfinite(x) else round(float(x), 6) for x in m[k][:, j]]
+        rows.append(row)
+    return rows
+
+
+def _truncate_metrics(path: Path, last_update: int) -> None:
+    """Keep only the metric lines up to ``last_update`` (a resumed run rewrites the rest); a torn last
+    line is dropped."""
+    if path.exists():
+        keep = [d for d in ckpt.metric_rows(path) if d["update"] <= last_update]
+        write_atomic(path, "".join(json.dumps(d) + "\n" for d in keep))
+
+
+def with_new_leaves(params: dict, template: dict) -> dict:
+    """``params`` with the leaves it lacks (e.g. a latent kernel) taken from ``template``."""
+    from flax.traverse_util import flatten_dict, unflatten_dict
+
+    return unflatten_dict({**flatten_dict(template), **flatten_dict(params)})
+
+
+def warm_start(trainer: Trainer, state: TrainState, source: str) -> tuple[TrainState, dict]:
+    """Copy actor, critic and value-norm statistics from another run's checkpoint into ``state``.
+
+    A shared source actor is tiled into N rows when the new run trains separate actors. A source
+    without latent input can start a latent-conditioned run (COMPASS starts from a trained policy):
+    the new latent weights stay at their zero init.
+    """
+    ref = ckpt.parse_ref(source)
+    src_trainer, src, meta, step = ckpt.load_state(ref, seeds=[ref.seed] if "#" in str(source) else None)
+    if src_trainer.spec != trainer.spec:
+        raise UserError(f"cannot start from {ref.run}: it was trained on {src_trainer.spec.name}, this run is {trainer.spec.name}")
+    add_latent = src_trainer.net.latent_dim == 0 and trainer.net.latent_dim > 0
+    if src_trainer.net != (dataclasses.replace(trainer.net, latent_dim=0) if add_latent else trainer.net):
+        raise UserError(f"cannot start from {ref.run}: its network config differs ({src_trainer.net} vs {trainer.net})")
+    if not src_trainer.shared and trainer.shared:
+        raise UserError(f"cannot start a shared-actor run from {ref.run}: it has separate actors")
+    s_src, s_new = src_trainer.config.num_seeds, trainer.config.num_seeds
+    if "#" in str(source):
+        pick = lambda x: jnp.broadcast_to(x[ref.seed], (s_new,) + x.shape[1:])
+    elif s_src == s_new:
+        pick = lambda x: x
+    elif s_src == 1:
+        pick = lambda x: jnp.broadcast_to(x[0], (s_new,) + x.shape[1:])
+    else:
+        raise UserError(f"{ref.run} has {s_src} seeds and this run {s_new}: name one source seed with RUN#SEED")
+    actor = jax.tree.map(pick, src.actor_params)
+    if src_trainer.shared and not trainer.shared:
+        actor = jax.vmap(lambda p: tile(p, trainer.n))(actor)
+    if add_latent:  # the new latent weights keep their zero init: the team acts exactly like the source
+        actor = with_new_leaves(actor, state.actor_params)
+    actor_opt = jax.vmap(lambda p: trainer.algo.init_opt(trainer.actor_setup, p))(actor)
+    state = state.replace(actor_params=actor, actor_opt=actor_opt,
+                          critic_params=jax.tree.map(pick, src.critic_params),
+                          value_norm=jax.tree.map(pick, src.value_norm))
+    parent = {"run": str(ref.run), "step": step, "seed": ref.seed if "#" in str(source) else None}
+    return state, parent
+
+
+def _restore(out: Path, step: int, abstract) -> tuple[TrainState, dict]:
+    """The verified, finite state of step ``step`` of run ``out`` and its meta (UserError otherwise)."""
+    where = f"{out}/{ckpt.CKPT_DIR}/{step}"
+    meta = ckpt.read_meta(out, step)
+    ckpt.check_format(meta, where)
+    state = ckpt.restore_state(out, step, abstract, meta)
+    ckpt.check_finite([getattr(state, f) for f in GUARDED_FIELDS], where)
+    return state, meta
+
+
+def _resume_point(out: Path, step: int | None, abstract, fallback: bool, note) -> tuple[int, TrainState, dict]:
+    """(step, state, meta) to resume from: ``step`` (latest when None). When the latest does not verify,
+    ``fallback`` takes the newest step that does; without it the error names that step."""
+    available = ckpt.steps(out)
+    if step is not None and step not in available:
+        raise UserError(f"run {out} has no checkpoint at step {step}; available: {', '.join(map(str, available))}")
+    first = step if step is not None else available[-1]
+    try:
+        return (first, *_restore(out, first, abstract))
+    except UserError as e:
+        if step is not None:
+            raise
+        error = e
+    for k in reversed(available[:-1]):
+        try:
+            state, meta = _restore(out, k, abstract)
+        except UserError:
+            continue
+        if fallback:
+            note(f"{error}; resuming from step {k}, the newest step that verifies")
+            return k, state, meta
+        raise UserError(f"{error}; the newest step that verifies is {k}: resume from it with `marl train --resume "
+                        f"{out} --fallback` (later steps are moved to {ckpt.DISCARDED_DIR}/)")
+    raise UserError(f"{error}; no earlier step verifies either")
+
+
+def _fresh_state(trainer: Trainer, config: TrainConfig, init, init_from: str | None):
+    """Initial state (warm-started from ``init_from`` if given) and its parent record."""
+    state = init(seed_keys(config))
+    if init_from:
+        return warm_start(trainer, state, init_from)
+    return state, None
+
+
+def _recorded_start(out: Path) -> str | None:
+    """The exact warm-start source a run was created with (``RUN/checkpoints/K[#S]``), if any."""
+    f = out / ckpt.START_FILE
+    return json.loads(f.read_text())["init_from"] if f.exists() else None
+
+
+def _record_start(out: Path, parent: dict | None) -> None:
+    if parent:
+        ref = f"{parent['run']}/{ckpt.CKPT_DIR}/{parent['step']}" + (f"#{parent['seed']}" if parent["seed"] is not None else "")
+        write_atomic(out / ckpt.START_FILE, json.dumps({"init_from": ref}) + "\n")
+
+
+def _diverged_error(out: Path, new: dict[int, int], config: TrainConfig) -> UserError:
+    seeds = ", ".join(f"seed {s} ({out}#{s}) at update {u}" for s, u in sorted(new.items()))
+    last = ckpt.steps(out)
+    kept = f"the last good checkpoint is {out}/{ckpt.CKPT_DIR}/{last[-1]}" if last else "no checkpoint was written"
+    other = ("" if config.num_seeds == 1 or config.keep_finite_seeds else
+             "; keep_finite_seeds=true trains the other seeds on")
+    return UserError(f"training diverged: non-finite loss, gradient or parameters in {seeds}; nothing of it was "
+                     f"saved and {kept}; lower lr or max_grad_norm and start again{other}")
+
+
+def train_run(config: TrainConfig, out: str | Path, *, resume: bool = False, resume_step: int | None = None,
+              fallback: bool = False, init_from: str | None = None, progress: bool = True,
+              stop_after_chunks: int | None = None, note=None, devices: int | None = None, log=()) -> Path:
+    """Train (or resume) the run in ``out``; returns the run folder.
+
+    Resume: from ``resume_step`` (default latest; with ``fallback``, the newest step that verifies
+    when the latest does not); later and incomplete step folders are moved to
+    ``checkpoints.discarded/``. A folder with a config and no checkpoint starts over (from its
+    recorded warm-start source). A seed whose update turns non-finite stops the run with a UserError
+    at the end of the chunk, before anything of that chunk is saved (``keep_finite_seeds``: the seed
+    is frozen at its last finite state, recorded as ``diverged`` in the meta, and the others go on).
+    The folder's lock is held while it trains and the done marker written when it finishes
+    (``marl/runs/lock.py``); the seed axis is sharded over ``devices`` local devices (``marl/core/sharding.py``).
+    ``stop_after_chunks`` stops early as an interruption would (for tests of exact resume). ``log``:
+    metric backends besides metrics.jsonl (``marl/runs/loggers.py``: "tensorboard", "wandb").
+    """
+    out = Path(out)
+    check_backends(list(log))
+    note = note or (lambda msg: print(msg, file=sys.stderr))
+    num_devices = sharding.device_count(config.num_seeds, devices)
+    if not resume and ckpt.steps(out):
+        raise UserError(f"run folder {out} already exists; resume it with --resume {out} or pick another --out")
+    if resume:
+        ckpt.parse_ref(out)  # a missing run folder is named as such before the lock creates it
+    else:
+        check_out_dir(out, "--out")  # before the lock creates the folder
+    created = not out.exists()
+    try:
+        with RunLock(out, "resume" if resume else "new") as lock:
+            return _train_locked(config, out, resume, resume_step, fallback, init_from, progress, stop_after_chunks,
+                                 note, num_devices, lock, log)
+    except BaseException:
+        if created and not (out / ckpt.CONFIG_FILE).exists():  # refused before it started: leave no folder
+            shutil.rmtree(out, ignore_errors=True)
+        raise
+
+
+def _train_locked(config, out, resume, resume_step, fallback, init_from, progress, stop_after_chunks, note,
+                  num_devices, lock, log) -> Path:
+    trainer = make_trainer(config)
+    init = jax.jit(trainer.init_seeds)
+    chunk = jax.jit(jax.vmap(trainer.chunk), donate_argnums=0)
+    seeds_on = sharding.seed_sharding(num_devices)
+    metrics_path = out / ckpt.METRICS_FILE
+    abstract = jax.eval_shape(init, seed_keys(config))
+    check_memory(state_bytes(abstract) * 3, f"training {config.env} with network.hidden={config.network.hidden}, "
+                 f"critic_hidden={config.network.critic_hidden} and {config.num_seeds} seed(s)")
+    parent, diverged = None, {}
+    has_config = (out / ckpt.CONFIG_FILE).exists()
+    if resume and ckpt.steps(out):
+        step, state, meta = _resume_point(out, resume_step, sharding.abstract(abstract, seeds_on), fallback, note)
+        parent = meta.get("parent")
+        diverged = {int(k): v for k, v in (meta.get("diverged") or {}).items()}
+        state = sharding.shard(jax.tree.map(jnp.asarray, state), seeds_on)
+        moved = ckpt.set_aside(out, step)
+        if moved:
+            note(f"resuming {out} from step {step}: moved step folder(s) {', '.join(moved)} to {out}/{ckpt.DISCARDED_DIR}/")
+        _truncate_metrics(metrics_path, step)
+        if ckpt.load_config(out) != config:  # a safe change asked for on resume (e.g. more total_steps)
+            config.to_toml(out / ckpt.CONFIG_FILE)
+    elif resume or (has_config and not ckpt.steps(out)):
+        if not has_config:
+            raise UserError(f"{out} is not a run folder (no {ckpt.CONFIG_FILE}); start it with `marl train --out {out}`")
+        if not resume and ckpt.load_config(out) != config:
+            raise UserError(f"run folder {out} holds another run's config and no checkpoint; start that run over "
+                            f"with `marl train --resume {out}`, or pick another --out")
+        recorded = _recorded_start(out)
+        if init_from and recorded and ckpt.parse_ref(init_from).run != ckpt.parse_ref(recorded).run:
+            raise UserError(f"run folder {out} was started from {recorded}, not {init_from}; pick another --out")
+        note(f"run {out} has no checkpoint yet (it stopped before its first one): starting it over"
+             + (f" from {recorded}" if recorded else ""))
+        state, parent = _fresh_state(trainer, config, init, recorded or init_from)
+        state = sharding.shard(state, seeds_on)
+        ckpt.set_aside(out, None)
+        config.to_toml(out / ckpt.CONFIG_FILE)
+        _record_start(out, parent)
+        metrics_path.write_text("")
+    else:
+        if has_config or ckpt.steps(out):  # again, now that the lock is held
+            raise UserError(f"run folder {out} already exists; resume it with --resume {out} or pick another --out")
+        state, parent = _fresh_state(trainer, config, init, init_from)
+        state = sharding.shard(state, seeds_on)
+        out.mkdir(parents=True, exist_ok=True)
+        config.to_toml(out / ckpt.CONFIG_FILE)
+        _record_start(out, parent)
+        metrics_path.write_text("")
+    old_handler = signal.signal(signal.SIGTERM, _raise_stop)
+    mngr = None
+    start_update = int(np.asarray(state.update).reshape(-1)[0])
+    start_chunk = start_update // config.updates_per_chunk
+    bar = _Progress(config, enabled=progress, start_update=start_chunk * config.updates_per_chunk,
+                    has_win=trainer.spec.has_win)
+    frozen = np.zeros(config.num_seeds, bool)
+    frozen[list(diverged)] = True
+    done_chunks = 0
+    previous = ckpt.metric_rows(metrics_path) if metrics_path.exists() else []
+    t_start = time.time() - (previous[-1].get("time", 0.0) if previous else 0.0)  # elapsed carries over a resume
+    loggers = []
+    try:
+        loggers = make_loggers(list(log), out, config)
+        mngr = ckpt.manager(out, create=True, keep_last=config.keep_last, keep_every=config.keep_every)
+        with bar:
+            for c in range(start_chunk, config.num_chunks):
+                t0 = time.time()
+                first = c * config.updates_per_chunk
+                state, metrics = chunk(state, jnp.asarray(frozen))
+                metrics = jax.device_get(metrics)
+                rows = _metrics_rows(metrics, trainer.metric_keys, first, config, time.time() - t_start, time.time() - t0)
+                with metrics_path.open("a") as f:
+                    f.write("".join(json.dumps(r) + "\n" for r in rows))
+                for lg in loggers:
+                    lg.write(rows)
+                update = min(first + config.updates_per_chunk, config.num_updates)
+                bad = np.asarray(metrics[NONFINITE]) > 0  # [S, U]
+                new = {s: first + int(np.argmax(bad[s])) + 1 for s in np.flatnonzero(bad.any(axis=1))}
+                if new:
+                    diverged.update(new)
+                    frozen[list(new)] = True
+                    if not config.keep_finite_seeds or frozen.all():
+                        raise _diverged_error(out, new, config)
+                    note(f"marl: warning: seed(s) {', '.join(map(str, sorted(new)))} diverged at update(s) "
+                         f"{', '.join(str(new[s]) for s in sorted(new))}; frozen at their last finite state, "
+                         f"the other seeds train on (keep_finite_seeds)")
+                bar.advance(update, metrics, time.time() - t0, time.time() - t_start)
+                if (c + 1) % config.checkpoint_every == 0 or c + 1 == config.num_chunks:
+                    meta = ckpt.make_meta(config, trainer.spec, update, parent)
+                    if diverged:
+                        meta["diverged"] = {str(s): u for s, u in sorted(diverged.items())}
+                    ckpt.save(mngr, update, state, meta)
+                    if update >= config.num_updates:
+                        lock.done(update)
+                lock.heartbeat()
+                done_chunks += 1
+                if stop_after_chunks is not None and done_chunks >= stop_after_chunks:
+                    break
+    except (KeyboardInterrupt, _Stop):
+        last = ckpt.steps(out)
+        raise UserError(f"interrupted; resume with `marl train --resume {out}` (" +
+                        (f"from step {last[-1]})" if last else "no checkpoint yet: it starts over)")) from None
+    finally:
+        signal.signal(signal.SIGTERM, old_handler)
+        if mngr is not None:
+            mngr.close()
+        for lg in loggers:
+            lg.close()
+    return out
+
+
+class _Progress:
+    """Progress: env steps, steps/s, return and win rate (mean over seeds, last update), as a rich bar
+    on a terminal and as one plain line per chunk otherwise (batch jobs, pipes)."""
+
+    def __init__(self, config: TrainConfig, enabled: bool, start_update: int, has_win: bool):
+        self.config = config
+        self.has_win = has_win
+        self.enabled = enabled
+        self.bar = None
+        if enabled and sys.stdout.isatty():
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+            self.bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                TextColumn("{task.fields[stats]}"), TimeElapsedColumn(), transient=False)
+            self.task = self.bar.add_task(config.env, total=config.num_updates * config.steps_per_update,
+                                          completed=start_update * config.steps_per_update, stats="compiling...")
+
+    def __enter__(self):
+        if self.bar:
+            self.bar.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        if self.bar:
+            self.bar.__exit__(*exc)
+
+    def advance(self, update: int, metrics: dict, seconds: float, elapsed: float):
+        if not self.enabled:
+            return
+        c = self.config
+        ret, win = (_last_mean(metrics[k]) for k in ("return", "win_rate"))
+        sps = c.updates_per_chunk * c.steps_per_update * c.num_seeds / max(seconds, 1e-9)
+        stats = f"{sps:,.0f} steps/s  return {ret:.3f}" + (f"  win {win:.2f}" if self.has_win else "")
+        if self.bar:
+            self.bar.update(self.task, completed=update * c.steps_per_update, stats=stats)
+        else:  # no terminal (a batch job, a pipe): one plain line per chunk
+            print(f"update {update}/{c.num_updates}  env steps {update * c.steps_per_update:,}/"
+                  f"{c.num_updates * c.steps_per_update:,}  {stats}  elapsed {elapsed:.0f} s", flush=True)
+
+
+def _last_mean(x) -> float:
+    """Mean over seeds of the last update that had finished episodes (NaN if none did)."""
+    x = np.asarray(x)  # [S, U]
+    finite = np.isfinite(x).all(axis=0)
+    return float(x[:, np.flatnonzero(finite)[-1]].mean()) if finite.any() else float("nan")
