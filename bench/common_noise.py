@@ -20,7 +20,9 @@ from pathlib import Path
 
 import numpy as np
 
-from marl.runs import checkpoint as ckpt
+from marl.runs.layout import load_config
+from marl.runs.loader import load_team
+from marl.runs.metrics_log import metric_rows, log_path
 from marl.core.evaluation import mean_ci
 from marl.analysis.search import SOURCE, search_methods
 
@@ -32,7 +34,7 @@ METHODS = ["zero-shot", "sep-cmaes-shared", "sep-cmaes-per-agent"]
 
 def train(p_run: Path, out: Path, recipe: dict, seeds: int, common: str) -> None:
     """L from P with the recipe's latent block; reuses a finished run, resumes a stopped one."""
-    src = ckpt.load_config(p_run)
+    src = load_config(p_run)
     lat = dict(recipe["latent"])
     cmd = [sys.executable, "-m", "cli.main", "train", "--quiet", "--env", src.env, "--init-from", str(p_run),
            "--total-steps", str(lat.pop("total_steps")), "--latent-dim", str(lat.pop("latent_dim")),
@@ -46,7 +48,7 @@ def train(p_run: Path, out: Path, recipe: dict, seeds: int, common: str) -> None
 
 def tie_metrics(run: Path) -> dict:
     """Mean ``tied`` / ``tie_masked`` over seeds, for the first and last 10% of updates."""
-    rows = ckpt.metric_rows(run / ckpt.METRICS_FILE)
+    rows = metric_rows(log_path(run))
     k = max(1, len(rows) // 10)
     return {m: {"first": float(np.mean([r[m] for r in rows[:k]])), "last": float(np.mean([r[m] for r in rows[-k:]]))}
             for m in ("tied", "tie_masked")}
@@ -62,13 +64,13 @@ def main():
     recipe = tomllib.loads(a.recipe.read_text())
     for arm, flag in ARMS.items():
         train(a.source_run, a.root / arm, recipe, a.seeds, flag)
-    p_team, _ = ckpt.load_team(str(a.source_run))
-    cfg = ckpt.load_config(a.root / "indep")
+    p_team = load_team(str(a.source_run)).team
+    cfg = load_config(a.root / "indep")
     env = cfg.make_env()
     reeval = {arm: [] for arm in ARMS}  # arm -> per seed {method: [I]}
     for arm in ARMS:
         for s in range(a.seeds):
-            team, _ = ckpt.load_team(f"{a.root / arm}#{s}")
+            team = load_team(f"{a.root / arm}#{s}").team
             res = search_methods(env, team, METHODS, recipe["instances"], recipe["budget"], seed=recipe["seed"],
                                  pop=recipe["population"], sigma=recipe["sigma"], reeval_episodes=recipe["reeval"],
                                  source=p_team if arm == "indep" and s == 0 else None, log=lambda *x: None)

@@ -1,6 +1,6 @@
 """Fault injection on tiny smax:3m runs (2 seeds, 4 updates, checkpoints at 2 and 4): counts for issue 15.
 
-    PYTHONPATH=. python bench/fault_injection.py [--kills 8] [--stops 6] [--flips 40] [--out bench/results/faults.md]
+    python bench/fault_injection.py [--kills 8] [--stops 6] [--flips 40] [--out bench/results/faults.md]
 
 - kills: SIGKILL at a random moment after the first checkpoint, or the moment a checkpoint write is
   seen in progress; each run is resumed and compared bit for bit (every array, metrics.jsonl) with an
@@ -11,12 +11,16 @@
   (one-line error), or loaded with every array equal to the saved one (the bit is never read), or
   loaded changed (undetected); plus truncations and 4 KB garbles.
 - divergence: the issue's lr=1e3 command.
-- bad inputs: the cases of tests/test_faults.py (one line ``marl: error:``, exit 2, nothing modified).
+- bad inputs: the cases of tests/test_faults.py (``bad_input_cases`` here is a copy): one line ``marl: error:``,
+  exit 2, nothing modified.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import hashlib
+import io
 import os
 import random
 import shutil
@@ -27,28 +31,32 @@ import tempfile
 import time
 from pathlib import Path
 
+import jax
+import numpy as np
+
+from cli.main import main as marl_main
+from common.errors import UserError
+from marl.core.config import NetworkConfig, TrainConfig
+from marl.runs import checkpoint as ckpt
+from marl.runs.lock import LOG_FILE
+from marl.runs import layout, metrics_log
+from marl.runs.loader import load_state
+from marl.runs.loop import train_run
+from marl.runs.metrics_log import TIMING_KEYS
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-import jax  # noqa: E402
-import numpy as np  # noqa: E402
-
-from common.errors import UserError  # noqa: E402
-from marl.runs import checkpoint as ckpt  # noqa: E402
-from marl.core.config import NetworkConfig, TrainConfig  # noqa: E402
-from marl.runs.loop import TIMING_KEYS, train_run  # noqa: E402
 
 CFG = TrainConfig(env="smax:3m", num_envs=8, rollout_len=16, total_steps=8 * 16 * 4, updates_per_chunk=2, epochs=1,
                   minibatches=2, num_seeds=2, network=NetworkConfig(hidden=16, critic_hidden=16))
-ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+ENV = dict(os.environ)  # the suite is installed (pip install -e .), so `python -m cli.main` works from any folder
 
 
 def leaves(run):
-    return [np.asarray(x) for x in jax.tree.leaves(ckpt.load_state(str(run))[1])]
+    return [np.asarray(x) for x in jax.tree.leaves(load_state(str(run)).state)]
 
 
 def metrics(run):
-    return [{k: v for k, v in d.items() if k not in TIMING_KEYS} for d in ckpt.metric_rows(run / ckpt.METRICS_FILE)]
+    return [{k: v for k, v in d.items() if k not in TIMING_KEYS} for d in metrics_log.metric_rows(run / layout.METRICS_FILE)]
 
 
 def same(a, b) -> bool:
@@ -58,7 +66,7 @@ def same(a, b) -> bool:
 
 def pending(d: Path) -> bool:
     try:
-        return any(not ckpt._complete(p) for p in d.iterdir())
+        return any(not layout.complete(p) for p in d.iterdir())
     except FileNotFoundError:
         return False
 
@@ -82,18 +90,18 @@ def interrupt_batch(root: Path, trials: list[tuple[str, int, str]], rng: random.
         for name, (p, sig, when) in procs.items():
             if p.poll() is not None or "sent" in info[name]:
                 continue
-            d = root / name / ckpt.CKPT_DIR
+            d = root / name / layout.CKPT_DIR
             if when == "write":
                 hit = pending(d)
             elif when == "early":
-                hit = (root / name / ckpt.CONFIG_FILE).exists() and name in at and time.time() >= at[name]
+                hit = (root / name / layout.CONFIG_FILE).exists() and name in at and time.time() >= at[name]
                 at.setdefault(name, time.time() + rng.uniform(0, 3))
             else:
-                if ckpt.steps(d.parent) and name not in at:
+                if layout.steps(d.parent) and name not in at:
                     at[name] = time.time() + rng.uniform(0, 0.4)
                 hit = name in at and time.time() >= at[name]
             if hit:
-                info[name].update(sent=True, in_write=pending(d), steps_before=ckpt.steps(d.parent))
+                info[name].update(sent=True, in_write=pending(d), steps_before=layout.steps(d.parent))
                 p.send_signal(sig)
         time.sleep(0.002)
     for name, (p, _, _) in procs.items():
@@ -103,18 +111,18 @@ def interrupt_batch(root: Path, trials: list[tuple[str, int, str]], rng: random.
 
 
 def flips(root: Path, ref: Path, n: int, rng: random.Random) -> dict:
-    saved = ckpt.digest(ckpt.load_state(str(ref))[1])
+    saved = ckpt.digest(load_state(str(ref)).state)
     out = {"detected": 0, "unchanged": 0, "UNDETECTED": 0}
     for t in range(n):
         run = root / f"flip{t}"
         shutil.copytree(ref, run)
-        files = [f for f in (run / ckpt.CKPT_DIR / "4" / "state").rglob("*") if f.is_file()]
+        files = [f for f in (run / layout.CKPT_DIR / "4" / "state").rglob("*") if f.is_file()]
         f = rng.choices(files, [x.stat().st_size for x in files])[0]
         b = bytearray(f.read_bytes())
         b[rng.randrange(len(b))] ^= 1 << rng.randrange(8)
         f.write_bytes(bytes(b))
         try:
-            state = ckpt.load_state(str(run))[1]
+            state = load_state(str(run)).state
             out["unchanged" if ckpt.digest(state) == saved else "UNDETECTED"] += 1
         except UserError:
             out["detected"] += 1
@@ -124,10 +132,10 @@ def flips(root: Path, ref: Path, n: int, rng: random.Random) -> dict:
 
 def damage(root: Path, ref: Path, rng: random.Random) -> dict:
     """Truncations and 4 KB garbles of each state data file of the latest step."""
-    saved = ckpt.digest(ckpt.load_state(str(ref))[1])
+    saved = ckpt.digest(load_state(str(ref)).state)
     out = {"made": 0, "detected": 0, "unchanged": 0, "UNDETECTED": 0, "files": {}}
     for kind in ("truncate", "garble"):
-        for f0 in sorted(p for p in (ref / ckpt.CKPT_DIR / "4" / "state").rglob("*") if p.is_file()):
+        for f0 in sorted(p for p in (ref / layout.CKPT_DIR / "4" / "state").rglob("*") if p.is_file()):
             run = root / "damage"
             shutil.copytree(ref, run)
             f = run / f0.relative_to(ref)
@@ -139,44 +147,76 @@ def damage(root: Path, ref: Path, rng: random.Random) -> dict:
                 f.write_bytes(b[:i] + os.urandom(min(4096, len(b))) + b[i + 4096:])
             out["made"] += 1
             try:
-                state = ckpt.load_state(str(run))[1]
+                state = load_state(str(run)).state
                 res = "unchanged" if ckpt.digest(state) == saved else "UNDETECTED"
             except UserError:
                 res = "detected"
             out[res] += 1
-            out["files"].setdefault(f"{f0.relative_to(ref / ckpt.CKPT_DIR / '4' / 'state')} ({f0.stat().st_size} B)", []).append(f"{kind}: {res}")
+            out["files"].setdefault(f"{f0.relative_to(ref / layout.CKPT_DIR / '4' / 'state')} ({f0.stat().st_size} B)", []).append(f"{kind}: {res}")
             shutil.rmtree(run)
     return out
 
 
+def snapshot(folder: Path) -> dict:
+    """Every file's digest, less the lock's audit trail (as tests/test_faults.py's ``_snapshot``)."""
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "dir"
+            for p in sorted(folder.rglob("*")) if p.name != LOG_FILE}
+
+
+def bad_input_cases(run: Path, a_file: Path, sweep: Path, new: Path, tmp_path: Path) -> list[tuple[tuple, str]]:
+    """(argv, expected message) pairs: a copy of the cases of
+    tests/test_faults.py::test_bad_inputs_one_line_exit_2_nothing_modified (keep the two in step)."""
+    tiny = ["num_envs=8", "rollout_len=16", "epochs=1", "minibatches=2", "network.hidden=16", "network.critic_hidden=16"]
+    cases = [
+        (("train", "--env", "smax:3m", "--out", "/proc/x", *tiny), "cannot write in /proc"),
+        (("train", "--env", "smax:3m", "--out", a_file, *tiny), "exists and is not a folder"),
+        (("train", "--env", "smax:3m", "--out", a_file / "sub", *tiny), "is a file, not a folder"),
+        (("probe", "weights", run, "--out", "/proc/x"), "cannot write in /proc"),
+        (("probe", "barrier", run, run, "--out", a_file), "exists and is not a folder"),
+        (("search", run, "--out", "/proc/x"), "cannot write in /proc"),
+        (("search", run, "--sigma", "nan", "--out", new), "--sigma must be a finite number > 0, got nan"),
+        (("sweep", sweep, "--out", a_file, "--dry-run"), "exists and is not a folder"),
+        (("eval", run, "--json", "/proc/x.json"), "cannot write in /proc"),
+        (("eval", run, "--json", tmp_path), "is a folder; name a file"),
+        (("eval", f"{run}#7"), "seed 7 does not exist"),
+        (("train", "--init-from", f"{run}#7", "--out", new, *tiny), "seed 7 does not exist"),
+        (("train", "--env", "smax:3m", "--total-steps", "inf", "--out", new), "total_steps must be a finite integer"),
+        (("train", "--env", "smax:3m", "total_steps=inf", "--out", new), "total_steps must be a finite integer"),
+        (("train", "--env", "smax:3m", "total_steps=nan", "--out", new), "total_steps must be a finite integer"),
+        (("train", "--env", "smax:3m", "--total-steps", "1e12", "--out", new, "num_envs=16", "rollout_len=32"),
+         "overflow the int32 step counter"),
+        (("train", "--env", "smax:3m", "clip_eps=inf", "--out", new), "clip_eps must be a finite number, got inf"),
+        (("train", "--env", "smax:3m", "max_grad_norm=inf", "--out", new), "max_grad_norm must be a finite number"),
+        (("train", "--env", "smax:3m", "lr=nan", "--out", new), "lr must be a finite number, got nan"),
+        (("train", "--env", "smax:3m", "--out", new, "network.hidden=100000000"), "of memory and"),
+        (("eval", run, "--episodes", "1000000000"), "use fewer --episodes"),
+        (("train", "--env", "smax:3m", "--out", new, "num_envs=16", "--quiet", "bogus=1e-3"), "unknown key 'bogus'"),
+        (("train", "--seeds", "abc"), "invalid int value: 'abc'"),
+        (("train", "--resume", run, "lr=5", "--total-steps", "1e6"), "--resume cannot change lr (only total_steps"),
+        (("train", "--resume", run, "--total-steps", "256"), "is less than the 512 env steps"),
+        (("train", "--resume", f"{run}#1"), "not a seed"),
+        (("train", "--resume", run, "--init-from", run), "--init-from does not apply"),
+        (("train", "--resume", f"{run}/checkpoints/3"), "no checkpoint at step 3; available: 2, 4"),
+        (("train", "--env", "smax:3m", "--fallback", "--out", new, *tiny), "--fallback applies only with --resume"),
+        (("train", "--env", "smax:3m", "--out", run), "already exists"),
+    ]
+    return cases
+
+
 def bad_inputs(root: Path, ref: Path) -> tuple[int, int, bool]:
-    """(clear, tried, nothing modified) over the cases of tests/test_faults.py."""
-    import tests.test_faults as tf
-
-    class Cap:
-        def readouterr(self):
-            return type("R", (), {"out": "", "err": ""})()
-
-    import contextlib
-    import io
-
+    """(clear, tried, nothing modified) over ``bad_input_cases``."""
     run = root / "A"
     shutil.copytree(ref, run)
     (root / "a_file").write_text("x")
     (root / "s.toml").write_text('out = "x"\nenvs = ["smax:3m"]\nhistories = ["shared"]\n')
-    src = Path(tf.__file__).read_text()
-    body = src[src.index("    cases = ["):src.index("    before = _snapshot(tmp_path)")]
-    ns = {"run": run, "a_file": root / "a_file", "sweep": root / "s.toml", "tmp_path": root, "new": root / "new",
-          "tiny": ["num_envs=8", "rollout_len=16", "epochs=1", "minibatches=2", "network.hidden=16",
-                   "network.critic_hidden=16"]}
-    exec(compile("\n".join(ln[4:] for ln in body.splitlines()), "cases", "exec"), ns)
-    before = tf._snapshot(root)
+    cases = bad_input_cases(run, root / "a_file", root / "s.toml", root / "new", root)
+    before = snapshot(root)
     clear = 0
-    for argv, msg in ns["cases"]:
+    for argv, msg in cases:
         err = io.StringIO()
         with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
             try:
-                code = tf.main([str(a) for a in argv])
+                code = marl_main([str(a) for a in argv])
             except SystemExit as e:
                 code = e.code
         lines = err.getvalue().strip().splitlines()
@@ -184,7 +224,7 @@ def bad_inputs(root: Path, ref: Path) -> tuple[int, int, bool]:
         clear += ok
         if not ok:
             print("NOT CLEAR:", argv, code, err.getvalue()[:300])
-    return clear, len(ns["cases"]), tf._snapshot(root) == before
+    return clear, len(cases), snapshot(root) == before
 
 
 def main() -> None:
@@ -207,10 +247,10 @@ def main() -> None:
     for r in rows:
         run = root / r["name"]
         try:
-            if not ckpt.steps(run) and (run / ckpt.CONFIG_FILE).exists():
+            if not layout.steps(run) and (run / layout.CONFIG_FILE).exists():
                 train_run(CFG, run, progress=False)  # the original command again: starts over
             else:
-                train_run(ckpt.load_config(run), run, resume=True, progress=False)
+                train_run(layout.load_config(run), run, resume=True, progress=False)
             r["resumed_identical"] = same(run, ref)
         except UserError as e:
             r["resumed_identical"] = False
@@ -221,7 +261,7 @@ def main() -> None:
                           "4096", "num_envs=16", "rollout_len=32", "network.hidden=32", "network.critic_hidden=32",
                           "updates_per_chunk=2", "lr=1e3", "--out", str(root / "div"), "--quiet"], env=ENV,
                          capture_output=True, text=True)
-    div_steps = ckpt.steps(root / "div")
+    div_steps = layout.steps(root / "div")
     ev = subprocess.run([sys.executable, "-m", "cli.main", "eval", str(root / "div"), "--episodes", "4"], env=ENV,
                         capture_output=True, text=True)
     clear, tried, untouched = bad_inputs(root, ref)

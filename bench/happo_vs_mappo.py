@@ -101,28 +101,28 @@ def throughput(args) -> None:
 
 
 def _curve(run: Path, algo: str, seed0: int = 0) -> list[dict]:
-    from marl.runs import checkpoint as ckpt
+    from marl.runs.metrics_log import read_metrics
 
     return [{"algo": algo, "kind": "training (sampled)", "seed": seed0 + r["seed"], "env_steps": r["env_steps"],
-             "return": r["return"], "win_rate": r["win_rate"]} for r in ckpt.read_metrics(run)]
+             "return": r["return"], "win_rate": r["win_rate"]} for r in read_metrics(run)]
 
 
 def _greedy_eval(run: Path, episodes: int) -> list[float]:
-    from marl.runs import checkpoint as ckpt
     from marl.core.evaluation import evaluate
+    from marl.runs.loader import load_state
 
-    trainer, state, meta, step = ckpt.load_state(run)
-    fn = jax.jit(jax.vmap(lambda p, k: evaluate(trainer.env, trainer.team(p), k, episodes, True), in_axes=(0, None)))
-    res = jax.device_get(fn(state.actor_params, jax.random.PRNGKey(12345)))
+    loaded = load_state(run)
+    fn = jax.jit(jax.vmap(lambda p, k: evaluate(loaded.env, loaded.team(p), k, episodes, True), in_axes=(0, None)))
+    res = jax.device_get(fn(loaded.state.actor_params, jax.random.PRNGKey(12345)))
     return [float(np.mean(w)) for w in np.asarray(res.won, np.float64)]
 
 
 def _run_rows(run: Path, algo: str, config, episodes: int) -> tuple[list[dict], list[float], int]:
     """A finished run's training curve and greedy evaluation as CSV rows (seeds numbered from
     ``config.seed``), its greedy win rates per seed, and its last update."""
-    from marl.runs import checkpoint as ckpt
+    from marl.runs.layout import steps
 
-    step = ckpt.steps(run)[-1]
+    step = steps(run)[-1]
     wins = _greedy_eval(run, episodes)
     rows = _curve(run, algo, config.seed) + [
         {"algo": algo, "kind": "greedy eval", "seed": config.seed + i, "env_steps": step * config.steps_per_update,
@@ -133,13 +133,13 @@ def _run_rows(run: Path, algo: str, config, episodes: int) -> tuple[list[dict], 
 def _other_seeds(args, cfg, final: dict) -> list[dict]:
     """Curves and greedy evaluations of the finished runs of ``--variant`` named by ``--also`` (other
     seeds of the same settings and algorithm) join the report; their win rates are appended to ``final``."""
-    from marl.runs import checkpoint as ckpt
+    from marl.runs.layout import load_config
 
     rows = []
     same = lambda c: {k: v for k, v in c.to_dict().items() if k not in ("seed", "num_seeds", "checkpoint_every")}
     for tag in args.also:
         run = ROOT / "runs" / f"bench-{args.variant}-3m-{tag}"
-        other = ckpt.load_config(run)
+        other = load_config(run)
         if same(other) != same(cfg):
             raise SystemExit(f"--also {tag}: {run} was trained with other settings than this run; "
                              f"only other seeds of the same settings can be pooled")
@@ -169,18 +169,18 @@ def learn(args) -> None:
     for algo, kw in algos:
         cfg = TrainConfig(**common, **kw)
         run = ROOT / "runs" / f"bench-{algo}-3m{'-' + args.tag if args.tag else ''}"
-        resume = (run / "config.toml").exists()
-        print(f"{algo}: {cfg.num_updates} updates of {cfg.steps_per_update} steps -> {run}"
-              f"{' (resuming)' if resume else ''}", flush=True)
-        t0 = time.time()
-        from marl.runs import checkpoint as ckpt
+        from marl.runs.layout import steps
+        from marl.runs.lock import folder_state, resume_mode
 
-        done = resume and ckpt.steps(run) and ckpt.steps(run)[-1] >= cfg.num_updates
+        state = None if args.report_only else folder_state(run, cfg)  # new / resume / done: marl/runs/lock.py
+        print(f"{algo}: {cfg.num_updates} updates of {cfg.steps_per_update} steps -> {run}"
+              f"{' (resuming)' if state == 'resume' else ' (done)' if state == 'done' else ''}", flush=True)
+        t0 = time.time()
         if args.report_only:
-            if not ckpt.steps(run):
+            if not steps(run):
                 continue
-        elif not done:
-            train_run(cfg, run, resume=resume, progress=False)
+        elif state != "done":
+            train_run(cfg, run, resume=resume_mode(run, cfg), progress=False)
         r, wins, step = _run_rows(run, algo, cfg, args.episodes)
         rows += r
         finals[algo] = {"greedy_win_rate": wins, "episodes": args.episodes, "train_seconds": round(time.time() - t0),
@@ -238,12 +238,12 @@ def _plot(df, path: Path, finals: dict) -> None:
 def curves(args) -> None:
     import pandas as pd
 
-    from marl.runs import checkpoint as ckpt
+    from marl.runs.metrics_log import read_metrics
 
     print("| run | env steps | win rate (per seed) | entropy | mean factor_std | max factor_max |")
     print("| --- | --- | --- | --- | --- | --- |")
     for run in map(Path, args.runs):
-        df = pd.DataFrame(ckpt.read_metrics(run))
+        df = pd.DataFrame(read_metrics(run))
         df["bin"] = (df.env_steps - 1) // args.bin
         for b, g in df.groupby("bin"):
             per_seed = g.groupby("seed")[["win_rate", "entropy"]].mean()

@@ -19,7 +19,9 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT.parent))
 
-from marl.runs import checkpoint as ckpt  # noqa: E402
+from marl.runs.layout import steps  # noqa: E402
+from marl.runs.loader import load_state  # noqa: E402
+from marl.runs.metrics_log import read_metrics  # noqa: E402
 from marl.core.config import TrainConfig, split_override  # noqa: E402
 from marl.core.evaluation import evaluate, mean_ci  # noqa: E402
 from marl.runs.loop import train_run  # noqa: E402
@@ -28,11 +30,13 @@ from marl.runs.loop import train_run  # noqa: E402
 def greedy_curve(run: Path, episodes: int, seed: int = 0) -> pd.DataFrame:
     rows = []
     fn = None
-    for step in ckpt.steps(run):
-        trainer, state, meta, _ = ckpt.load_state(f"{run}/checkpoints/{step}")
+    for step in steps(run):
+        loaded = load_state(f"{run}/checkpoints/{step}")
+        state, meta = loaded.state, loaded.meta
         if fn is None:
-            fn = jax.jit(lambda p, k: evaluate(trainer.env, trainer.team(p), k, episodes, True))
-        for s in range(trainer.config.num_seeds):
+            first = loaded
+            fn = jax.jit(lambda p, k: evaluate(first.env, first.team(p), k, episodes, True))
+        for s in range(loaded.config.num_seeds):
             res = jax.device_get(fn(jax.tree.map(lambda x: x[s], state.actor_params), jax.random.PRNGKey(10_000 + seed)))
             r, lo, hi = mean_ci(res.returns)
             w, wlo, whi = mean_ci(res.won.astype(float))
@@ -42,7 +46,7 @@ def greedy_curve(run: Path, episodes: int, seed: int = 0) -> pd.DataFrame:
 
 
 def training_curve(run: Path) -> pd.DataFrame:
-    df = pd.DataFrame(ckpt.read_metrics(run)).assign(kind="training (sampled)")
+    df = pd.DataFrame(read_metrics(run)).assign(kind="training (sampled)")
     return df[["env_steps", "seed", "kind", "return", "win_rate"]]
 
 

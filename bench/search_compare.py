@@ -18,6 +18,8 @@ from pathlib import Path
 import jax
 
 from marl.runs import checkpoint as ckpt
+from marl.runs import loader
+from marl.runs.layout import load_config, parse_ref, resolve_step
 from marl.core.evaluation import evaluate
 from marl.analysis.search import (METHODS, episode_fitness, make_strategy, run_search, search_methods, summarize, table,
                          write_outputs)
@@ -61,30 +63,27 @@ def cost(env, team, instances: int, budget: int, pop: int, methods) -> dict:
 
 
 def load_team(ref):
-    """``checkpoint.load_team``, falling back to reading only the actor parameters for checkpoints
-    written before a TrainState field was added (orbax refuses the whole tree otherwise)."""
+    """(team, source) of ``marl.runs.loader.load_team``, falling back to reading only the actor parameters
+    for checkpoints written before a TrainState field was added (orbax refuses the whole tree otherwise)."""
     from common.errors import UserError
+    from marl.core.team import make_team
+    from marl.core.trainer import abstract_actor_params
 
     try:
-        return ckpt.load_team(ref)
+        loaded = loader.load_team(ref)
+        return loaded.team, loaded.source
     except UserError as e:
         if "Structure mismatch" not in str(e):
             raise
-    import orbax.checkpoint as ocp
-
-    from marl.core.trainer import make_trainer
-
-    r = ckpt.parse_ref(ref)
-    step = ckpt.resolve_step(r)
-    mngr = ckpt.manager(r.run)
-    try:
-        raw = mngr.restore(step, args=ocp.args.Composite(state=ocp.args.StandardRestore()))["state"]
-    finally:
-        mngr.close()
-    trainer = make_trainer(ckpt.load_config(r.run))
-    actor = jax.tree.map(lambda x: jax.numpy.asarray(x[r.seed]), raw["actor_params"])
+    r = parse_ref(ref)
+    step = resolve_step(r)
+    config = load_config(r.run)
+    spec = loader.run_env(config).spec
+    actor = ckpt.restore_actor_params(r.run, step, abstract_actor_params(config, spec))
+    actor = jax.tree.map(lambda x: x[r.seed], actor)
     meta = ckpt.read_meta(r.run, step)
-    return trainer.team(actor), {"run": str(r.run), "step": step, "seed": r.seed, "env_steps": meta["env_steps"]}
+    team = make_team(actor, spec, config.network, config.share_actor)
+    return team, {"run": str(r.run), "step": step, "seed": r.seed, "env_steps": meta["env_steps"]}
 
 
 def main():
@@ -103,7 +102,7 @@ def main():
     ap.add_argument("--cost-methods", nargs="+", default=["random-shared", "cmaes-shared", "sep-cmaes-per-agent"])
     a = ap.parse_args()
     team, source = load_team(a.run)
-    cfg = ckpt.load_config(ckpt.parse_ref(a.run).run)
+    cfg = load_config(parse_ref(a.run).run)
     env = cfg.make_env()
     print(f"{a.label}: {team.spec.name} N={team.num_agents} d={team.network.latent_dim} from {source['run']} "
           f"@ {source['step']} ({source['env_steps']} env steps); {a.instances} instances (seed {a.seed}), B={a.budget}")

@@ -33,7 +33,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from marl.runs import checkpoint as ckpt
+from marl.runs.layout import load_config
+from marl.runs.loader import load_team
+from marl.runs.lock import clear_unstarted, folder_state
 from marl.core.evaluation import mean_ci
 from marl.analysis.search import MATCHED_SHARED, RANDOM_POLICY, SOURCE, make_strategy, run_search, search_methods
 
@@ -71,16 +73,15 @@ def main():
 
 
 def _train(out: Path, args: list[str], overrides: dict) -> None:
-    """``marl train`` into ``out`` unless it finished; resume it if it stopped."""
-    if out.exists() and ckpt.steps(out):
-        cfg = ckpt.load_config(out)
-        if ckpt.steps(out)[-1] >= cfg.num_updates:
-            return
+    """``marl train`` into ``out`` unless it finished; resume it (with its own config) if it stopped. The
+    rule is ``marl/runs/lock.py``'s ``folder_state``."""
+    state = folder_state(out)
+    if state == "done":
+        return
+    if state == "resume":
         cmd = ["--resume", str(out)]
     else:
-        if out.exists():  # a config and no checkpoint: start over
-            import shutil
-            shutil.rmtree(out)
+        clear_unstarted(out)  # a config and no checkpoint: start over
         cmd = args + ["--out", str(out)] + [f"{k}={v}" for k, v in overrides.items()]
     full = [sys.executable, "-m", "cli.main", "train", "--quiet"] + cmd
     print("$", " ".join(full[2:]), flush=True)
@@ -109,9 +110,9 @@ def train_pair(recipe: dict, root: Path, n: int) -> tuple[Path, Path]:
 
 def search_size(recipe: dict, p_run: Path, l_run: Path, n: int) -> dict:
     """Every row of one team size on the same instances and keys, the named comparisons, the gains."""
-    team, l_info = ckpt.load_team(str(l_run))
-    p_team, p_info = ckpt.load_team(str(p_run))
-    cfg = ckpt.load_config(l_run)
+    l_loaded, p_loaded = load_team(str(l_run)), load_team(str(p_run))
+    team, l_info, p_team, p_info = l_loaded.team, l_loaded.source, p_loaded.team, p_loaded.source
+    cfg = load_config(l_run)
     env = cfg.make_env()
     print(f"N={n}: P {p_info['env_steps']} env steps, L {l_info['env_steps']} env steps", flush=True)
     t0 = time.time()

@@ -35,7 +35,7 @@ def render(cfg) -> str:
 
 
 def _cmd_show(args) -> int:
-    from cli.main import build_config
+    from cli.args import build_config
 
     for name in ("no_share", "seeds", "seed", "total_steps", "latent_dim", "latents"):
         setattr(args, name, getattr(args, name, None))

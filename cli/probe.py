@@ -2,36 +2,31 @@
 
 from __future__ import annotations
 
+from probes import defaults
+
 
 def _cmd_barrier(args) -> int:
-    from marl.runs.resources import check_out_dir
-    from probes.interpolate import parse_alphas
+    from probes import api
 
-    check_out_dir(args.out)
-    from probes.pipeline import probe_barrier
-
-    grid = parse_alphas(args.alphas)
-    probe_barrier(args.run_a, args.run_b, args.out, grid, args.episodes, args.align, not args.sample,
-                  args.boot, args.eval_seed, team_batch=args.team_batch)
+    api.barrier(args.run_a, args.run_b, args.out, alphas=args.alphas, episodes=args.episodes, align=args.align,
+                greedy=not args.sample, boot=args.boot, eval_seed=args.eval_seed, team_batch=args.team_batch,
+                quiet=False)
     return 0
 
 
 def _cmd_teams(args) -> int:
-    from marl.runs.resources import check_out_dir
-    from probes.pipeline import probe_teams
+    from probes import api
 
-    check_out_dir(args.out)
-    probe_teams(args.run_a, args.run_b, args.out, args.episodes, not args.sample, args.boot, args.eval_seed,
-                team_batch=args.team_batch, seat_ids=args.seat_ids, max_perms=args.max_perms)
+    api.teams(args.run_a, args.run_b, args.out, episodes=args.episodes, greedy=not args.sample, boot=args.boot,
+              eval_seed=args.eval_seed, team_batch=args.team_batch, seat_ids=args.seat_ids, max_perms=args.max_perms,
+              quiet=False)
     return 0
 
 
 def _cmd_weights(args) -> int:
-    from marl.runs.resources import check_out_dir
-    from probes.pipeline import probe_weights
+    from probes import api
 
-    check_out_dir(args.out)
-    probe_weights(args.run_a, args.run_b, args.out, args.reference)
+    api.weights(args.run_a, args.run_b, args.out, reference=args.reference, quiet=False)
     return 0
 
 
@@ -43,19 +38,19 @@ def add_parser(subparsers) -> None:
     def common(q, episodes=True):
         q.add_argument("--out", required=True, help="output folder (JSON, CSV, figures)")
         if episodes:
-            q.add_argument("--episodes", type=int, default=256, help="episodes per team (same keys for every team)")
+            q.add_argument("--episodes", type=int, default=defaults.EPISODES, help="episodes per team (same keys for every team)")
             g = q.add_mutually_exclusive_group()
             g.add_argument("--greedy", action="store_true", default=True, help="greedy actions (default)")
             g.add_argument("--sample", action="store_true", help="sample actions from the policy")
-            q.add_argument("--boot", type=int, default=2000, help="bootstrap resamples")
-            q.add_argument("--eval-seed", type=int, default=12345, help="episode key (common to all teams)")
-            q.add_argument("--team-batch", type=int, default=0, metavar="K",
+            q.add_argument("--boot", type=int, default=defaults.BOOT, help="bootstrap resamples")
+            q.add_argument("--eval-seed", type=int, default=defaults.EVAL_SEED, help="episode key (common to all teams)")
+            q.add_argument("--team-batch", type=int, default=defaults.TEAM_BATCH, metavar="K",
                            help="evaluate K teams at a time inside the program to bound memory (0: all at once)")
 
     b = sub.add_parser("barrier", help="return along theta(alpha) = (1-alpha) A + alpha B, and the barrier")
     b.add_argument("run_a", metavar="RUN_A", help=ref)
     b.add_argument("run_b", metavar="RUN_B", help=ref)
-    b.add_argument("--alphas", default="21", help="odd number of alphas in [0, 1] (default 21) or a comma list "
+    b.add_argument("--alphas", default=str(defaults.ALPHAS), help="odd number of alphas in [0, 1] (default 21) or a comma list "
                                                     "holding 0, 0.5 and 1")
     b.add_argument("--align", action="store_true", help="also the barrier after permutation alignment of B to A")
     common(b)
@@ -66,7 +61,7 @@ def add_parser(subparsers) -> None:
     t.add_argument("run_b", metavar="RUN_B", help=ref)
     t.add_argument("--seat-ids", action="store_true",
                    help="feed each seat its own agent id instead of the moved actor's trained id (shared actors only)")
-    t.add_argument("--max-perms", type=int, default=720, help="role-swap permutations (all when N! is smaller)")
+    t.add_argument("--max-perms", type=int, default=defaults.MAX_PERMS, help="role-swap permutations (all when N! is smaller)")
     common(t)
     t.set_defaults(func=_cmd_teams)
 

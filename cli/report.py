@@ -4,10 +4,11 @@ from __future__ import annotations
 
 
 def _cmd_report(args) -> int:
-    from marl.analysis.report import write_report
+    from marl import api
 
     keys = [k.strip() for k in args.group_by.split(",") if k.strip()] if args.group_by else None
-    write_report(args.paths, args.out, keys, args.metric, args.source, args.boot, args.marl_eval_json, args.seed)
+    api.report(args.paths, args.out, group_by=keys, metric=args.metric, source=args.source, num_boot=args.boot,
+               marl_eval_json=args.marl_eval_json, seed=args.seed, echo=print)
     return 0
 
 

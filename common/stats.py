@@ -10,7 +10,6 @@ remove its upward bias: the barrier's calibrated estimator is in ``probes/estima
 from __future__ import annotations
 
 import numpy as np
-from scipy import stats as sps
 
 DEFAULT_BOOT = 2000
 
@@ -61,6 +60,8 @@ def iqm(x, axis: int | None = None):
     """Interquartile mean: the 25%-trimmed mean of all values (rliable's ``aggregate_iqm``; rliable 1.2.0 itself
     installs with our pins but fails at import: arch 7.2 against our pandas, so its definitions are used here).
     ``axis``: the IQM along that axis (an array); None: of all values (a float)."""
+    from scipy import stats as sps  # here: importing this module (the CLI's defaults do) stays cheap
+
     x = np.asarray(x, np.float64)
     if axis is not None:
         return sps.trim_mean(x, 0.25, axis=axis)

@@ -10,8 +10,9 @@ alpha = 0.5 or off-centre. Depths are in units of the standard error of one poin
 
 For each scenario, ``run_scenario`` draws many studies and reports, for each estimator, how often its
 95% CI covers the true value (the max of the true gap curve; the true gap at 0.5 for the midpoint),
-how often it detects a barrier (CI above 0), and its mean (bias). ``python -m probes.calibration``
-writes the table (bench/results/barrier_calibration.{md,json}).
+how often it detects a barrier (CI above 0), and its mean (bias). ``python -m probes.calibration
+--out DIR/NAME`` writes the table (NAME.md, NAME.json); ``python bench/barrier_calibration.py`` writes the
+recorded one (bench/results/barrier_calibration.{md,json}).
 """
 
 from __future__ import annotations
@@ -129,12 +130,15 @@ def markdown(rows: list[dict], seconds: float) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(argv=None) -> int:
+def main(argv=None, default_out: str | Path | None = None) -> int:
+    """``python -m probes.calibration --out DIR/NAME``; ``default_out`` makes ``--out`` optional (for the
+    bench script, bench/barrier_calibration.py: a library module writes nowhere by default)."""
     ap = argparse.ArgumentParser(description="calibrate the barrier estimators on simulated studies")
     ap.add_argument("--studies", type=int, default=500)
     ap.add_argument("--boot", type=int, default=400)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", default="bench/results/barrier_calibration", help="writes OUT.md and OUT.json")
+    ap.add_argument("--out", required=default_out is None, default=default_out and str(default_out),
+                    help="writes OUT.md and OUT.json" + (f" (default: {default_out})" if default_out else ""))
     args = ap.parse_args(argv)
     t = time.time()
     rows = []

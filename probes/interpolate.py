@@ -17,8 +17,6 @@ from common.errors import UserError
 from marl.core.evaluation import EvalResult, evaluate
 from marl.core.team import Team, check_compatible
 
-DEFAULT_ALPHAS = 21
-
 
 def alpha_grid(alphas) -> np.ndarray:
     """An odd int K >= 3 -> linspace(0, 1, K); a sequence -> its sorted unique values, which must hold 0,
@@ -96,28 +94,12 @@ def _batch_eval(env: Env, template: Team, num_episodes: int, greedy: bool, mode:
         if mode == "rows":
             def fn(source, idx, ids, k):  # rows source[idx] [M, N, ...], fed ids [M, N]
                 return _over_teams(one, (jax.tree.map(lambda x: x[idx], source), ids), k, team_batch)
-        elif mode == "lerp":
+        else:  # "lerp"
             def fn(params_a, params_b, ids, alphas, k):  # the K interpolated teams are built in the program
                 lerp = interpolate(params_a, params_b, alphas)
                 return _over_teams(one, (lerp, jnp.broadcast_to(ids, (len(alphas),) + ids.shape)), k, team_batch)
-        else:
-            def fn(params, ids, k):  # params [M, N, ...], ids [M, N]
-                return _over_teams(one, (params, ids), k, team_batch)
         _CACHE[key] = (jax.jit(fn), env)  # keep env alive so its id is not reused
     return _CACHE[key][0]
-
-
-def evaluate_stack(env: Env, template: Team, params, key: jax.Array, num_episodes: int,
-                   greedy: bool = True, team_batch: int = 0, ids=None) -> EvalResult:
-    """Evaluate M teams params [M, N, ...] on the same ``num_episodes`` episodes (one program).
-
-    Returns EvalResult with fields [M, E]. ``template`` supplies spec and network; ``ids`` [M, N] the
-    agent id each row is fed (default: the template's ids for every team). ``team_batch``: teams vmapped
-    side by side (0: all); results do not depend on it.
-    """
-    m = jax.tree.leaves(params)[0].shape[0]
-    ids = jnp.broadcast_to(template.seat_ids, (m, template.num_agents)) if ids is None else jnp.asarray(ids, jnp.int32)
-    return _batch_eval(env, template, num_episodes, greedy, "stack", team_batch)(params, ids, key)
 
 
 def evaluate_rows(env: Env, template: Team, source, idx, key: jax.Array, num_episodes: int,

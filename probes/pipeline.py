@@ -1,7 +1,8 @@
 """The probe commands as functions: load checkpoints, run the probe, write JSON, CSV and figures.
 
-``probe_barrier``, ``probe_teams`` and ``probe_weights`` are what ``marl probe ...`` calls; the
-end-to-end study (sweeps/connectivity.py) calls them too. Each returns its report dict.
+``probe_barrier``, ``probe_teams`` and ``probe_weights`` are what ``probes.api`` (so ``marl probe ...``)
+calls; a sweep's probe stage (``sweeps/runner.py``, e.g. ``marl sweep sweeps/connectivity.toml``) calls
+the first two. Each returns its report dict.
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ import numpy as np
 
 from common.errors import UserError
 from marl.core.team import check_compatible
-from probes import plots
-from common import stats
+import probes.defaults as defaults
+import probes.plots as plots
 from probes.align import align_team
 from probes.barrier import barrier_probe
 from probes.interpolate import alpha_grid
@@ -51,19 +52,19 @@ def _check_counts(episodes: int, team_batch: int = 0) -> None:
 
 
 def _load_pair(ref_a: str, ref_b: str):
-    team_a, env, src_a = load(ref_a)
-    team_b, _, src_b = load(ref_b)
-    check_compatible(team_a, team_b, f"teams {ref_a} and {ref_b}")
-    return team_a, team_b, env, src_a, src_b
+    a, b = load(ref_a), load(ref_b)
+    check_compatible(a.team, b.team, f"teams {ref_a} and {ref_b}")
+    return a.team, b.team, a.env, a.source, b.source
 
 
 def _fmt_ci(v, ci) -> str:
     return f"{v:8.3f} [{ci[0]:.3f}, {ci[1]:.3f}]"
 
 
-def probe_barrier(ref_a: str, ref_b: str, out: str | Path, alphas=21, episodes: int = 256, align: bool = False,
-                  greedy: bool = True, num_boot: int = stats.DEFAULT_BOOT, eval_seed: int = 12345,
-                  quiet: bool = False, command: str | None = None, team_batch: int = 0) -> dict:
+def probe_barrier(ref_a: str, ref_b: str, out: str | Path, alphas=defaults.ALPHAS, episodes: int = defaults.EPISODES,
+                  align: bool = False, greedy: bool = True, num_boot: int = defaults.BOOT,
+                  eval_seed: int = defaults.EVAL_SEED, quiet: bool = False, command: str | None = None,
+                  team_batch: int = defaults.TEAM_BATCH) -> dict:
     """Barrier between two checkpoints (and between A and permutation-aligned B with ``align``)."""
     grid = alpha_grid(alphas) if not isinstance(alphas, np.ndarray) else alphas
     _check_counts(episodes, team_batch)
@@ -120,9 +121,10 @@ def probe_barrier(ref_a: str, ref_b: str, out: str | Path, alphas=21, episodes: 
     return report
 
 
-def probe_teams(ref_a: str, ref_b: str, out: str | Path, episodes: int = 256, greedy: bool = True,
-                num_boot: int = stats.DEFAULT_BOOT, eval_seed: int = 12345, quiet: bool = False,
-                command: str | None = None, team_batch: int = 0, seat_ids: bool = False, max_perms: int = 720) -> dict:
+def probe_teams(ref_a: str, ref_b: str, out: str | Path, episodes: int = defaults.EPISODES, greedy: bool = True,
+                num_boot: int = defaults.BOOT, eval_seed: int = defaults.EVAL_SEED, quiet: bool = False,
+                command: str | None = None, team_batch: int = defaults.TEAM_BATCH, seat_ids: bool = False,
+                max_perms: int = defaults.MAX_PERMS) -> dict:
     """Mixed teams, hot-swap, clone-all and role-swap between two checkpoints (ids move with the rows
     unless ``seat_ids``), each with its paired difference to the probe's base team."""
     _check_counts(episodes, team_batch)
@@ -184,13 +186,16 @@ def probe_teams(ref_a: str, ref_b: str, out: str | Path, episodes: int = 256, gr
 def probe_weights(ref_a: str, ref_b: str | None, out: str | Path, reference: str | None = None,
                   quiet: bool = False, command: str | None = None) -> dict:
     """Per-layer distances and cosines within and across teams, and of displacements from a reference."""
-    team_a, _, src_a = load(ref_a)
+    a = load(ref_a)
+    team_a, src_a = a.team, a.source
     team_b = src_b = team_r = src_r = None
     if ref_b:
-        team_b, _, src_b = load(ref_b)
+        b = load(ref_b)
+        team_b, src_b = b.team, b.source
         check_compatible(team_a, team_b, f"teams {ref_a} and {ref_b}")
     if reference:
-        team_r, _, src_r = load(reference)
+        r = load(reference)
+        team_r, src_r = r.team, r.source
         check_compatible(team_a, team_r, f"team {ref_a} and reference {reference}")
     rep = weight_report(team_a, team_b, team_r)
     report = {"probe": "weights", "command": command or _command(), "a": src_a, "b": src_b, "reference": src_r,

@@ -1,6 +1,6 @@
 """Executors of a sweep's train graph: ``local`` (subprocesses, at most K at a time) and ``ray``.
 
-A ``Task`` is one run: the command that trains it (``marl train ... --resume-if-exists``, which holds
+A ``Task`` is one run: the command that trains it (``python -m marl.worker``, which holds
 the run folder's lock while it trains and skips a done run), the tasks it starts from, its folder and
 its number of updates (for the status table). Both executors start a task only after its sources
 finished, and return the failed ones ({name: one-line reason}); a task whose source failed fails too.
@@ -30,6 +30,7 @@ from pathlib import Path
 
 from common.errors import UserError
 from marl.runs.lock import is_stale, read_lock
+from marl.runs.metrics_log import count_rows
 
 # subprocess's fork+exec happens in C, with no Python between them; JAX's warning about fork does not apply
 warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called", category=RuntimeWarning)
@@ -46,12 +47,7 @@ class Task:
 
 def fraction_done(task: Task) -> float:
     """Updates logged in the run's metrics.jsonl over its num_updates."""
-    try:
-        with (task.out / "metrics.jsonl").open("rb") as f:
-            lines = sum(1 for ln in f if ln.strip())
-    except FileNotFoundError:
-        return 0.0
-    return min(lines / max(task.num_updates, 1), 1.0)
+    return min(count_rows(task.out) / max(task.num_updates, 1), 1.0)
 
 
 def _child(cmd: list) -> list:
@@ -192,7 +188,7 @@ def check_ray(address: str | None) -> None:
 
 
 def _run_task(name: str, cmd: list, cwd: str, *deps) -> str:
-    """A Ray task: the run's ``marl train`` command in a subprocess of the worker (its Python, its GPUs)."""
+    """A Ray task: the run's worker command in a subprocess of the worker (its Python, its GPUs)."""
     proc = subprocess.run(_child([sys.executable, *cmd[1:]]), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                           text=True, cwd=cwd if os.path.isdir(cwd) else None)
     if proc.returncode != 0:

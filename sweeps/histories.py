@@ -85,10 +85,10 @@ def _inherit_from_source(init_from: str, base: TrainConfig) -> dict:
     value that was set and differs from S's is an error."""
     import dataclasses
 
-    from marl.runs import checkpoint as ckpt
+    from marl.runs.layout import load_config, parse_ref
 
-    ref = ckpt.parse_ref(init_from)
-    src = ckpt.load_config(ref.run)
+    ref = parse_ref(init_from)
+    src = load_config(ref.run)
     if not src.share_actor:
         raise UserError(f"--init-from {init_from}: S must be a shared-actor run (history shared), "
                         f"but {ref.run} has separate actors")

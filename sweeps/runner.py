@@ -31,11 +31,11 @@ from pathlib import Path
 from common.errors import UserError
 from marl.core.config import TrainConfig, flatten, split_override
 from marl.runs.lock import folder_state
+import probes.defaults as probe_defaults
 from sweeps.histories import HISTORIES, SOURCE, get_history, history_config
 from sweeps.schema import INIT_FROM, load_sweep, resources, variant_order  # noqa: F401  (load_sweep: the runner's API)
 
-PROBE_DEFAULTS = dict(alphas=21, episodes=256, boot=2000, eval_seed=12345, align=False, teams=False,
-                      team_episodes=0, max_perms=720, team_batch=0)
+PROBE_DEFAULTS = probe_defaults.SWEEP
 
 
 @dataclasses.dataclass(frozen=True)
@@ -266,7 +266,7 @@ def describe(run: PlannedRun) -> str:
 
 
 def train_command(run: PlannedRun, python: str | None = None) -> list[str]:
-    """The one command that trains, resumes or skips a run (``marl train --resume-if-exists``); its
+    """The one command that trains, resumes or skips a run (``python -m marl.worker``); its
     config file is written beside the run folder. Paths are absolute, for workers with another cwd."""
     out = run.out.resolve()
     cfg_file = out.parent / f".{out.name}.config.toml"
@@ -275,18 +275,17 @@ def train_command(run: PlannedRun, python: str | None = None) -> list[str]:
         run.config.to_toml(cfg_file)  # atomic: a concurrent driver never reads half a file
     except OSError as e:  # a read-only filesystem (where the permission check above cannot tell)
         raise UserError(f"sweep output {out.parent} is not writable ({e.strerror}); pick another --out") from None
-    cmd = [python or sys.executable, "-m", "cli.main", "train", "--config", str(cfg_file), "--out", str(out),
-           "--resume-if-exists", "--quiet"]
+    cmd = [python or sys.executable, "-m", "marl.worker", "--config", str(cfg_file), "--out", str(out)]
     if run.init_from:
         cmd += ["--init-from", str(Path(run.init_from).resolve())]
     return cmd
 
 
 def _probe_settings(job: ProbeJob) -> dict:
-    from marl.runs import checkpoint as ckpt
+    from marl.runs.layout import steps
 
     return {"a": str(job.a.out.resolve()), "b": str(job.b.out.resolve()), "seed_a": job.seed_a, "seed_b": job.seed_b,
-            "step_a": ckpt.steps(job.a.out)[-1], "step_b": ckpt.steps(job.b.out)[-1], **job.settings}
+            "step_a": steps(job.a.out)[-1], "step_b": steps(job.b.out)[-1], **job.settings}
 
 
 def run_probe(job: ProbeJob, echo=print) -> Path:

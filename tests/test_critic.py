@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from common.errors import UserError
-from marl.runs import checkpoint as ckpt
+from marl.runs import checkpoint as ckpt, layout
+from marl.runs.loader import load_state, load_team
 from cli.main import main
 from marl.core.config import NetworkConfig
 from marl.core.networks import init_critic, make_critic
@@ -166,11 +167,11 @@ FORMAT1_RUN = Path(__file__).resolve().parent / "data" / "format1_run"  # writte
 
 
 def test_checkpoint_records_its_format_and_refuses_to_resume_the_old_one(tiny_run, tmp_path, capsys):
-    step = ckpt.steps(tiny_run)[-1]
+    step = layout.steps(tiny_run)[-1]
     assert ckpt.read_meta(tiny_run, step)["format_version"] == ckpt.FORMAT_VERSION == 2
     assert "format_version" not in ckpt.read_meta(FORMAT1_RUN, 1)
     with pytest.raises(UserError, match=r"checkpoint format 1, this suite reads format 2 \(its critic reads a per-agent"):
-        ckpt.load_state(str(FORMAT1_RUN))
+        load_state(str(FORMAT1_RUN))
     assert main(["train", "--init-from", str(FORMAT1_RUN), "--env", "mpe:simple_spread", "--quiet",
                  "--out", str(tmp_path / "warm"), "network.hidden=8", "network.critic_hidden=8",
                  "network.recurrent=false"]) == 2
@@ -180,7 +181,8 @@ def test_checkpoint_records_its_format_and_refuses_to_resume_the_old_one(tiny_ru
 
 def test_old_format_teams_still_load_for_acting(tiny_run, tmp_path, capsys):
     """The actor did not change: a format-1 checkpoint's team loads (probes, search, eval)."""
-    team, source = ckpt.load_team(str(FORMAT1_RUN))
+    loaded = load_team(str(FORMAT1_RUN))
+    team, source = loaded.team, loaded.source
     assert team.spec.name == "mpe:simple_spread" and source["step"] == 1 and team.shared
     assert jax.tree.leaves(team.params)[0].shape[0] == 3
     # --json: the per-episode npz goes beside it, not into the repository's data folder
@@ -189,11 +191,10 @@ def test_old_format_teams_still_load_for_acting(tiny_run, tmp_path, capsys):
     # the actor-only path reads the same actor as the full restore (a new run with its version removed)
     old = tmp_path / "old"
     shutil.copytree(tiny_run, old)
-    step = ckpt.steps(old)[-1]
-    meta_file = old / ckpt.CKPT_DIR / str(step) / "meta" / "metadata"
+    step = layout.steps(old)[-1]
+    meta_file = old / layout.CKPT_DIR / str(step) / "meta" / "metadata"
     meta = json.loads(meta_file.read_text())
     del meta["format_version"], meta["digest"]  # as written before digests (an unverified checkpoint)
     meta_file.write_text(json.dumps(meta))
-    a, _ = ckpt.load_team(f"{tiny_run}#1")
-    b, _ = ckpt.load_team(f"{old}#1")
+    a, b = load_team(f"{tiny_run}#1").team, load_team(f"{old}#1").team
     jax.tree.map(np.testing.assert_array_equal, a.params, b.params)

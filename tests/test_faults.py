@@ -16,7 +16,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import jax
@@ -26,17 +25,22 @@ import pytest
 
 from common.errors import UserError
 from marl.runs import checkpoint as ckpt
-from cli.main import _resume_config, main, make_parser, parse_args
-from marl.runs.lock import LOG_FILE
-from marl.runs.loop import TIMING_KEYS, train_run
+from cli.args import config_flags
+from cli.main import main, make_parser, parse_args
+from marl.api import resume_config
+from marl.runs.lock import DONE_FILE, LOG_FILE
+from marl.runs import layout, metrics_log
+from marl.runs.loader import load_state
+from marl.runs.loop import train_run
+from marl.runs.metrics_log import TIMING_KEYS
 from marl.core.trainer import NONFINITE, Trainer, seed_keys
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def _leaves(run, step=None):
-    ref = ckpt.parse_ref(f"{run}/{ckpt.CKPT_DIR}/{step}" if step else str(run))
-    return [np.asarray(x) for x in jax.tree.leaves(ckpt.load_state(ref)[1])]
+    ref = layout.parse_ref(f"{run}/{layout.CKPT_DIR}/{step}" if step else str(run))
+    return [np.asarray(x) for x in jax.tree.leaves(load_state(ref).state)]
 
 
 def _same_state(a, b, step=None):
@@ -45,7 +49,7 @@ def _same_state(a, b, step=None):
 
 
 def _metrics(run):
-    return [{k: v for k, v in d.items() if k not in TIMING_KEYS} for d in ckpt.metric_rows(run / ckpt.METRICS_FILE)]
+    return [{k: v for k, v in d.items() if k not in TIMING_KEYS} for d in metrics_log.metric_rows(run / layout.METRICS_FILE)]
 
 
 def _snapshot(folder: Path) -> dict:
@@ -76,62 +80,118 @@ def _one_error_line(capsys, *argv) -> str:
 def _pending_write(ckpts: Path) -> bool:
     """A checkpoint is being written: a step folder that is not complete yet (orbax's tmp folder)."""
     try:
-        return any(not ckpt._complete(p) for p in ckpts.iterdir())
+        return any(not layout.complete(p) for p in ckpts.iterdir())
     except FileNotFoundError:
         return False
 
 
+# A `marl train` that signals itself at a chosen point: ``python -c _STOPPING_MARL HOW:N train ...``.
+# A signal sent from outside on a polled condition can miss its window (the write is over, the run has
+# finished), and a missed window would pass as an unbroken run; here each signal lands where it is meant
+# to, every time. HOW: kill-at-write (SIGKILL as the N-th checkpoint's files start: orbax's temporary
+# folder made, nothing in it), kill-at-commit (SIGKILL with the N-th checkpoint's files written to the
+# temporary folder, before the rename that commits it), kill-random (SIGKILL a random 0-0.3 s after the
+# first checkpoint, seed N; the run waits at its done marker so the kill always comes first),
+# term-before-save (SIGTERM as the N-th checkpoint is about to be saved).
+_STOPPING_MARL = r"""
+import os, random, runpy, signal, sys, threading, time
+import orbax.checkpoint as ocp
+import marl.runs.checkpoint as ckpt
+import marl.runs.lock as lock
+
+kind, nth = sys.argv.pop(1).split(":")
+nth, calls = int(nth), {}
+
+
+def die(sig=signal.SIGKILL):
+    os.kill(os.getpid(), sig)
+
+
+def before(owner, name, action):
+    real = getattr(owner, name)
+
+    def hooked(*a, **k):
+        calls[name] = calls.get(name, 0) + 1
+        if calls[name] == nth:
+            action()
+        return real(*a, **k)
+
+    setattr(owner, name, hooked)
+
+
+if kind == "kill-at-write":
+    before(ocp.CompositeCheckpointHandler, "save", die)
+elif kind == "kill-at-commit":
+    before(ocp.CompositeCheckpointHandler, "finalize", die)
+elif kind == "term-before-save":
+    before(ckpt, "save", lambda: die(signal.SIGTERM))
+elif kind == "kill-random":
+    real_save = ckpt.save
+
+    def save(*a, **k):
+        real_save(*a, **k)
+        if "timer" not in calls:
+            calls["timer"] = threading.Timer(random.Random(nth).uniform(0, 0.3), die)
+            calls["timer"].start()
+
+    ckpt.save = save
+    lock.RunLock.done = lambda self, *a, **k: time.sleep(600)
+else:
+    raise SystemExit(f"unknown stop {kind!r}")
+sys.argv[0] = "marl"
+runpy.run_module("cli.main", run_name="__main__")
+"""
+
+
+@pytest.mark.slow
 def test_kills_resume_bit_for_bit(tiny_run, tiny_cfg, tmp_path):
     """SIGKILL during the first and the last checkpoint write and at a random time after the first,
-    and SIGTERM before any checkpoint, all in parallel; every run then resumes (the original command
-    also works on a folder with no checkpoint) to the unbroken run's exact state and metrics."""
+    and SIGTERM before any checkpoint, all in parallel; every signal lands (exit -9, or a clear line and
+    exit 2 for SIGTERM; no done marker; the expected checkpoints and an unfinished write), and every run
+    then resumes (the original command also works on a folder with no checkpoint) to the unbroken run's
+    exact state and metrics."""
     cfg_file = tmp_path / "tiny.toml"
     tiny_cfg.with_overrides({"num_seeds": 2}).to_toml(cfg_file)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    trials = {"kill-in-first-write": (signal.SIGKILL, lambda d: _pending_write(d)),
-              "kill-in-last-write": (signal.SIGKILL, lambda d: (d / "2").is_dir() and _pending_write(d)),
-              "kill-random": (signal.SIGKILL, None),
-              "term-before-checkpoint": (signal.SIGTERM, lambda d: (d.parent / ckpt.CONFIG_FILE).exists())}
-    procs = {}
-    for name in trials:
-        procs[name] = subprocess.Popen([sys.executable, "-m", "cli.main", "train", "--config", str(cfg_file),
-                                        "--out", str(tmp_path / name), "--quiet"], env=env, cwd=tmp_path,
-                                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    rng = random.Random(15)
-    delay = {}
-    t_end = time.time() + 240
-    while any(p.poll() is None for p in procs.values()) and time.time() < t_end:
-        for name, p in procs.items():
-            if p.poll() is not None or p.returncode is not None:
-                continue
-            sig, when = trials[name]
-            d = tmp_path / name / ckpt.CKPT_DIR
-            if when is None:  # a random moment after the first checkpoint exists
-                if ckpt.steps(d.parent) and name not in delay:
-                    delay[name] = time.time() + rng.uniform(0, 0.3)
-                hit = name in delay and time.time() >= delay[name]
-            else:
-                hit = when(d)
-            if hit:
-                p.send_signal(sig)
-                p.wait()
-        time.sleep(0.002)
-    for p in procs.values():
-        p.kill() if p.poll() is None else None
-    term = procs["term-before-checkpoint"]
-    if term.returncode == 2:  # the SIGTERM arrived once `marl` ran: a clear line (how to resume, in training)
-        err = term.stderr.read().strip().splitlines()
-        assert err[-1].startswith("marl: error: interrupted") and ("starts over" in err[-1] or err[-1].endswith("interrupted"))
+    # name: (how it stops, exit code, complete steps left, an unfinished write left)
+    trials = {"kill-in-first-write": ("kill-at-commit:1", -signal.SIGKILL, [], True),
+              "kill-in-last-write": ("kill-at-write:2", -signal.SIGKILL, [2], True),
+              "kill-random": ("kill-random:15", -signal.SIGKILL, None, None),
+              "term-before-checkpoint": ("term-before-save:1", 2, [], False)}
+    procs = {name: subprocess.Popen([sys.executable, "-c", _STOPPING_MARL, how, "train", "--config", str(cfg_file),
+                                     "--out", str(tmp_path / name), "--quiet"], env=env, cwd=tmp_path,
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+             for name, (how, *_) in trials.items()}
+    for name, p in procs.items():
+        try:
+            _, err = p.communicate(timeout=300)
+        except subprocess.TimeoutExpired:
+            for q in procs.values():
+                q.kill()
+            pytest.fail(f"{name}: `marl train` still running after 300 s")
+        how, code, left, unfinished = trials[name]
+        run = tmp_path / name
+        assert p.returncode == code, (name, p.returncode, err[-3000:])  # the signal landed
+        assert (run / layout.CONFIG_FILE).exists() and not (run / DONE_FILE).exists(), name
+        if left is not None:
+            assert layout.steps(run) == left, (name, layout.steps(run))
+        else:
+            assert layout.steps(run)[:1] == [2], (name, layout.steps(run))  # killed after the first checkpoint
+        if unfinished is not None:
+            assert _pending_write(run / layout.CKPT_DIR) == unfinished, (name, sorted(os.listdir(run / layout.CKPT_DIR)))
+        if code == 2:  # SIGTERM in training: one clear line, how to resume
+            last = err.strip().splitlines()[-1]
+            assert last.startswith("marl: error: interrupted") and "starts over" in last, err[-2000:]
     for name in trials:
         run = tmp_path / name
-        if name == "term-before-checkpoint" and not ckpt.steps(run):
+        if name == "term-before-checkpoint":
             train_run(tiny_cfg.with_overrides({"num_seeds": 2}), run, progress=False)  # the original command again
         else:
-            train_run(ckpt.load_config(run), run, resume=True, progress=False)
-        assert ckpt.steps(run) == [2, 4], name
+            train_run(layout.load_config(run), run, resume=True, progress=False)
+        assert layout.steps(run) == [2, 4], name
         _same_state(run, tiny_run)
         assert _metrics(run) == _metrics(tiny_run), name
-        assert not any(not ckpt._complete(p) for p in (run / ckpt.CKPT_DIR).iterdir()), name  # tmp folders gone
+        assert not any(not layout.complete(p) for p in (run / layout.CKPT_DIR).iterdir()), name  # tmp folders gone
 
 
 # -- damaged checkpoints --------------------------------------------------------------------------
@@ -147,16 +207,16 @@ def test_bit_flips_and_truncation_are_detected(tiny_run, tmp_path, capsys):
     """Every flipped bit in the latest step's state files either fails to load with one line naming
     the step or changes nothing that is read (the loaded arrays equal the saved ones); truncation and
     a 4 KB garble fail; the metadata has its own digest."""
-    saved = ckpt.digest(ckpt.load_state(str(tiny_run))[1])
+    saved = ckpt.digest(load_state(str(tiny_run)).state)
     rng = random.Random(0)
     outcomes = []
     for t in range(12):
         run = tmp_path / f"flip{t}"
         shutil.copytree(tiny_run, run)
-        files = [f for f in (run / ckpt.CKPT_DIR / "4" / "state").rglob("*") if f.is_file()]
+        files = [f for f in (run / layout.CKPT_DIR / "4" / "state").rglob("*") if f.is_file()]
         _flip(rng.choices(files, [f.stat().st_size for f in files])[0], rng)
         try:
-            state = ckpt.load_state(str(run))[1]
+            state = load_state(str(run)).state
             assert ckpt.digest(state) == saved  # the flip hit bytes that are never read
             outcomes.append("unchanged")
         except UserError as e:
@@ -165,13 +225,13 @@ def test_bit_flips_and_truncation_are_detected(tiny_run, tmp_path, capsys):
     assert outcomes.count("detected") >= 4, outcomes
     run = tmp_path / "trunc"
     shutil.copytree(tiny_run, run)
-    big = max((f for f in (run / ckpt.CKPT_DIR / "4" / "state").rglob("*") if f.is_file()), key=lambda f: f.stat().st_size)
+    big = max((f for f in (run / layout.CKPT_DIR / "4" / "state").rglob("*") if f.is_file()), key=lambda f: f.stat().st_size)
     big.write_bytes(big.read_bytes()[: big.stat().st_size // 2])
     assert "checkpoints/4 is unreadable or corrupted" in _one_error_line(capsys, "eval", run)
     original = (tiny_run / big.relative_to(run)).read_bytes()  # a 4 KB garble in the middle instead
     big.write_bytes(original[: len(original) // 2] + os.urandom(4096) + original[len(original) // 2 + 4096:])
     assert "checkpoints/4" in _one_error_line(capsys, "eval", run)
-    meta = run / ckpt.CKPT_DIR / "2" / "meta" / "metadata"
+    meta = run / layout.CKPT_DIR / "2" / "meta" / "metadata"
     meta.write_text(meta.read_text().replace('"lr": 0.002', '"lr": 0.003'))
     assert "checkpoints/2 fails its integrity check (its metadata" in _one_error_line(capsys, "eval", f"{run}/checkpoints/2")
 
@@ -182,7 +242,7 @@ def test_resume_past_damage_and_from_a_named_step(tiny_run, tmp_path, capsys):
     A step folder without meta is absent (it does not block the save); a torn metrics line is repaired."""
     run = tmp_path / "damaged"
     shutil.copytree(tiny_run, run)
-    data = max((f for f in (run / ckpt.CKPT_DIR / "4" / "state").rglob("*") if f.is_file()), key=lambda f: f.stat().st_size)
+    data = max((f for f in (run / layout.CKPT_DIR / "4" / "state").rglob("*") if f.is_file()), key=lambda f: f.stat().st_size)
     b = bytearray(data.read_bytes())
     b[len(b) // 3] ^= 0x10
     data.write_bytes(bytes(b))
@@ -191,21 +251,21 @@ def test_resume_past_damage_and_from_a_named_step(tiny_run, tmp_path, capsys):
     assert "checkpoints/4" in line and "the newest step that verifies is 2" in line and "--fallback" in line
     assert _snapshot(run) == before  # nothing moved or rewritten by the refusal
     assert main(["train", "--resume", str(run), "--fallback", "--quiet"]) == 0
-    assert ckpt.steps(run) == [2, 4] and (run / ckpt.DISCARDED_DIR / "4").is_dir()
+    assert layout.steps(run) == [2, 4] and (run / layout.DISCARDED_DIR / "4").is_dir()
     _same_state(run, tiny_run)
     # a named step; the later one is moved aside (a second time: a new name), metrics cut to step 2
     assert main(["train", "--resume", f"{run}/checkpoints/2", "--quiet"]) == 0
-    assert sorted(p.name for p in (run / ckpt.DISCARDED_DIR).iterdir()) == ["4", "4.1"]
+    assert sorted(p.name for p in (run / layout.DISCARDED_DIR).iterdir()) == ["4", "4.1"]
     _same_state(run, tiny_run)
     assert _metrics(run) == _metrics(tiny_run)
     # step folder without meta + torn last metrics line
-    shutil.rmtree(run / ckpt.CKPT_DIR / "4" / "meta")
-    assert ckpt.steps(run) == [2]
-    with (run / ckpt.METRICS_FILE).open("a") as f:
+    shutil.rmtree(run / layout.CKPT_DIR / "4" / "meta")
+    assert layout.steps(run) == [2]
+    with (run / layout.METRICS_FILE).open("a") as f:
         f.write('{"update": 5, "env_st')
-    assert len(ckpt.read_metrics(run)) == 8  # the torn line is skipped when reading
-    train_run(ckpt.load_config(run), run, resume=True, progress=False)
-    assert ckpt.steps(run) == [2, 4] and (run / ckpt.DISCARDED_DIR / "4.2" / "state").is_dir()
+    assert len(metrics_log.read_metrics(run)) == 8  # the torn line is skipped when reading
+    train_run(layout.load_config(run), run, resume=True, progress=False)
+    assert layout.steps(run) == [2, 4] and (run / layout.DISCARDED_DIR / "4.2" / "state").is_dir()
     _same_state(run, tiny_run)
     assert _metrics(run) == _metrics(tiny_run)
 
@@ -213,7 +273,7 @@ def test_resume_past_damage_and_from_a_named_step(tiny_run, tmp_path, capsys):
 def test_checkpoints_without_digests_still_load(tiny_run, tmp_path):
     run = tmp_path / "nodigest"
     shutil.copytree(tiny_run, run)
-    meta_file = run / ckpt.CKPT_DIR / "4" / "meta" / "metadata"
+    meta_file = run / layout.CKPT_DIR / "4" / "meta" / "metadata"
     meta = json.loads(meta_file.read_text())
     assert len(meta.pop("digest")["sha256"]) == len(_leaves(tiny_run))
     meta_file.write_text(json.dumps(meta))
@@ -250,12 +310,13 @@ def _poisoned(tiny_run, tmp_path, name: str) -> Path:
     the next update of seed 1 turns non-finite inside the compiled chunk."""
     run = tmp_path / name
     shutil.copytree(tiny_run, run)
-    shutil.rmtree(run / ckpt.CKPT_DIR / "4")
-    trainer, state, meta, _ = ckpt.load_state(f"{run}/checkpoints/2")
+    shutil.rmtree(run / layout.CKPT_DIR / "4")
+    loaded = load_state(f"{run}/checkpoints/2")
+    state, meta = loaded.state, loaded.meta
     obs = np.array(state.runner.ts.obs)
     obs[1] = np.nan
     state = state.replace(runner=state.runner.replace(ts=state.runner.ts.replace(obs=obs)))
-    shutil.rmtree(run / ckpt.CKPT_DIR / "2")
+    shutil.rmtree(run / layout.CKPT_DIR / "2")
     mngr = ckpt.manager(run, create=True)
     ckpt.save(mngr, 2, state, {k: v for k, v in meta.items() if k != "digest"})
     mngr.close()
@@ -264,21 +325,21 @@ def _poisoned(tiny_run, tmp_path, name: str) -> Path:
 
 def test_divergence_stops_the_run_and_keeps_the_last_good_checkpoint(tiny_run, tmp_path, capsys):
     run = _poisoned(tiny_run, tmp_path, "nan")
-    before = _snapshot(run / ckpt.CKPT_DIR)
+    before = _snapshot(run / layout.CKPT_DIR)
     line = _one_error_line(capsys, "train", "--resume", run, "--quiet")
     assert line.startswith("marl: error: training diverged: non-finite loss, gradient or parameters in seed 1 (")
     assert "nan#1) at update 3; nothing of it was saved and the last good checkpoint is " in line
     assert line.split("last good checkpoint is ")[1].startswith(f"{run.resolve()}/checkpoints/2;")
     assert "keep_finite_seeds=true" in line
-    assert ckpt.steps(run) == [2] and _snapshot(run / ckpt.CKPT_DIR) == before
+    assert layout.steps(run) == [2] and _snapshot(run / layout.CKPT_DIR) == before
     # keep_finite_seeds (safe to set on resume): seed 0 trains on exactly as unbroken, seed 1 stays at step 2
     code, _, err = _cli(capsys, "train", "--resume", run, "--keep-finite-seeds", "--quiet")
     assert code == 0 and "seed(s) 1 diverged at update(s) 3" in err
-    assert ckpt.steps(run) == [2, 4] and ckpt.read_meta(run, 4)["diverged"] == {"1": 3}
-    assert ckpt.load_config(run).keep_finite_seeds
-    _, a, _, _ = ckpt.load_state(str(run))
-    _, ref, _, _ = ckpt.load_state(str(tiny_run))
-    _, two, _, _ = ckpt.load_state(f"{run}/checkpoints/2")
+    assert layout.steps(run) == [2, 4] and ckpt.read_meta(run, 4)["diverged"] == {"1": 3}
+    assert layout.load_config(run).keep_finite_seeds
+    a = load_state(str(run)).state
+    ref = load_state(str(tiny_run)).state
+    two = load_state(f"{run}/checkpoints/2").state
     for x, y, z in zip(jax.tree.leaves(a.actor_params), jax.tree.leaves(ref.actor_params), jax.tree.leaves(two.actor_params)):
         np.testing.assert_array_equal(x[0], y[0])
         np.testing.assert_array_equal(x[1], z[1])
@@ -289,10 +350,11 @@ def test_divergence_stops_the_run_and_keeps_the_last_good_checkpoint(tiny_run, t
 def test_eval_probe_and_warm_start_refuse_nonfinite_parameters(tiny_run, tmp_path, capsys):
     run = tmp_path / "nanparams"
     shutil.copytree(tiny_run, run)
-    _, state, meta, _ = ckpt.load_state(str(run))
+    loaded = load_state(str(run))
+    state, meta = loaded.state, loaded.meta
     state = state.replace(actor_params=jax.tree.map(lambda x: np.where(np.arange(len(x)).reshape((-1,) + (1,) * (x.ndim - 1)) == 1,
                                                                           np.nan, x).astype(x.dtype), state.actor_params))
-    shutil.rmtree(run / ckpt.CKPT_DIR / "4")
+    shutil.rmtree(run / layout.CKPT_DIR / "4")
     mngr = ckpt.manager(run, create=True)
     ckpt.save(mngr, 4, state, meta)
     mngr.close()
@@ -302,7 +364,7 @@ def test_eval_probe_and_warm_start_refuse_nonfinite_parameters(tiny_run, tmp_pat
     assert "non-finite" in _one_error_line(capsys, "train", "--resume", run)
     assert main(["eval", f"{run}#0", "--episodes", "2"]) == 0  # the finite seed still evaluates
     with pytest.raises(UserError, match="non-finite"):
-        ckpt.load_state(f"{run}#1", seeds=[1])
+        load_state(f"{run}#1", seeds=[1])
 
 
 # -- bad input ------------------------------------------------------------------------------------
@@ -373,5 +435,5 @@ def test_overrides_anywhere_and_safe_resume_changes(tiny_run):
     args = parse_args(make_parser(), ["train", "--env", "smax:3m", "--out", "x", "num_envs=16", "--quiet", "lr=1e-3"])
     assert args.overrides == ["num_envs=16", "lr=1e-3"] and args.quiet and args.out == "x"
     args = parse_args(make_parser(), ["train", "--resume", str(tiny_run), "--total-steps", "1e4", "--keep-finite-seeds"])
-    cfg = _resume_config(args, ckpt.parse_ref(str(tiny_run)))
-    assert cfg.total_steps == 10_000 and cfg.keep_finite_seeds and cfg.lr == ckpt.load_config(tiny_run).lr
+    cfg = resume_config(tiny_run, config_flags(args))
+    assert cfg.total_steps == 10_000 and cfg.keep_finite_seeds and cfg.lr == layout.load_config(tiny_run).lr

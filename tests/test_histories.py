@@ -11,10 +11,12 @@ import numpy as np
 import pytest
 
 from common.errors import UserError
-from marl.runs import checkpoint as ckpt
+from marl.runs import checkpoint as ckpt, layout
+from marl.runs.loader import load_state
 from cli.main import main
 from marl.core.config import TrainConfig
-from marl.runs.loop import TIMING_KEYS, warm_start
+from marl.runs.loop import warm_start
+from marl.runs.metrics_log import TIMING_KEYS
 from marl.core.trainer import Trainer, seed_keys
 from sweeps.histories import CONTINUATION_SEED_OFFSET, HISTORIES, history_config
 from sweeps.runner import load_sweep, plan
@@ -152,18 +154,18 @@ def sweep(tmp_path_factory):
 def test_sweep_makes_every_history_with_right_lineage(sweep, capsys):
     f, env_dir = sweep
     s_run = (env_dir / "shared").resolve()
-    s_step = ckpt.steps(s_run)[-1]
+    s_step = layout.steps(s_run)[-1]
     assert s_step == 2  # 64 env steps / (4 envs x 8 steps)
     for h in HISTORIES:
         run = env_dir / h
-        step = ckpt.steps(run)[-1]
+        step = layout.steps(run)[-1]
         meta = ckpt.read_meta(run, step)
         algo, shared = {"shared": ("mappo", True), "continued": ("mappo", True), "decoupled": ("mappo", False),
                         "happo-from-shared": ("happo", False), "happo": ("happo", False)}[h]
         assert (meta["algo"], meta["share_actor"], meta["num_seeds"]) == (algo, shared, 2)
         first = json.loads((run / "metrics.jsonl").read_text().splitlines()[0])
         kept = [k for k in first if k not in ("update", "env_steps", *TIMING_KEYS)]
-        assert kept == list(Trainer(ckpt.load_config(run)).metric_keys)
+        assert kept == list(Trainer(layout.load_config(run)).metric_keys)
         assert ("factor_std" in first) == (algo == "happo")  # HAPPO also logs the spread of M
         if h in ("shared", "happo"):
             assert meta["parent"] is None and meta["seed"] == 5
@@ -254,7 +256,7 @@ def test_sweep_pair_errors(tmp_path, capsys):
 
 
 def _warm(run: Path, source: Path):
-    config = ckpt.load_config(run)
+    config = layout.load_config(run)
     trainer = Trainer(config)
     state = jax.jit(trainer.init_seeds)(seed_keys(config))
     return trainer, *warm_start(trainer, state, str(source))
@@ -263,7 +265,7 @@ def _warm(run: Path, source: Path):
 @pytest.mark.parametrize("history", ["decoupled", "happo-from-shared", "continued"])
 def test_continuations_start_from_s_bitwise(sweep, history):
     _, env_dir = sweep
-    _, s_state, _, _ = ckpt.load_state(env_dir / "shared")
+    s_state = load_state(env_dir / "shared").state
     trainer, state, parent = _warm(env_dir / history, env_dir / "shared")
     n = trainer.n
     for a, b in zip(jax.tree.leaves(state.actor_params), jax.tree.leaves(s_state.actor_params)):
@@ -285,7 +287,8 @@ def test_continuations_start_from_s_bitwise(sweep, history):
 
 def test_tiled_shared_actor_acts_exactly_like_shared(sweep):
     _, env_dir = sweep
-    s_trainer, s_state, _, _ = ckpt.load_state(env_dir / "shared")
+    loaded = load_state(env_dir / "shared")
+    s_trainer, s_state = Trainer(loaded.config), loaded.state
     trainer, state, _ = _warm(env_dir / "decoupled", env_dir / "shared")
     seed = 1
     s1 = jax.tree.map(lambda x: x[seed], s_state)
@@ -301,7 +304,7 @@ def test_tiled_shared_actor_acts_exactly_like_shared(sweep):
 
 def test_cli_history_takes_env_and_network_from_s(sweep):
     _, env_dir = sweep
-    s_cfg = ckpt.load_config(env_dir / "shared")
+    s_cfg = layout.load_config(env_dir / "shared")
     cfg, src = history_config("happo-from-shared", TrainConfig(num_seeds=2), str(env_dir / "shared"))
     assert (cfg.env, cfg.network, cfg.algo, cfg.share_actor) == (s_cfg.env, s_cfg.network, "happo", False)
     with pytest.raises(UserError, match="S has env = 'smax:3m', this run 'smax:2s3z'"):

@@ -159,7 +159,7 @@ def test_fresh_runner_is_episode_synchronous(trainer):
 
 
 def test_trainer_selects_latent_training_and_resumes_exactly(tmp_path):
-    from marl.runs import checkpoint as ckpt
+    from marl.runs.loader import load_state
     from marl.runs.loop import train_run
     from marl.core.trainer import make_trainer
 
@@ -169,9 +169,10 @@ def test_trainer_selects_latent_training_and_resumes_exactly(tmp_path):
     full = train_run(cfg, tmp_path / "full", progress=False)
     part = train_run(cfg, tmp_path / "part", progress=False, stop_after_chunks=1)
     train_run(cfg, part, resume=True, progress=False)
-    t, s_full, meta, step = ckpt.load_state(full)
-    _, s_part, _, _ = ckpt.load_state(part)
-    assert isinstance(t.rollout, BestOfK) and step == 4
+    loaded = load_state(full)
+    s_full, step = loaded.state, loaded.step
+    s_part = load_state(part).state
+    assert isinstance(make_trainer(loaded.config).rollout, BestOfK) and step == 4
     jax.tree.map(np.testing.assert_array_equal, s_full.actor_params, s_part.actor_params)
     assert np.any(np.asarray(s_full.actor_params["params"]["latent"]["kernel"]) != 0)  # z is being learned
     lines = (full / "metrics.jsonl").read_text().splitlines()
@@ -180,7 +181,7 @@ def test_trainer_selects_latent_training_and_resumes_exactly(tmp_path):
 
 def test_latent_run_warm_starts_from_a_plain_run(tmp_path):
     """COMPASS starts from a trained policy: --init-from a run without latents keeps z's weights at 0."""
-    from marl.runs import checkpoint as ckpt
+    from marl.runs.loader import load_state
     from marl.runs.loop import train_run, warm_start
     from marl.core.trainer import seed_keys
 
@@ -189,7 +190,8 @@ def test_latent_run_warm_starts_from_a_plain_run(tmp_path):
     cfg = tiny_config(total_steps=8 * 26)
     t = Trainer(cfg)
     state, parent = warm_start(t, t.init_seeds(seed_keys(cfg)), str(src))
-    _, s_src, _, step = ckpt.load_state(src)
+    loaded = load_state(src)
+    s_src, step = loaded.state, loaded.step
     assert parent == {"run": str(src), "step": step, "seed": None}
     p = dict(state.actor_params["params"])
     np.testing.assert_array_equal(np.asarray(p.pop("latent")["kernel"]), 0.0)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from marl.runs import checkpoint as ckpt
+from marl.runs import layout, metrics_log
 from cli.main import main
 
 REPO = Path(__file__).resolve().parent.parent
@@ -62,7 +62,7 @@ def test_one_plain_progress_line_per_chunk_without_a_terminal(piped_run):
 
 def test_metrics_time_is_elapsed_and_tensorboard_mirrors_every_metric(piped_run):
     out, _ = piped_run
-    rows = ckpt.metric_rows(out / ckpt.METRICS_FILE)
+    rows = metrics_log.metric_rows(out / layout.METRICS_FILE)
     times = [r["time"] for r in rows]
     assert times == sorted(times) and times[-1] >= max(r["chunk_s"] for r in rows)
     assert times[-1] >= sum(r["chunk_s"] for r in rows) - 0.05  # elapsed covers every chunk
@@ -80,7 +80,7 @@ def test_metrics_time_is_elapsed_and_tensorboard_mirrors_every_metric(piped_run)
 
 def test_retention_keeps_the_newest_and_every_kth_checkpoint(piped_run, capsys):
     out, _ = piped_run
-    assert ckpt.steps(out) == [2, 4]  # keep_last=1 -> 4 (the final one); keep_every=2 -> 2 and 4
+    assert layout.steps(out) == [2, 4]  # keep_last=1 -> 4 (the final one); keep_every=2 -> 2 and 4
     assert main(["eval", f"{out}/checkpoints/2", "--episodes", "4", "--json", str(out.parent / "e2.json")]) == 0
     assert "at update 2" in capsys.readouterr().out
 

@@ -215,3 +215,42 @@ def test_eval_all_steps_then_report(tiny_run, tmp_path, capsys):
     assert set(data["smax"]["3m"]) == {"lr=0.002", "lr=0.001"}
     assert (tmp_path / "rep" / "curves.png").exists() and "IQM" in (tmp_path / "rep" / "report.md").read_text()
     assert "--all-steps evaluates every" in _error(capsys, ["eval", f"{run}/checkpoints/2", "--all-steps"])
+
+
+def test_build_report_returns_the_tables_write_report_writes(tmp_path):
+    import pandas as pd
+
+    from marl.analysis.report import Report, build_report, write_report
+
+    root = tmp_path / "sweep"
+    for i in range(2):
+        fake_run(root / f"m{i}", seeds=2, offset=0.0)
+        fake_run(root / f"h{i}", seeds=2, offset=1.0, algo="happo", share_actor=False)
+    rep = build_report([root], num_boot=50, marl_eval=True)
+    assert isinstance(rep, Report) and len(rep.runs) == 4 and rep.group_by == ("algo",) and not rep.normalised
+    assert rep.label == "return" and rep.tasks == ["smax:3m"] and rep.warnings == ()
+    check_marl_eval_layout(rep.marl_eval)
+    lines = []
+    result = write_report([root], tmp_path / "out", num_boot=50, marl_eval_json=tmp_path / "me.json", echo=lines.append)
+    assert result["final"] == rep.final and result["improvement"] == rep.improvement and result["runs"] == 4
+    assert json.loads((tmp_path / "me.json").read_text()) == rep.marl_eval
+    for name, rows in (("curves.csv", rep.curves), ("final.csv", rep.final), ("improvement.csv", rep.improvement),
+                       ("profiles.csv", rep.profiles), ("runs.csv", rep.per_run)):
+        pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "out" / name), pd.DataFrame(rows), check_dtype=False)
+    assert lines[0].startswith("# Report: return") and "## Every run" not in lines[0]
+    assert lines[-1].startswith(f"wrote {tmp_path / 'out'}/report.md") and lines[-1].endswith(str(tmp_path / "me.json"))
+
+
+def test_report_and_search_packages_import_no_jax_or_matplotlib():
+    """Importing the report package, and reading the search method names (``marl --help`` lists them),
+    loads neither jax nor a plotting library."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = ("import sys, marl.analysis.report; from marl.analysis.search import METHODS, PER_AGENT; "
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'jax', 'jaxlib', 'evosax', 'matplotlib', 'seaborn'}))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parent.parent, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "[]"

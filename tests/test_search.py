@@ -215,3 +215,54 @@ def test_cli_refuses_unknown_per_agent_method_and_nan_sigma(tmp_path, capsys):
         err = capsys.readouterr().err.strip()
         assert code == 2 and msg in err and "\n" not in err, (extra, err)
     assert not (tmp_path / "o").exists()
+
+
+def test_search_run_checks_arguments_before_loading(tmp_path):
+    import re
+
+    from common.errors import UserError
+    from marl.analysis.search import search_run
+
+    run = tmp_path / "plain"
+    run.mkdir()
+    TrainConfig(env="mpe:simple_spread").to_toml(run / "config.toml")
+    for kw, msg in [(dict(methods=["cmaes-bogus"]), "unknown search method 'cmaes-bogus'"),
+                    (dict(per_agent="cmaes-sharde"), "--per-agent 'cmaes-sharde' is not a per-agent method"),
+                    (dict(methods=["zero-shot", "cmaes-shared"]), "--per-agent sep-cmaes-per-agent is not among"),
+                    (dict(instances=0), "--instances must be >= 1, got 0"),
+                    (dict(repeats=0), "--repeats must be >= 1, got 0"),
+                    (dict(sigma=float("nan")), "--sigma must be a finite number > 0, got nan")]:
+        with pytest.raises(UserError, match=re.escape(msg)):
+            search_run(run, out=tmp_path / "o", **kw)
+    assert not (tmp_path / "o").exists()
+    with pytest.raises(UserError, match=f"run {re.escape(str(run.resolve()))} was trained without a latent"):
+        search_run(run, out=tmp_path / "o")
+
+
+def test_search_run_summary_and_files(latent_team, tmp_path, monkeypatch):
+    """search_run on a run folder (the checkpoint loader replaced by the fixture's teams): the header and
+    progress lines, the summary with the run's settings, the source row, and the files."""
+    from marl.analysis.search import OUTPUT_FILES, search_run
+    from marl.runs import loader
+
+    env, team = latent_team
+    lat, src = tmp_path / "lat", tmp_path / "src"
+    for p, net in ((lat, team.network), (src, _source_of(team).network)):
+        p.mkdir()
+        TrainConfig(env="mpe:simple_spread", num_latents=4 if net.latent_dim else 0, network=net).to_toml(p / "config.toml")
+    teams = {"lat": team, "src": _source_of(team)}
+    monkeypatch.setattr(loader, "load_team", lambda ref: loader.LoadedTeam(teams[ref.run.name], env, {
+        "run": str(ref.run), "step": 7, "seed": ref.seed, "algo": "mappo", "env_steps": 0, "shared": True}))
+    lines = []
+    s = search_run(lat, instances=2, budget=4, population=4, reeval=1, methods=["zero-shot", "random-per-agent"],
+                   per_agent="random-per-agent", source=src, out=tmp_path / "out", echo=lines.append)
+    assert lines[0] == f"search {lat.resolve()} @ update 7 ({team.spec.name}, N=3, d=4): 2 instances, budget 4"
+    assert [ln.split()[0] for ln in lines[1:]] == ["zero-shot", "random-per-agent", "source"]
+    assert s["run"]["run"] == str(lat.resolve()) and s["source"]["run"] == str(src.resolve())
+    assert (s["instances"], s["budget"], s["population"], s["sigma"], s["reeval_episodes"], s["repeats"], s["seed"],
+            s["per_agent"]) == (2, 4, 4, 0.5, 1, 1, 0, "random-per-agent")
+    assert s["comparisons"]["zero-shot - source (reeval)"][0] == 0.0  # L at z = 0 acts as P
+    assert all((tmp_path / "out" / f).stat().st_size > 0 for f in OUTPUT_FILES)
+    assert json.loads((tmp_path / "out" / "summary.json").read_text())["comparisons"] == s["comparisons"]
+    assert search_run(lat, instances=2, budget=4, population=4, reeval=1, methods=["random-per-agent"],
+                      per_agent="random-per-agent", echo=lambda *a: None)["source"] is None

@@ -21,6 +21,7 @@ SCRIPT = textwrap.dedent("""
     import jax, numpy as np
     from common.errors import UserError
     from marl.runs import checkpoint as ckpt
+    from marl.runs.loader import load_state
     from marl.runs.loop import train_run
     from tests.conftest import tiny_config
 
@@ -30,8 +31,8 @@ SCRIPT = textwrap.dedent("""
     train_run(cfg, f"{out}/one", progress=False, devices=1)
     train_run(cfg, f"{out}/four", progress=False, devices=4, stop_after_chunks=1)  # stopped, then resumed sharded
     train_run(cfg, f"{out}/four", progress=False, devices=4, resume=True)
-    _, one, _, _ = ckpt.load_state(f"{out}/one")
-    _, four, _, _ = ckpt.load_state(f"{out}/four")
+    one = load_state(f"{out}/one").state
+    four = load_state(f"{out}/four").state
     diffs = [float(np.max(np.abs(np.asarray(a) - np.asarray(b))))
              for a, b in zip(jax.tree.leaves(one.actor_params), jax.tree.leaves(four.actor_params))]
     from marl.core import sharding

@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 
 from common.errors import UserError
-from marl.runs import checkpoint as ckpt
+from marl.runs import checkpoint as ckpt, layout
+from marl.runs.loader import load_state
 from marl.runs import lock as runlock
 from cli.main import main
 from sweeps.runner import load_sweep, plan, plan_probes, select
@@ -193,7 +194,7 @@ def test_resume_if_exists(tmp_path, capsys):
     args = ["train", "--config", str(cfg_file), "--out", str(out), "--quiet", "--resume-if-exists"]
     assert main(args) == 0  # the requeued job continues
     assert [json.loads(ln)["update"] for ln in (out / "metrics.jsonl").read_text().splitlines()] == [1, 2, 3, 4]
-    assert (out / "DONE").exists() and ckpt.steps(out) == [2, 4]
+    assert (out / "DONE").exists() and layout.steps(out) == [2, 4]
     capsys.readouterr()
     assert main(args) == 0 and "already done" in capsys.readouterr().out
     assert main(args + ["lr=1e-4"]) == 2  # another config in that folder
@@ -224,12 +225,13 @@ def swept(tmp_path_factory, ray_local):
     return root
 
 
+@pytest.mark.slow
 def test_local_and_ray_give_bitwise_equal_runs_and_the_same_report(swept):
     names = ["lr-0.001/shared", "lr-0.001/continued", "lr-0.002/shared", "lr-0.002/continued"]
     for name in names:
         a, b = swept / "local" / "smax-3m" / name, swept / "ray" / "smax-3m" / name
-        _, sa, ma, step_a = ckpt.load_state(a)
-        _, sb, mb, step_b = ckpt.load_state(b)
+        la, lb = load_state(a), load_state(b)
+        sa, step_a, sb, step_b = la.state, la.step, lb.state, lb.step
         assert step_a == step_b == 2 and (a / "DONE").exists() and (b / "DONE").exists()
         for x, y in zip(jax.tree.leaves(sa), jax.tree.leaves(sb)):
             np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
@@ -242,6 +244,7 @@ def test_local_and_ray_give_bitwise_equal_runs_and_the_same_report(swept):
     assert rep_l["rows"] == rep_r["rows"] and rep_l["aggregate"] == rep_r["aggregate"]
 
 
+@pytest.mark.slow
 def test_rerun_trains_nothing_and_another_config_is_refused(swept, capsys):
     f = swept / "local.toml"
     before = {p: p.stat().st_mtime_ns for p in (swept / "local").rglob("*") if p.is_file()}
@@ -255,6 +258,46 @@ def test_rerun_trains_nothing_and_another_config_is_refused(swept, capsys):
 
 
 # -- a killed sweep, rerun ------------------------------------------------------------------------
+# Put on a subprocess's PYTHONPATH (as sitecustomize.py): the trainer of the run folder
+# $MARL_TEST_HOLD_RUN writes $MARL_TEST_HOLD_MARK after its first checkpoint and then waits there until
+# a signal stops it, so a test can kill the sweep driver mid-way through that run on a condition that
+# stays true (a kill after polling for a checkpoint can miss the window: the run finishes first).
+_HOLD_HOOK = r'''
+import importlib.abc, importlib.util, os, sys, time
+from pathlib import Path
+
+
+class _HoldAfterFirstCheckpoint(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name != "marl.runs.checkpoint":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        real_exec = spec.loader.exec_module
+
+        def exec_module(module):
+            real_exec(module)
+            real_save = module.save
+
+            def save(mngr, step, *a, **k):
+                real_save(mngr, step, *a, **k)
+                if os.path.realpath(Path(mngr.directory).parent) == os.path.realpath(os.environ["MARL_TEST_HOLD_RUN"]):
+                    Path(os.environ["MARL_TEST_HOLD_MARK"]).write_text(str(step))
+                    while True:
+                        time.sleep(0.1)
+
+            module.save = save
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+if os.environ.get("MARL_TEST_HOLD_RUN"):
+    sys.meta_path.insert(0, _HoldAfterFirstCheckpoint())
+'''
+
+
+@pytest.mark.slow
 def test_sigkill_driver_then_rerun_completes_every_run_once(tmp_path):
     text = (SWEEP.replace("[grid]\nlr = [1e-3, 2e-3]\n", "").replace("total_steps = 64", "total_steps = 384")
             .split("[probe]")[0])  # S then its continuation, 12 updates each, no probes
@@ -263,18 +306,26 @@ def test_sigkill_driver_then_rerun_completes_every_run_once(tmp_path):
     cmd = [sys.executable, "-m", "cli.main", "sweep", str(f), "--out", str(out), "--quiet"]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
     s_run, c_run = out / "smax-3m" / "shared", out / "smax-3m" / "continued"
-    driver = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    hook, mark = tmp_path / "hook", tmp_path / "held"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(_HOLD_HOOK)
+    held_env = {**env, "PYTHONPATH": os.pathsep.join((str(hook), env["PYTHONPATH"])),
+                "MARL_TEST_HOLD_RUN": str(c_run), "MARL_TEST_HOLD_MARK": str(mark)}
+    driver = subprocess.Popen(cmd, env=held_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 400
-    while not ((s_run / "DONE").exists() and ckpt.steps(c_run)):
-        assert driver.poll() is None and time.time() < deadline, "the sweep ended before it could be killed"
+    while not mark.exists():  # C waits after its first checkpoint until it is stopped: no window to miss
+        assert driver.poll() is None, f"the sweep ended (exit {driver.returncode}) before C's first checkpoint"
+        assert time.time() < deadline, "C did not reach its first checkpoint in 400 s"
         time.sleep(0.1)
+    assert (s_run / "DONE").exists() and layout.steps(c_run) == [1] and not (c_run / "DONE").exists()
     holder = runlock.read_lock(c_run)
+    assert holder, "C's trainer holds no lock"
     driver.send_signal(signal.SIGKILL)  # mid-way through the continuation
-    driver.wait()
-    while holder and not runlock.is_stale(c_run, holder):  # the orphaned trainer stops (SIGTERM from the kernel)
-        assert time.time() < deadline
+    assert driver.wait(timeout=60) == -signal.SIGKILL  # the kill landed
+    while not runlock.is_stale(c_run, holder):  # the orphaned trainer stops (SIGTERM from the kernel)
+        assert time.time() < deadline, "C's trainer still holds its lock after the driver was killed"
         time.sleep(0.1)
-    assert not (c_run / "DONE").exists()
+    assert not (c_run / "DONE").exists() and layout.steps(c_run) == [1]
     rerun = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=400)
     assert rerun.returncode == 0, rerun.stderr[-2000:]
     assert "skip (done) " in rerun.stdout and "resume " in rerun.stdout
@@ -283,7 +334,7 @@ def test_sigkill_driver_then_rerun_completes_every_run_once(tmp_path):
         assert sum(e["event"] == "acquire" for e in log) == acquires  # S was not trained again
         assert sum(e["event"] == "release" and e["finished"] for e in log) == 1  # each run finished once
         updates = [json.loads(ln)["update"] for ln in (run / "metrics.jsonl").read_text().splitlines()]
-        assert updates == list(range(1, 13)) and ckpt.steps(run)[-1] == 12  # nothing lost, nothing twice
+        assert updates == list(range(1, 13)) and layout.steps(run)[-1] == 12  # nothing lost, nothing twice
         assert (run / "DONE").exists() and not (run / ".lock").exists()
     assert [e["mode"] for e in runlock.read_log(c_run) if e["event"] == "acquire"] == ["new", "resume"]
 

@@ -11,9 +11,11 @@ import numpy as np
 import pytest
 
 from common.errors import UserError
-from marl.runs import checkpoint as ckpt
+from marl.runs import layout, metrics_log
 from cli.main import main
-from marl.runs.loop import TIMING_KEYS, train_run
+from marl.runs.loader import load_state, load_team
+from marl.runs.loop import train_run
+from marl.runs.metrics_log import TIMING_KEYS
 from marl.core.trainer import Trainer, seed_keys
 
 
@@ -42,31 +44,80 @@ def test_train_program_vmaps_over_seeds(tiny_cfg):
 
 
 def test_checkpoint_round_trip_and_team(tiny_run, tiny_cfg):
-    assert ckpt.steps(tiny_run) == [2, 4]
-    trainer, state, meta, step = ckpt.load_state(str(tiny_run))
+    assert layout.steps(tiny_run) == [2, 4]
+    loaded = load_state(str(tiny_run))
+    state, meta, step = loaded.state, loaded.meta, loaded.step
     assert step == 4 and meta["env_steps"] == 4 * tiny_cfg.steps_per_update and meta["algo"] == "mappo"
     assert meta["env_spec"]["name"] == "smax:3m" and meta["parent"] is None and meta["num_seeds"] == 2
-    team, src = ckpt.load_team(f"{tiny_run}#1")
+    loaded_team = load_team(f"{tiny_run}#1")
+    team, src = loaded_team.team, loaded_team.source
     assert src["seed"] == 1 and team.shared
     leaf = jax.tree.leaves(team.params)[0]
     assert leaf.shape[0] == 3
     np.testing.assert_array_equal(jax.tree.leaves(team.params)[0][0], jax.tree.leaves(state.actor_params)[0][1])
     lines = [json.loads(x) for x in (tiny_run / "metrics.jsonl").read_text().splitlines()]
     assert [x["update"] for x in lines] == [1, 2, 3, 4] and len(lines[0]["return"]) == 2
-    rows = ckpt.read_metrics(tiny_run)  # long form: one row per (update, seed)
+    rows = metrics_log.read_metrics(tiny_run)  # long form: one row per (update, seed)
     assert [(r["update"], r["seed"]) for r in rows] == [(u, s) for u in [1, 2, 3, 4] for s in (0, 1)]
     assert rows[3]["return"] == lines[1]["return"][1] and rows[3]["env_steps"] == lines[1]["env_steps"]
     assert rows[3]["entropy"] == lines[1]["entropy"][1]
+
+
+def test_loading_builds_no_trainer(tiny_run, monkeypatch):
+    """The loader takes shapes from jax.eval_shape over the pure init functions: no Trainer (env,
+    optimisers, critic) is built, and what it returns matches a Trainer's own view of the run."""
+    import marl.core.trainer as trainer_module
+    from marl.runs.loader import LoadedActors, LoadedState, LoadedTeam, load, load_actors
+
+    expected = Trainer(layout.load_config(tiny_run))
+    monkeypatch.setattr(trainer_module.Trainer, "__init__", lambda *a, **k: pytest.fail("a Trainer was built"))
+    s = load_state(str(tiny_run))
+    a = load_actors(f"{tiny_run}/checkpoints/2#1", seeds=[1])
+    t = load(f"{tiny_run}#1")
+    assert isinstance(s, LoadedState) and isinstance(a, LoadedActors) and isinstance(t, LoadedTeam)
+    assert (s.spec, s.net, s.shared, s.config.num_seeds) == (expected.spec, expected.net, expected.shared, 2)
+    assert a.step == 2 and s.step == 4 and t.env is s.env  # one env object per (env, options)
+    assert set(t.source) == {"run", "step", "seed", "algo", "env_steps", "shared", "ref", "env"}
+    one = jax.tree.map(lambda x: x[1], s.state.actor_params)
+    jax.tree.map(np.testing.assert_array_equal, s.team(one).params, t.team.params)
+    jax.tree.map(np.testing.assert_array_equal, expected.team(one).params, t.team.params)
+
+
+def test_metrics_log_and_folder_rule(tmp_path, tiny_run, tiny_cfg):
+    from marl.runs import lock
+
+    run = tmp_path / "m"
+    run.mkdir()
+    assert metrics_log.count_rows(run) == 0 and metrics_log.last_update(run) is None and metrics_log.elapsed(run) == 0
+    metrics_log.start(run)
+    metrics_log.append(run, [{"update": u, "time": float(u), "return": [u, -u]} for u in (1, 2, 3)])
+    with metrics_log.log_path(run).open("a") as f:
+        f.write('{"update": 4, "ret')  # torn by a kill
+    assert metrics_log.count_rows(run) == 4 and metrics_log.last_update(run) == 3 and metrics_log.elapsed(run) == 3.0
+    metrics_log.truncate(run, 2)
+    assert [d["update"] for d in metrics_log.metric_rows(metrics_log.log_path(run))] == [1, 2]
+    # one rule reads a folder: started (a checkpoint), unstarted (a config, no checkpoint) or empty
+    assert lock.folder_stage(tiny_run) == lock.STARTED and lock.folder_stage(tmp_path / "none") == lock.EMPTY
+    assert lock.train_mode(tiny_run, tiny_cfg, resume=True) == "resume"
+    with pytest.raises(UserError, match="already exists; resume it with --resume"):
+        lock.train_mode(tiny_run, tiny_cfg, resume=False)
+    with pytest.raises(UserError, match="is not a run folder"):
+        lock.train_mode(tmp_path / "none", tiny_cfg, resume=True)
+    tiny_cfg.to_toml(run / layout.CONFIG_FILE)
+    assert lock.folder_stage(run) == lock.UNSTARTED and lock.folder_state(run, tiny_cfg) == "new"
+    assert lock.train_mode(run, tiny_cfg, resume=False) == "restart"
+    with pytest.raises(UserError, match="holds another run's config and no checkpoint"):
+        lock.train_mode(run, tiny_cfg.with_overrides({"lr": 1e-4}), resume=False)
+    assert lock.folder_state(tiny_run) == "done"  # None: the folder's own config
 
 
 def test_exact_resume_is_bitwise(tmp_path, tiny_cfg):
     cfg = tiny_cfg.with_overrides({"total_steps": tiny_cfg.steps_per_update * 6, "updates_per_chunk": 2})
     full = train_run(cfg, tmp_path / "full", progress=False)
     part = train_run(cfg, tmp_path / "part", progress=False, stop_after_chunks=1)
-    assert ckpt.steps(part) == [2]
+    assert layout.steps(part) == [2]
     train_run(cfg, part, resume=True, progress=False)
-    _, a, _, _ = ckpt.load_state(str(full))
-    _, b, _, _ = ckpt.load_state(str(part))
+    a, b = load_state(str(full)).state, load_state(str(part)).state
     for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
         np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
     la = (full / "metrics.jsonl").read_text().splitlines()
@@ -79,7 +130,7 @@ def test_existing_run_folder_is_not_overwritten(tiny_run, tiny_cfg):
     before = (tiny_run / "metrics.jsonl").read_text()
     with pytest.raises(UserError, match="already exists"):
         train_run(tiny_cfg, tiny_run, progress=False)
-    assert (tiny_run / "metrics.jsonl").read_text() == before and ckpt.steps(tiny_run) == [2, 4]
+    assert (tiny_run / "metrics.jsonl").read_text() == before and layout.steps(tiny_run) == [2, 4]
 
 
 def _cli(capsys, *argv):

@@ -116,7 +116,8 @@ def render(ref: str, out: str | Path, *, episodes: int = 1, sampled: bool = Fals
     out = Path(out)
     if out.suffix.lower() != ".gif":
         raise UserError(f"--out must name a .gif file, got {out}")
-    team, env, source = load(ref)
+    loaded = load(ref)
+    team, env, source = loaded.team, loaded.env, loaded.source
     z = parse_latent(latent, team.num_agents, team.network.latent_dim)
     seq = play(env, team, jax.random.PRNGKey(eval_seed), not sampled, z, episodes, max_steps)
     frames = animate(env, seq, out, fps)

@@ -55,6 +55,12 @@ def stacked_params(params, shared: bool, n: int):
     return tile(params, n) if shared else params
 
 
+def make_team(actor_params, spec: EnvSpec, network: NetworkConfig, shared: bool) -> Team:
+    """The Team of a run's actor parameters (shared: one actor's, tiled N times; separate: [N, ...])."""
+    return Team(params=stacked_params(actor_params, shared, spec.num_agents), spec=spec, network=network,
+                shared=shared)
+
+
 def check_compatible(a: Team, b: Team, what: str = "teams") -> None:
     """Raise a one-line UserError naming the first mismatch between two teams."""
     for field in ("name", "num_agents", "obs_dim", "num_actions"):

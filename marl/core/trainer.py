@@ -23,7 +23,7 @@ from marl.core.config import TrainConfig
 from marl.core.latent import BestOfK
 from marl.core.networks import init_actor, init_critic, make_critic
 from marl.core.rollout import Continuous, Runner, Transition, collect, reset_runner
-from marl.core.team import Team, stacked_params, team_step
+from marl.core.team import Team, make_team, team_step
 
 # The divergence guard: an update whose new parameters, optimiser states or value-norm statistics
 # (GUARDED_FIELDS) or whose losses (GUARDED_LOSSES) hold a NaN or inf is dropped (the seed keeps its
@@ -73,6 +73,65 @@ class Rollout(Protocol):
     def stats(self, tr: Transition) -> dict: ...
 
 
+def make_optimizers(config: TrainConfig):
+    """(actor, critic) optimisers of a run: Adam with clipping, annealed over all its optimiser steps
+    with ``anneal_lr``."""
+    opt_steps = config.num_updates * config.epochs * config.minibatches
+    anneal = opt_steps if config.anneal_lr else None
+    actor_tx = ppo.make_optimizer(config.lr, config.max_grad_norm, anneal)
+    critic_tx = ppo.make_optimizer(config.critic_lr or config.lr, config.max_grad_norm, anneal)
+    return actor_tx, critic_tx
+
+
+def make_actor_setup(config: TrainConfig, spec, tx) -> ActorSetup:
+    return ActorSetup(spec=spec, net=config.network, shared=config.share_actor, tx=tx, clip_eps=config.clip_eps,
+                      ent_coef=config.ent_coef, epochs=config.epochs, minibatches=config.minibatches)
+
+
+def init_actor_params(key: jax.Array, spec, net, shared: bool):
+    """One seed's actor parameters: one actor's (``shared``) or N actors' stacked [N, ...], each agent's
+    initialised independently."""
+    if shared:
+        return init_actor(key, spec, net)
+    return jax.lax.map(lambda k: init_actor(k, spec, net), jax.random.split(key, spec.num_agents))
+
+
+def init_state(config: TrainConfig, env, algo: "ActorAlgo", setup: ActorSetup, critic_tx, key: jax.Array) -> TrainState:
+    """One seed's initial TrainState (``Trainer.init``); pure."""
+    k_actor, k_critic, k_env, k_state = jax.random.split(key, 4)
+    spec, net = env.spec, config.network
+    actor = init_actor_params(k_actor, spec, net, config.share_actor)
+    critic = init_critic(k_critic, spec, net)
+    return TrainState(
+        actor_params=actor,
+        critic_params=critic,
+        actor_opt=algo.init_opt(setup, actor),
+        critic_opt=critic_tx.init(critic),
+        value_norm=ppo.ValueNorm.create(),
+        runner=reset_runner(env, k_env, config.num_envs, net.hidden, net.latent_dim),
+        key=k_state,
+        update=jnp.zeros((), jnp.int32),
+    )
+
+
+def abstract_state(config: TrainConfig, env) -> TrainState:
+    """Shapes and dtypes (``jax.ShapeDtypeStruct``) of the run's TrainStates, seeds stacked: what
+    ``Trainer(config).init_seeds(seed_keys(config))`` returns, traced with ``jax.eval_shape`` (nothing
+    is compiled or run, and no Trainer is built)."""
+    actor_tx, critic_tx = make_optimizers(config)
+    setup = make_actor_setup(config, env.spec, actor_tx)
+    algo = get_algo(config)
+    init = lambda k: init_state(config, env, algo, setup, critic_tx, k)
+    return jax.eval_shape(lambda keys: jax.lax.map(init, keys), seed_keys(config))
+
+
+def abstract_actor_params(config: TrainConfig, spec) -> Any:
+    """Shapes and dtypes of the run's actor parameters, seeds stacked (``abstract_state(...).actor_params``,
+    from the env's spec alone)."""
+    init = lambda k: init_actor_params(k, spec, config.network, config.share_actor)
+    return jax.eval_shape(lambda keys: jax.lax.map(init, keys), seed_keys(config))
+
+
 class Trainer:
     """Static pieces of a run (env, networks, optimisers) and its pure functions."""
 
@@ -85,14 +144,9 @@ class Trainer:
         self.shared = config.share_actor
         self.algo = algo or get_algo(config)
         self.rollout = rollout or (BestOfK(self.env, config) if config.num_latents > 0 else Continuous())
-        opt_steps = config.num_updates * config.epochs * config.minibatches
-        anneal = opt_steps if config.anneal_lr else None
-        self.actor_tx = ppo.make_optimizer(config.lr, config.max_grad_norm, anneal)
-        self.critic_tx = ppo.make_optimizer(config.critic_lr or config.lr, config.max_grad_norm, anneal)
+        self.actor_tx, self.critic_tx = make_optimizers(config)
         self.critic = make_critic(self.spec, self.net)
-        self.actor_setup = ActorSetup(spec=self.spec, net=self.net, shared=self.shared, tx=self.actor_tx,
-                                      clip_eps=config.clip_eps, ent_coef=config.ent_coef, epochs=config.epochs,
-                                      minibatches=config.minibatches)
+        self.actor_setup = make_actor_setup(config, self.spec, self.actor_tx)
 
     @property
     def metric_keys(self) -> tuple[str, ...]:
@@ -101,23 +155,7 @@ class Trainer:
 
     # -- state ------------------------------------------------------------------------------
     def init(self, key: jax.Array) -> TrainState:
-        k_actor, k_critic, k_env, k_state = jax.random.split(key, 4)
-        if self.shared:
-            actor = init_actor(k_actor, self.spec, self.net)
-        else:  # each agent's actor initialised independently
-            actor = jax.lax.map(lambda k: init_actor(k, self.spec, self.net), jax.random.split(k_actor, self.n))
-        critic = init_critic(k_critic, self.spec, self.net)
-        c = self.config
-        return TrainState(
-            actor_params=actor,
-            critic_params=critic,
-            actor_opt=self.algo.init_opt(self.actor_setup, actor),
-            critic_opt=self.critic_tx.init(critic),
-            value_norm=ppo.ValueNorm.create(),
-            runner=reset_runner(self.env, k_env, c.num_envs, self.net.hidden, self.net.latent_dim),
-            key=k_state,
-            update=jnp.zeros((), jnp.int32),
-        )
+        return init_state(self.config, self.env, self.algo, self.actor_setup, self.critic_tx, key)
 
     def init_seeds(self, keys: jax.Array) -> TrainState:
         """TrainStates of many seeds, stacked on a leading axis.
@@ -128,8 +166,7 @@ class Trainer:
         return jax.lax.map(self.init, keys)
 
     def team(self, actor_params) -> Team:
-        return Team(params=stacked_params(actor_params, self.shared, self.n), spec=self.spec, network=self.net,
-                    shared=self.shared)
+        return make_team(actor_params, self.spec, self.net, self.shared)
 
     def policy(self, actor_params):
         return lambda carry, obs, reset, latent: team_step(self.spec, self.net, actor_params, carry, obs, reset,

@@ -1,8 +1,9 @@
-"""Run folders and orbax checkpoints.
+"""Orbax checkpoints of a run: the manager, save and restore, digests, metadata and format versions.
 
-A run is ``runs/<name>/`` with ``config.toml``, ``metrics.jsonl`` and ``checkpoints/<update>/``
-(orbax CheckpointManager, items ``state`` and ``meta``). A reference to a checkpoint is
-``RUN[/checkpoints/STEP][#SEED]``: the latest step and seed 0 unless named.
+A checkpoint is ``RUN/checkpoints/<update>/`` (names: ``marl/runs/layout.py``) with orbax items ``state``
+(the TrainState, a leading seed axis) and ``meta`` (JSON: ``make_meta``). The meta carries a sha256 of
+every array and of itself, checked on every restore; parameters that are not finite are refused. Loading
+a run's state, actors or team for use: ``marl/runs/loader.py``.
 """
 
 from __future__ import annotations
@@ -11,8 +12,6 @@ import dataclasses
 import hashlib
 import json
 import logging
-import re
-import shutil
 import sys
 import threading
 from importlib import metadata as importlib_metadata
@@ -21,11 +20,11 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from envs.base import EnvSpec
 from common.errors import UserError
+from envs.base import EnvSpec
 from marl.core.config import TrainConfig
-from common.files import write_atomic
-from marl.core.trainer import GUARDED_FIELDS, make_trainer, seed_keys
+from marl.core.trainer import GUARDED_FIELDS
+from marl.runs.layout import CKPT_DIR, steps
 
 # Version of what a checkpoint holds (TrainState layout and meaning). 1 (no ``format_version`` in the
 # meta): the critic read a per-agent world state [N, S] (state ++ one-hot seat, built by the env).
@@ -33,12 +32,6 @@ from marl.core.trainer import GUARDED_FIELDS, make_trainer, seed_keys
 FORMAT_VERSION = 2
 _FORMAT_CHANGES = {1: "its critic reads a per-agent world state [N, S]; this version's reads the team-global state [S]"}
 ACTOR_FORMATS = (1, 2)  # formats whose actor parameters this version reads (the actor did not change)
-
-CONFIG_FILE = "config.toml"
-METRICS_FILE = "metrics.jsonl"
-CKPT_DIR = "checkpoints"
-DISCARDED_DIR = "checkpoints.discarded"  # steps set aside by a resume (later steps, incomplete folders)
-START_FILE = "start.json"  # the exact warm-start source of a run (so a run with no checkpoint can start over)
 
 logging.getLogger("absl").setLevel(logging.ERROR)
 
@@ -56,62 +49,36 @@ def package_version() -> str:
         return "0+unknown"
 
 
-@dataclasses.dataclass(frozen=True)
-class CheckpointRef:
-    run: Path
-    step: int | None = None  # None: latest
-    seed: int = 0
-
-    def __str__(self) -> str:
-        s = str(self.run)
-        if self.step is not None:
-            s += f"/{CKPT_DIR}/{self.step}"
-        return s + (f"#{self.seed}" if self.seed else "")
+_QUIET = False  # whether drop_closed_loop_noise has run in this process
 
 
-def parse_ref(ref: str | Path) -> CheckpointRef:
-    """``runs/x``, ``runs/x/checkpoints/40``, ``runs/x#2`` -> CheckpointRef (the run must exist)."""
-    text = str(ref)
-    seed = 0
-    if "#" in text:
-        text, _, s = text.rpartition("#")
-        if not s.isdigit():
-            raise UserError(f"bad seed in {ref!r}: write RUN#SEED with an integer seed")
-        seed = int(s)
-    path = Path(text)
-    step = None
-    m = re.fullmatch(r"(.*)/" + CKPT_DIR + r"/(\d+)/?", text)
-    if m:
-        path, step = Path(m.group(1)), int(m.group(2))
-    if not (path / CONFIG_FILE).is_file():
-        if not path.exists():
-            raise UserError(f"run {path} does not exist; pass a run folder made by `marl train`")
-        raise UserError(f"{path} is not a run folder (no {CONFIG_FILE}); pass a run folder made by `marl train`")
-    return CheckpointRef(path.resolve(), step, seed)
-
-
-def _drop_closed_loop_noise(hook=sys.unraisablehook):
+def drop_closed_loop_noise() -> None:
     """When a restore fails (or a save is interrupted), orbax closes its asyncio loop while tensorstore
     reads are still pending; their callbacks then report "Event loop is closed" as unraisable
     exceptions, and the failed reads' futures are logged as "exception was never retrieved": screens
-    of tracebacks after the one-line error. Drop exactly those."""
-    if getattr(hook, "_marl_filter", False):
+    of tracebacks after the one-line error. Drop exactly those.
+
+    Installs its filters once per process (later calls do nothing): one on the asyncio logger, and one
+    around each of ``threading.excepthook`` and ``sys.unraisablehook`` as they are at the first call.
+    The first ``manager()`` calls it; a command may call it earlier."""
+    global _QUIET
+    if _QUIET:
         return
+    _QUIET = True
     logging.getLogger("asyncio").addFilter(lambda r: "exception was never retrieved" not in str(r.msg))
     noise = ("Event loop is closed", "cannot schedule new futures after interpreter shutdown")
     thread_hook = threading.excepthook  # a save's writer thread, when a stop ends the interpreter under it
+    hook = sys.unraisablehook
 
     def quiet_threads(a):
         if not (isinstance(a.exc_value, RuntimeError) and str(a.exc_value) in noise):
             thread_hook(a)
 
-    threading.excepthook = quiet_threads
-
     def filtered(u):
         if not (isinstance(u.exc_value, RuntimeError) and str(u.exc_value) in noise):
             hook(u)
 
-    filtered._marl_filter = True
+    threading.excepthook = quiet_threads
     sys.unraisablehook = filtered
 
 
@@ -120,7 +87,7 @@ def manager(run: Path, create: bool = False, keep_last: int = 0, keep_every: int
     (0: all) plus every step that is a multiple of ``keep_every`` (0: none more); the newest step is
     always among the kept ones."""
     ocp = _ocp()
-    _drop_closed_loop_noise(sys.unraisablehook)
+    drop_closed_loop_noise()
     options = ocp.CheckpointManagerOptions(max_to_keep=keep_last or None, keep_period=keep_every or None,
                                            create=create, enable_async_checkpointing=False)
     return ocp.CheckpointManager(Path(run).resolve() / CKPT_DIR, options=options, item_names=("state", "meta"))
@@ -158,49 +125,6 @@ def save(mngr, step: int, state, meta: dict) -> None:
     if not saved or step not in steps(Path(mngr.directory).parent):
         raise UserError(f"checkpoint {Path(mngr.directory)}/{step} was not written (a step folder of that "
                         f"number or later is in the way); resume with `marl train --resume` to set it aside")
-
-
-def _complete(p: Path) -> bool:
-    return p.name.isdigit() and (p / "meta" / "metadata").is_file() and (p / "state").is_dir()
-
-
-def steps(run: Path) -> list[int]:
-    """The run's complete checkpoint steps (a step folder without ``meta`` or ``state`` is absent)."""
-    d = Path(run) / CKPT_DIR
-    if not d.is_dir():
-        return []
-    return sorted(int(p.name) for p in d.iterdir() if _complete(p))
-
-
-def set_aside(run: Path, keep_upto: int | None) -> list[str]:
-    """Move the step folders after ``keep_upto`` (all when None) and incomplete step folders into
-    ``RUN/checkpoints.discarded/`` (never deleted), so orbax's manager and ``steps`` agree; returns
-    the moved folders' names."""
-    d = Path(run) / CKPT_DIR
-    if not d.is_dir():
-        return []
-    moved = []
-    for p in sorted(d.iterdir(), key=lambda p: p.name):
-        if p.name.isdigit() and (not _complete(p) or (keep_upto is None or int(p.name) > keep_upto)):
-            dest_dir = Path(run) / DISCARDED_DIR
-            dest_dir.mkdir(exist_ok=True)
-            dest, i = dest_dir / p.name, 1
-            while dest.exists():
-                dest, i = dest_dir / f"{p.name}.{i}", i + 1
-            shutil.move(str(p), str(dest))
-            moved.append(p.name)
-    return moved
-
-
-def resolve_step(ref: CheckpointRef) -> int:
-    available = steps(ref.run)
-    if not available:
-        raise UserError(f"run {ref.run} has no checkpoint yet; train it (or resume it) first")
-    if ref.step is None:
-        return available[-1]
-    if ref.step not in available:
-        raise UserError(f"run {ref.run} has no checkpoint at step {ref.step}; available: {', '.join(map(str, available))}")
-    return ref.step
 
 
 def read_meta(run: Path, step: int) -> dict:
@@ -252,45 +176,6 @@ def check_finite(tree, where: str, seeds: list[int] | None = None) -> None:
                         f"diverged before it was saved; pick an earlier step with RUN/{CKPT_DIR}/STEP")
 
 
-def check_seed(ref: CheckpointRef, num_seeds: int) -> None:
-    if not 0 <= ref.seed < num_seeds:
-        raise UserError(f"run {ref.run} has seeds 0..{num_seeds - 1}; seed {ref.seed} does not exist")
-
-
-def metric_rows(path: Path, repair: bool = False) -> list[dict]:
-    """The JSON lines of a metrics.jsonl. A torn last line (a kill during the append) is dropped, and
-    with ``repair`` removed from the file; a damaged line before it is a one-line UserError."""
-    path = Path(path)
-    text = path.read_text() if path.exists() else ""
-    lines = [ln for ln in text.splitlines() if ln.strip()]
-    rows = []
-    for i, ln in enumerate(lines):
-        try:
-            rows.append(json.loads(ln))
-        except json.JSONDecodeError:
-            if i < len(lines) - 1:
-                raise UserError(f"{path} line {i + 1} is damaged (not JSON); fix or remove that line") from None
-            if repair:
-                write_atomic(path, "".join(x + "\n" for x in lines[:-1]))
-    return rows
-
-
-def read_metrics(run: Path) -> list[dict]:
-    """A run's metrics.jsonl as one row per (update, seed): ``update``, ``env_steps``, ``seed`` and every
-    logged metric for that seed (None where it was not finite)."""
-    rows = []
-    for d in metric_rows(Path(run) / METRICS_FILE):
-        per_seed = {k: v for k, v in d.items() if isinstance(v, list)}
-        for s in range(len(d["return"])):
-            rows.append({"update": d["update"], "env_steps": d["env_steps"], "seed": s,
-                         **{k: v[s] for k, v in per_seed.items()}})
-    return rows
-
-
-def load_config(run: Path) -> TrainConfig:
-    return TrainConfig.from_toml(Path(run) / CONFIG_FILE)
-
-
 def _restore_item(run: Path, step: int, restore_args):
     """The ``state`` item of the checkpoint at ``step``; an unreadable one is a one-line UserError."""
     mngr = manager(run)
@@ -319,6 +204,20 @@ def restore_state(run: Path, step: int, abstract_state, meta: dict | None = None
     return state
 
 
+
+def restore_checked(run: Path, step: int, abstract_state, meta: dict | None = None,
+                    seeds: list[int] | None = None) -> tuple:
+    """(state, meta) of the checkpoint at ``step``: a format this version reads (``check_format``),
+    restored into ``abstract_state`` and verified against its digest, with finite parameters, optimiser
+    states and value-norm statistics (``GUARDED_FIELDS``) in ``seeds`` (all by default); a one-line
+    UserError otherwise."""
+    where = f"{run}/{CKPT_DIR}/{step}"
+    meta = read_meta(run, step) if meta is None else meta
+    check_format(meta, where)
+    state = restore_state(run, step, abstract_state, meta)
+    check_finite([getattr(state, f) for f in GUARDED_FIELDS], where, seeds)
+    return state, meta
+
 def make_meta(config: TrainConfig, spec: EnvSpec, update: int, parent: dict | None) -> dict:
     return {
         "env_spec": spec.to_dict(),
@@ -346,23 +245,6 @@ def check_format(meta: dict, where: str) -> None:
                         f"({meta.get('version', 'unknown')})")
 
 
-def load_state(ref: CheckpointRef | str, seeds: list[int] | None = None):
-    """(trainer, state with a leading seed axis, meta, step) of a checkpoint, verified against its
-    digest; parameters of ``seeds`` (all by default) must be finite."""
-    ref = parse_ref(ref) if not isinstance(ref, CheckpointRef) else ref
-    step = resolve_step(ref)
-    meta = read_meta(ref.run, step)
-    check_format(meta, f"{ref.run}/{CKPT_DIR}/{step}")
-    config = load_config(ref.run)
-    for s in seeds or ():
-        check_seed(dataclasses.replace(ref, seed=s), config.num_seeds)
-    trainer = make_trainer(config)
-    abstract = jax.eval_shape(trainer.init_seeds, seed_keys(config))
-    state = restore_state(ref.run, step, abstract, meta)
-    check_finite([getattr(state, f) for f in GUARDED_FIELDS], f"{ref.run}/{CKPT_DIR}/{step}", seeds)
-    return trainer, state, meta, step
-
-
 def restore_actor_params(run: Path, step: int, abstract_actor):
     """Only the actor parameters (leading seed axis) of the TrainState saved at ``step``, whatever the
     rest of the state looks like, checked against ``abstract_actor``'s shapes."""
@@ -373,41 +255,3 @@ def restore_actor_params(run: Path, step: int, abstract_actor):
     if want != got:
         raise UserError(f"checkpoint {where}: its actor does not match its config.toml; the run folder was edited")
     return jax.tree.map(lambda a, x: jax.numpy.asarray(x, a.dtype), abstract_actor, raw)
-
-
-def load_actors(ref: CheckpointRef | str, seeds: list[int] | None = None):
-    """(trainer, actor params with a leading seed axis, meta, step) of a checkpoint, for acting only;
-    the actors of ``seeds`` (all by default) must be finite.
-
-    Reads every format in ``ACTOR_FORMATS``: the actor has not changed between them, so a team
-    trained before the critic change still evaluates and probes; resuming or warm-starting one
-    (``load_state``) is refused."""
-    ref = parse_ref(ref) if not isinstance(ref, CheckpointRef) else ref
-    config = load_config(ref.run)
-    for s in seeds or ():
-        check_seed(dataclasses.replace(ref, seed=s), config.num_seeds)
-    step = resolve_step(ref)
-    meta = read_meta(ref.run, step)
-    if meta.get("format_version", 1) == FORMAT_VERSION:
-        trainer, state, meta, step = load_state(dataclasses.replace(ref, step=step), seeds=[])
-        check_finite(state.actor_params, f"{ref.run}/{CKPT_DIR}/{step}", seeds)
-        return trainer, state.actor_params, meta, step
-    if meta.get("format_version", 1) not in ACTOR_FORMATS:
-        check_format(meta, f"{ref.run}/{CKPT_DIR}/{step}")
-    trainer = make_trainer(config)
-    abstract = jax.eval_shape(trainer.init_seeds, seed_keys(config)).actor_params
-    actor = restore_actor_params(ref.run, step, abstract)
-    check_finite(actor, f"{ref.run}/{CKPT_DIR}/{step}", seeds)
-    return trainer, actor, meta, step
-
-
-def load_team(ref: CheckpointRef | str):
-    """The Team of one seed of a checkpoint (any format in ``ACTOR_FORMATS``), and a dict describing
-    where it came from."""
-    ref = parse_ref(ref) if not isinstance(ref, CheckpointRef) else ref
-    trainer, actor_params, meta, step = load_actors(ref, seeds=[ref.seed])
-    actor = jax.tree.map(lambda x: x[ref.seed], actor_params)
-    team = trainer.team(actor)
-    source = {"run": str(ref.run), "step": step, "seed": ref.seed, "algo": meta["algo"],
-              "env_steps": meta["env_steps"], "shared": trainer.shared}
-    return team, source

@@ -1,12 +1,16 @@
 """A run folder's state, its lock while it trains, and its done marker.
 
-One rule decides what to do with a run folder (``folder_state``), for ``marl train
---resume-if-exists`` and for every sweep executor alike:
+One rule reads a run folder (``folder_stage``): it is *started* once it holds a complete checkpoint;
+a folder with a config.toml and no checkpoint is *unstarted* (it stopped before its first one) and starts
+over. On it rest what to do with a folder that is to hold a config (``folder_state``), for ``marl train
+--resume-if-exists``, every sweep executor and the bench scripts alike:
 
     new     no config.toml (or one but no checkpoint yet: it stopped before its first one)
     resume  the same config, checkpoints short of num_updates
     done    the same config, the done marker (or a checkpoint at num_updates)
     another config.toml holds a different config: a one-line error, nothing touched
+
+and how ``train_run`` starts on a folder, with or without ``--resume`` (``train_mode``).
 
 A process that trains a folder holds ``OUT/.lock`` (created with O_EXCL, so two workers never train
 the same folder): host, pid, the pid's start time and a heartbeat (the file's mtime, touched after
@@ -25,8 +29,9 @@ import time
 from pathlib import Path
 
 from common.errors import UserError
-from marl.core.config import TrainConfig
 from common.files import write_atomic
+from marl.core.config import TrainConfig
+from marl.runs.layout import CONFIG_FILE, METRICS_FILE, load_config, steps
 
 LOCK_FILE = ".lock"
 DONE_FILE = "DONE"
@@ -34,38 +39,74 @@ LOG_FILE = "lock.log"
 STALE_S = 600.0  # a lock of another host whose heartbeat is older than this is stale
 
 
-def folder_state(out: Path, config: TrainConfig) -> str:
-    """'new', 'resume' or 'done' for a run folder that is to hold ``config`` (UserError on another
-    config). Reads only; a 'new' folder may still hold a config and metrics of a run that never
-    checkpointed (``clear_unstarted`` removes them once the lock is held)."""
-    from marl.runs import checkpoint as ckpt
+EMPTY, UNSTARTED, STARTED = "empty", "unstarted", "started"
 
+
+def folder_stage(out: Path) -> str:
+    """What a run folder holds: STARTED (a complete checkpoint), UNSTARTED (a config.toml and no
+    checkpoint: the run stopped before its first one, and starts over) or EMPTY (neither)."""
     out = Path(out)
-    cfg_file = out / ckpt.CONFIG_FILE
+    if steps(out):
+        return STARTED
+    return UNSTARTED if (out / CONFIG_FILE).exists() else EMPTY
+
+
+def folder_state(out: Path, config: TrainConfig | None = None) -> str:
+    """'new', 'resume' or 'done' for a run folder that is to hold ``config`` (UserError on another
+    config; None: the folder's own config, a run continued as it was started). Reads only; a 'new'
+    folder may still hold a config and metrics of a run that never checkpointed (``clear_unstarted``
+    removes them once the lock is held)."""
+    out = Path(out)
+    cfg_file = out / CONFIG_FILE
     if not cfg_file.exists():
         return "new"
-    try:
-        saved = TrainConfig.from_toml(cfg_file)
-    except UserError:
-        saved = None
-    if saved != config:
-        raise UserError(f"{out} holds a run with another config; pick another --out or remove it")
+    if config is None:
+        config = load_config(out)
+    else:
+        try:
+            saved = TrainConfig.from_toml(cfg_file)
+        except UserError:
+            saved = None
+        if saved != config:
+            raise UserError(f"{out} holds a run with another config; pick another --out or remove it")
     if (out / DONE_FILE).exists():
         return "done"
-    steps = ckpt.steps(out)
-    if not steps:
+    if folder_stage(out) != STARTED:
         return "new"
-    return "done" if steps[-1] >= config.num_updates else "resume"
+    return "done" if steps(out)[-1] >= config.num_updates else "resume"
+
+
+def already_exists(out: Path) -> UserError:
+    return UserError(f"run folder {out} already exists; resume it with --resume {out} or pick another --out")
+
+
+def train_mode(out: Path, config: TrainConfig, resume: bool) -> str:
+    """How ``train_run`` starts on ``out`` (``marl train``, with ``--resume`` or without), by
+    ``folder_stage``: 'resume' (STARTED, and ``resume`` asked for), 'restart' (UNSTARTED: with ``resume``,
+    or without it when the folder's config is ``config``) or 'new' (EMPTY, without ``resume``). Every
+    other case is a one-line UserError."""
+    out = Path(out)
+    stage = folder_stage(out)
+    if stage == STARTED:
+        if not resume:
+            raise already_exists(out)
+        return "resume"
+    if stage == EMPTY:
+        if resume:
+            raise UserError(f"{out} is not a run folder (no {CONFIG_FILE}); start it with `marl train --out {out}`")
+        return "new"
+    if not resume and load_config(out) != config:
+        raise UserError(f"run folder {out} holds another run's config and no checkpoint; start that run over "
+                        f"with `marl train --resume {out}`, or pick another --out")
+    return "restart"
 
 
 def clear_unstarted(out: Path) -> None:
     """Remove the config and metrics of a run that stopped before its first checkpoint."""
-    from marl.runs import checkpoint as ckpt
-
     out = Path(out)
-    if not ckpt.steps(out):
-        (out / ckpt.CONFIG_FILE).unlink(missing_ok=True)
-        (out / ckpt.METRICS_FILE).unlink(missing_ok=True)
+    if folder_stage(out) != STARTED:
+        (out / CONFIG_FILE).unlink(missing_ok=True)
+        (out / METRICS_FILE).unlink(missing_ok=True)
 
 
 def _pid_start(pid: int) -> str | None:

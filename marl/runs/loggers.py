@@ -1,8 +1,9 @@
 """Where a run's metrics go besides ``metrics.jsonl``: plain progress lines, TensorBoard, Weights & Biases.
 
-Every backend receives the rows ``marl.runs.loop`` writes to ``metrics.jsonl`` (one dict per update: ``update``,
-``env_steps``, ``time`` = elapsed wall seconds since the run started, ``chunk_s`` and every metric as a
-per-seed list) and mirrors each metric per seed, as ``seed{i}/{metric}`` at step ``env_steps``.
+Every backend receives the rows ``marl.runs.loop`` writes to ``metrics.jsonl`` (``marl/runs/metrics_log.py``:
+one dict per update: ``update``, ``env_steps``, ``time`` = elapsed wall seconds since the run started,
+``chunk_s`` and every metric as a per-seed list) and mirrors each metric per seed, as ``seed{i}/{metric}``
+at step ``env_steps``.
 
 - ``tensorboard``: event files in ``RUN/tb/`` (tensorboardX; ``pip install -e '.[tensorboard]'``).
 - ``wandb``: ``wandb.init(dir=RUN, mode=$WANDB_MODE or "offline")``, so it works without a network;
@@ -16,6 +17,7 @@ import math
 from pathlib import Path
 
 from common.errors import UserError
+from marl.runs.metrics_log import per_seed
 
 BACKENDS = {"tensorboard": "tensorboardX", "wandb": "wandb"}
 TB_DIR = "tb"
@@ -32,11 +34,10 @@ def check_backends(names: list[str]) -> None:
 
 def per_seed_scalars(row: dict):
     """(tag, value) of every finite per-seed metric of one metrics row."""
-    for k, v in row.items():
-        if isinstance(v, list):
-            for s, x in enumerate(v):
-                if x is not None and math.isfinite(x):
-                    yield f"seed{s}/{k}", float(x)
+    for k, v in per_seed(row).items():
+        for s, x in enumerate(v):
+            if x is not None and math.isfinite(x):
+                yield f"seed{s}/{k}", float(x)
 
 
 class TensorBoard:
@@ -62,7 +63,7 @@ class Wandb:
 
         import wandb
 
-        self.run = wandb.init(project=os.environ.get("WANDB_PROJECT", "marl"), name=str(out), dir=str(out),
+        self.run = wandb.init(project=os.environ.get("WANDB_PROJECT", "marl-suite"), name=str(out), dir=str(out),
                               config=config.to_dict(), mode=os.environ.get("WANDB_MODE", "offline"), reinit=True)
 
     def write(self, rows: list[dict]) -> None:

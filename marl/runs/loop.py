@@ -4,27 +4,30 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import shutil
 import signal
 import sys
 import time
 from pathlib import Path
+from typing import Callable
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from common.errors import UserError
-from marl.runs import checkpoint as ckpt
+from common.files import write_atomic
 from marl.core import sharding
 from marl.core.config import TrainConfig
-from common.files import write_atomic
+from marl.core.team import tile
+from marl.core.trainer import NONFINITE, Trainer, TrainState, make_trainer, seed_keys
+from marl.runs import checkpoint as ckpt
+from marl.runs import metrics_log
+from marl.runs.layout import CKPT_DIR, CONFIG_FILE, DISCARDED_DIR, START_FILE, load_config, parse_ref, set_aside, steps
+from marl.runs.loader import load_state
+from marl.runs.lock import STARTED, RunLock, already_exists, folder_stage, train_mode
 from marl.runs.loggers import check_backends, make_loggers
 from marl.runs.resources import check_memory, check_out_dir, state_bytes
-from marl.runs.lock import RunLock
-from marl.core.team import tile
-from marl.core.trainer import GUARDED_FIELDS, NONFINITE, Trainer, TrainState, make_trainer, seed_keys
 
 
 class _Stop(Exception):
@@ -33,36 +36,6 @@ class _Stop(Exception):
 
 def _raise_stop(signum, frame):
     raise _Stop()
-
-
-TIMING_KEYS = ("time", "chunk_s")  # the fields of a metrics row that are wall-clock, not results
-
-
-def _metrics_rows(metrics: dict, keys, first_update: int, config: TrainConfig, elapsed: float,
-                  chunk_s: float) -> list[dict]:
-    """One row per update (values are per-seed lists, in the order of ``keys``); skipped padding
-    updates are dropped. ``time``: wall seconds since the run started (resumes included);
-    ``chunk_s``: the duration of the compiled chunk the update belongs to."""
-    m = {k: np.asarray(v) for k, v in metrics.items()}  # [S, U]
-    rows = []
-    for j in range(m["return"].shape[1]):
-        update = first_update + j + 1
-        if update > config.num_updates:
-            break
-        row = {"update": update, "env_steps": update * config.steps_per_update, "time": round(elapsed, 2),
-               "chunk_s": round(chunk_s, 2)}
-        for k in keys:
-            row[k] = [None if not math.isfinite(x) else round(float(x), 6) for x in m[k][:, j]]
-        rows.append(row)
-    return rows
-
-
-def _truncate_metrics(path: Path, last_update: int) -> None:
-    """Keep only the metric lines up to ``last_update`` (a resumed run rewrites the rest); a torn last
-    line is dropped."""
-    if path.exists():
-        keep = [d for d in ckpt.metric_rows(path) if d["update"] <= last_update]
-        write_atomic(path, "".join(json.dumps(d) + "\n" for d in keep))
 
 
 def with_new_leaves(params: dict, template: dict) -> dict:
@@ -79,16 +52,16 @@ def warm_start(trainer: Trainer, state: TrainState, source: str) -> tuple[TrainS
     without latent input can start a latent-conditioned run (COMPASS starts from a trained policy):
     the new latent weights stay at their zero init.
     """
-    ref = ckpt.parse_ref(source)
-    src_trainer, src, meta, step = ckpt.load_state(ref, seeds=[ref.seed] if "#" in str(source) else None)
-    if src_trainer.spec != trainer.spec:
-        raise UserError(f"cannot start from {ref.run}: it was trained on {src_trainer.spec.name}, this run is {trainer.spec.name}")
-    add_latent = src_trainer.net.latent_dim == 0 and trainer.net.latent_dim > 0
-    if src_trainer.net != (dataclasses.replace(trainer.net, latent_dim=0) if add_latent else trainer.net):
-        raise UserError(f"cannot start from {ref.run}: its network config differs ({src_trainer.net} vs {trainer.net})")
-    if not src_trainer.shared and trainer.shared:
+    ref = parse_ref(source)
+    src = load_state(ref, seeds=[ref.seed] if "#" in str(source) else None)
+    if src.spec != trainer.spec:
+        raise UserError(f"cannot start from {ref.run}: it was trained on {src.spec.name}, this run is {trainer.spec.name}")
+    add_latent = src.net.latent_dim == 0 and trainer.net.latent_dim > 0
+    if src.net != (dataclasses.replace(trainer.net, latent_dim=0) if add_latent else trainer.net):
+        raise UserError(f"cannot start from {ref.run}: its network config differs ({src.net} vs {trainer.net})")
+    if not src.shared and trainer.shared:
         raise UserError(f"cannot start a shared-actor run from {ref.run}: it has separate actors")
-    s_src, s_new = src_trainer.config.num_seeds, trainer.config.num_seeds
+    s_src, s_new = src.config.num_seeds, trainer.config.num_seeds
     if "#" in str(source):
         pick = lambda x: jnp.broadcast_to(x[ref.seed], (s_new,) + x.shape[1:])
     elif s_src == s_new:
@@ -97,83 +70,80 @@ def warm_start(trainer: Trainer, state: TrainState, source: str) -> tuple[TrainS
         pick = lambda x: jnp.broadcast_to(x[0], (s_new,) + x.shape[1:])
     else:
         raise UserError(f"{ref.run} has {s_src} seeds and this run {s_new}: name one source seed with RUN#SEED")
-    actor = jax.tree.map(pick, src.actor_params)
-    if src_trainer.shared and not trainer.shared:
+    actor = jax.tree.map(pick, src.state.actor_params)
+    if src.shared and not trainer.shared:
         actor = jax.vmap(lambda p: tile(p, trainer.n))(actor)
     if add_latent:  # the new latent weights keep their zero init: the team acts exactly like the source
         actor = with_new_leaves(actor, state.actor_params)
     actor_opt = jax.vmap(lambda p: trainer.algo.init_opt(trainer.actor_setup, p))(actor)
     state = state.replace(actor_params=actor, actor_opt=actor_opt,
-                          critic_params=jax.tree.map(pick, src.critic_params),
-                          value_norm=jax.tree.map(pick, src.value_norm))
-    parent = {"run": str(ref.run), "step": step, "seed": ref.seed if "#" in str(source) else None}
+                          critic_params=jax.tree.map(pick, src.state.critic_params),
+                          value_norm=jax.tree.map(pick, src.state.value_norm))
+    parent = {"run": str(ref.run), "step": src.step, "seed": ref.seed if "#" in str(source) else None}
     return state, parent
-
-
-def _restore(out: Path, step: int, abstract) -> tuple[TrainState, dict]:
-    """The verified, finite state of step ``step`` of run ``out`` and its meta (UserError otherwise)."""
-    where = f"{out}/{ckpt.CKPT_DIR}/{step}"
-    meta = ckpt.read_meta(out, step)
-    ckpt.check_format(meta, where)
-    state = ckpt.restore_state(out, step, abstract, meta)
-    ckpt.check_finite([getattr(state, f) for f in GUARDED_FIELDS], where)
-    return state, meta
 
 
 def _resume_point(out: Path, step: int | None, abstract, fallback: bool, note) -> tuple[int, TrainState, dict]:
     """(step, state, meta) to resume from: ``step`` (latest when None). When the latest does not verify,
     ``fallback`` takes the newest step that does; without it the error names that step."""
-    available = ckpt.steps(out)
+    available = steps(out)
     if step is not None and step not in available:
         raise UserError(f"run {out} has no checkpoint at step {step}; available: {', '.join(map(str, available))}")
     first = step if step is not None else available[-1]
     try:
-        return (first, *_restore(out, first, abstract))
+        return (first, *ckpt.restore_checked(out, first, abstract))
     except UserError as e:
         if step is not None:
             raise
         error = e
     for k in reversed(available[:-1]):
         try:
-            state, meta = _restore(out, k, abstract)
+            state, meta = ckpt.restore_checked(out, k, abstract)
         except UserError:
             continue
         if fallback:
             note(f"{error}; resuming from step {k}, the newest step that verifies")
             return k, state, meta
         raise UserError(f"{error}; the newest step that verifies is {k}: resume from it with `marl train --resume "
-                        f"{out} --fallback` (later steps are moved to {ckpt.DISCARDED_DIR}/)")
+                        f"{out} --fallback` (later steps are moved to {DISCARDED_DIR}/)")
     raise UserError(f"{error}; no earlier step verifies either")
-
-
-def _fresh_state(trainer: Trainer, config: TrainConfig, init, init_from: str | None):
-    """Initial state (warm-started from ``init_from`` if given) and its parent record."""
-    state = init(seed_keys(config))
-    if init_from:
-        return warm_start(trainer, state, init_from)
-    return state, None
 
 
 def _recorded_start(out: Path) -> str | None:
     """The exact warm-start source a run was created with (``RUN/checkpoints/K[#S]``), if any."""
-    f = out / ckpt.START_FILE
+    f = out / START_FILE
     return json.loads(f.read_text())["init_from"] if f.exists() else None
 
 
 def _record_start(out: Path, parent: dict | None) -> None:
     if parent:
-        ref = f"{parent['run']}/{ckpt.CKPT_DIR}/{parent['step']}" + (f"#{parent['seed']}" if parent["seed"] is not None else "")
-        write_atomic(out / ckpt.START_FILE, json.dumps({"init_from": ref}) + "\n")
+        ref = f"{parent['run']}/{CKPT_DIR}/{parent['step']}" + (f"#{parent['seed']}" if parent["seed"] is not None else "")
+        write_atomic(out / START_FILE, json.dumps({"init_from": ref}) + "\n")
 
 
 def _diverged_error(out: Path, new: dict[int, int], config: TrainConfig) -> UserError:
     seeds = ", ".join(f"seed {s} ({out}#{s}) at update {u}" for s, u in sorted(new.items()))
-    last = ckpt.steps(out)
-    kept = f"the last good checkpoint is {out}/{ckpt.CKPT_DIR}/{last[-1]}" if last else "no checkpoint was written"
+    last = steps(out)
+    kept = f"the last good checkpoint is {out}/{CKPT_DIR}/{last[-1]}" if last else "no checkpoint was written"
     other = ("" if config.num_seeds == 1 or config.keep_finite_seeds else
              "; keep_finite_seeds=true trains the other seeds on")
     return UserError(f"training diverged: non-finite loss, gradient or parameters in {seeds}; nothing of it was "
                      f"saved and {kept}; lower lr or max_grad_norm and start again{other}")
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainOptions:
+    """How ``train_run`` trains a folder, besides the config (see ``train_run``)."""
+
+    resume: bool = False
+    resume_step: int | None = None
+    fallback: bool = False
+    init_from: str | None = None
+    progress: bool = True
+    stop_after_chunks: int | None = None
+    note: Callable[[str], None] = lambda msg: print(msg, file=sys.stderr)
+    num_devices: int = 1
+    log: tuple = ()
 
 
 def train_run(config: TrainConfig, out: str | Path, *, resume: bool = False, resume_step: int | None = None,
@@ -184,7 +154,8 @@ def train_run(config: TrainConfig, out: str | Path, *, resume: bool = False, res
     Resume: from ``resume_step`` (default latest; with ``fallback``, the newest step that verifies
     when the latest does not); later and incomplete step folders are moved to
     ``checkpoints.discarded/``. A folder with a config and no checkpoint starts over (from its
-    recorded warm-start source). A seed whose update turns non-finite stops the run with a UserError
+    recorded warm-start source). What is done with a folder is ``marl/runs/lock.py``'s rule
+    (``train_mode``). A seed whose update turns non-finite stops the run with a UserError
     at the end of the chunk, before anything of that chunk is saved (``keep_finite_seeds``: the seed
     is frozen at its last finite state, recorded as ``diverged`` in the meta, and the others go on).
     The folder's lock is held while it trains and the done marker written when it finishes
@@ -194,98 +165,148 @@ def train_run(config: TrainConfig, out: str | Path, *, resume: bool = False, res
     """
     out = Path(out)
     check_backends(list(log))
-    note = note or (lambda msg: print(msg, file=sys.stderr))
-    num_devices = sharding.device_count(config.num_seeds, devices)
-    if not resume and ckpt.steps(out):
-        raise UserError(f"run folder {out} already exists; resume it with --resume {out} or pick another --out")
+    opts = TrainOptions(resume=resume, resume_step=resume_step, fallback=fallback, init_from=init_from,
+                        progress=progress, stop_after_chunks=stop_after_chunks,
+                        num_devices=sharding.device_count(config.num_seeds, devices), log=tuple(log),
+                        **({"note": note} if note else {}))
+    if not resume and folder_stage(out) == STARTED:
+        raise already_exists(out)
     if resume:
-        ckpt.parse_ref(out)  # a missing run folder is named as such before the lock creates it
+        parse_ref(out)  # a missing run folder is named as such before the lock creates it
     else:
         check_out_dir(out, "--out")  # before the lock creates the folder
     created = not out.exists()
     try:
         with RunLock(out, "resume" if resume else "new") as lock:
-            return _train_locked(config, out, resume, resume_step, fallback, init_from, progress, stop_after_chunks,
-                                 note, num_devices, lock, log)
+            return _train_locked(config, out, opts, lock)
     except BaseException:
-        if created and not (out / ckpt.CONFIG_FILE).exists():  # refused before it started: leave no folder
+        if created and not (out / CONFIG_FILE).exists():  # refused before it started: leave no folder
             shutil.rmtree(out, ignore_errors=True)
         raise
 
 
-def _train_locked(config, out, resume, resume_step, fallback, init_from, progress, stop_after_chunks, note,
-                  num_devices, lock, log) -> Path:
+@dataclasses.dataclass(frozen=True)
+class _Programs:
+    """A run's compiled functions and the shapes of its state."""
+
+    init: Callable  # seed keys -> TrainStates
+    chunk: Callable  # (states, frozen) -> (states, metrics [S, U]); donates the states
+    seeds_on: object  # the sharding of the seed axis
+    abstract: TrainState  # shapes and dtypes of the states (unsharded)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Start:
+    """Where training starts: the (sharded) states, the parent record and the seeds already diverged."""
+
+    state: TrainState
+    parent: dict | None
+    diverged: dict
+
+
+def _train_locked(config: TrainConfig, out: Path, opts: TrainOptions, lock: RunLock) -> Path:
     trainer = make_trainer(config)
+    programs = _programs(trainer, config, opts)
+    mode = train_mode(out, config, opts.resume)
+    start = {"resume": _resume, "restart": _restart, "new": _new}[mode](trainer, config, out, opts, programs)
+    _run_chunks(trainer, config, out, opts, lock, programs, start)
+    return out
+
+
+def _programs(trainer: Trainer, config: TrainConfig, opts: TrainOptions) -> _Programs:
+    """Compile-ready init and chunk programs; refuses (one line) a state that does not fit in memory."""
     init = jax.jit(trainer.init_seeds)
     chunk = jax.jit(jax.vmap(trainer.chunk), donate_argnums=0)
-    seeds_on = sharding.seed_sharding(num_devices)
-    metrics_path = out / ckpt.METRICS_FILE
+    seeds_on = sharding.seed_sharding(opts.num_devices)
     abstract = jax.eval_shape(init, seed_keys(config))
     check_memory(state_bytes(abstract) * 3, f"training {config.env} with network.hidden={config.network.hidden}, "
                  f"critic_hidden={config.network.critic_hidden} and {config.num_seeds} seed(s)")
-    parent, diverged = None, {}
-    has_config = (out / ckpt.CONFIG_FILE).exists()
-    if resume and ckpt.steps(out):
-        step, state, meta = _resume_point(out, resume_step, sharding.abstract(abstract, seeds_on), fallback, note)
-        parent = meta.get("parent")
-        diverged = {int(k): v for k, v in (meta.get("diverged") or {}).items()}
-        state = sharding.shard(jax.tree.map(jnp.asarray, state), seeds_on)
-        moved = ckpt.set_aside(out, step)
-        if moved:
-            note(f"resuming {out} from step {step}: moved step folder(s) {', '.join(moved)} to {out}/{ckpt.DISCARDED_DIR}/")
-        _truncate_metrics(metrics_path, step)
-        if ckpt.load_config(out) != config:  # a safe change asked for on resume (e.g. more total_steps)
-            config.to_toml(out / ckpt.CONFIG_FILE)
-    elif resume or (has_config and not ckpt.steps(out)):
-        if not has_config:
-            raise UserError(f"{out} is not a run folder (no {ckpt.CONFIG_FILE}); start it with `marl train --out {out}`")
-        if not resume and ckpt.load_config(out) != config:
-            raise UserError(f"run folder {out} holds another run's config and no checkpoint; start that run over "
-                            f"with `marl train --resume {out}`, or pick another --out")
-        recorded = _recorded_start(out)
-        if init_from and recorded and ckpt.parse_ref(init_from).run != ckpt.parse_ref(recorded).run:
-            raise UserError(f"run folder {out} was started from {recorded}, not {init_from}; pick another --out")
-        note(f"run {out} has no checkpoint yet (it stopped before its first one): starting it over"
-             + (f" from {recorded}" if recorded else ""))
-        state, parent = _fresh_state(trainer, config, init, recorded or init_from)
-        state = sharding.shard(state, seeds_on)
-        ckpt.set_aside(out, None)
-        config.to_toml(out / ckpt.CONFIG_FILE)
-        _record_start(out, parent)
-        metrics_path.write_text("")
-    else:
-        if has_config or ckpt.steps(out):  # again, now that the lock is held
-            raise UserError(f"run folder {out} already exists; resume it with --resume {out} or pick another --out")
-        state, parent = _fresh_state(trainer, config, init, init_from)
-        state = sharding.shard(state, seeds_on)
-        out.mkdir(parents=True, exist_ok=True)
-        config.to_toml(out / ckpt.CONFIG_FILE)
-        _record_start(out, parent)
-        metrics_path.write_text("")
+    return _Programs(init, chunk, seeds_on, abstract)
+
+
+def _resume(trainer: Trainer, config: TrainConfig, out: Path, opts: TrainOptions, programs: _Programs) -> _Start:
+    """From a checkpoint: later step folders set aside, the metrics log cut back to it, a safe config
+    change (e.g. more total_steps) written."""
+    note = opts.note
+    step, state, meta = _resume_point(out, opts.resume_step, sharding.abstract(programs.abstract, programs.seeds_on),
+                                      opts.fallback, note)
+    parent = meta.get("parent")
+    diverged = {int(k): v for k, v in (meta.get("diverged") or {}).items()}
+    state = sharding.shard(jax.tree.map(jnp.asarray, state), programs.seeds_on)
+    moved = set_aside(out, step)
+    if moved:
+        note(f"resuming {out} from step {step}: moved step folder(s) {', '.join(moved)} to {out}/{DISCARDED_DIR}/")
+    metrics_log.truncate(out, step)
+    if load_config(out) != config:  # a safe change asked for on resume (e.g. more total_steps)
+        config.to_toml(out / CONFIG_FILE)
+    return _Start(state, parent, diverged)
+
+
+def _restart(trainer: Trainer, config: TrainConfig, out: Path, opts: TrainOptions, programs: _Programs) -> _Start:
+    """A folder with a config and no checkpoint (it stopped before its first one): start over, from the
+    warm-start source it recorded."""
+    recorded = _recorded_start(out)
+    if opts.init_from and recorded and parse_ref(opts.init_from).run != parse_ref(recorded).run:
+        raise UserError(f"run folder {out} was started from {recorded}, not {opts.init_from}; pick another --out")
+    opts.note(f"run {out} has no checkpoint yet (it stopped before its first one): starting it over"
+              + (f" from {recorded}" if recorded else ""))
+    state, parent = _fresh_state(trainer, config, programs, recorded or opts.init_from)
+    set_aside(out, None)
+    _write_start(config, out, parent)
+    return _Start(state, parent, {})
+
+
+def _new(trainer: Trainer, config: TrainConfig, out: Path, opts: TrainOptions, programs: _Programs) -> _Start:
+    state, parent = _fresh_state(trainer, config, programs, opts.init_from)
+    out.mkdir(parents=True, exist_ok=True)
+    _write_start(config, out, parent)
+    return _Start(state, parent, {})
+
+
+def _fresh_state(trainer: Trainer, config: TrainConfig, programs: _Programs, init_from: str | None):
+    """Initial (sharded) state, warm-started from ``init_from`` if given, and its parent record."""
+    state = programs.init(seed_keys(config))
+    parent = None
+    if init_from:
+        state, parent = warm_start(trainer, state, init_from)
+    return sharding.shard(state, programs.seeds_on), parent
+
+
+def _write_start(config: TrainConfig, out: Path, parent: dict | None) -> None:
+    """A run's first files: its config, its warm-start source and an empty metrics log."""
+    config.to_toml(out / CONFIG_FILE)
+    _record_start(out, parent)
+    metrics_log.start(out)
+
+
+def _run_chunks(trainer: Trainer, config: TrainConfig, out: Path, opts: TrainOptions, lock: RunLock,
+                programs: _Programs, start: _Start) -> None:
+    """Train chunk after chunk from ``start``: log every update, checkpoint every ``checkpoint_every``
+    chunks, stop cleanly on Ctrl-C / SIGTERM (keeping the last checkpoint) and on divergence."""
+    state, parent, diverged = start.state, start.parent, dict(start.diverged)
     old_handler = signal.signal(signal.SIGTERM, _raise_stop)
     mngr = None
     start_update = int(np.asarray(state.update).reshape(-1)[0])
     start_chunk = start_update // config.updates_per_chunk
-    bar = _Progress(config, enabled=progress, start_update=start_chunk * config.updates_per_chunk,
+    bar = _Progress(config, enabled=opts.progress, start_update=start_chunk * config.updates_per_chunk,
                     has_win=trainer.spec.has_win)
     frozen = np.zeros(config.num_seeds, bool)
     frozen[list(diverged)] = True
     done_chunks = 0
-    previous = ckpt.metric_rows(metrics_path) if metrics_path.exists() else []
-    t_start = time.time() - (previous[-1].get("time", 0.0) if previous else 0.0)  # elapsed carries over a resume
+    t_start = time.time() - metrics_log.elapsed(out)  # elapsed carries over a resume
     loggers = []
     try:
-        loggers = make_loggers(list(log), out, config)
+        loggers = make_loggers(list(opts.log), out, config)
         mngr = ckpt.manager(out, create=True, keep_last=config.keep_last, keep_every=config.keep_every)
         with bar:
             for c in range(start_chunk, config.num_chunks):
                 t0 = time.time()
                 first = c * config.updates_per_chunk
-                state, metrics = chunk(state, jnp.asarray(frozen))
+                state, metrics = programs.chunk(state, jnp.asarray(frozen))
                 metrics = jax.device_get(metrics)
-                rows = _metrics_rows(metrics, trainer.metric_keys, first, config, time.time() - t_start, time.time() - t0)
-                with metrics_path.open("a") as f:
-                    f.write("".join(json.dumps(r) + "\n" for r in rows))
+                rows = metrics_log.make_rows(metrics, trainer.metric_keys, first, config, time.time() - t_start,
+                                             time.time() - t0)
+                metrics_log.append(out, rows)
                 for lg in loggers:
                     lg.write(rows)
                 update = min(first + config.updates_per_chunk, config.num_updates)
@@ -296,9 +317,9 @@ def _train_locked(config, out, resume, resume_step, fallback, init_from, progres
                     frozen[list(new)] = True
                     if not config.keep_finite_seeds or frozen.all():
                         raise _diverged_error(out, new, config)
-                    note(f"marl: warning: seed(s) {', '.join(map(str, sorted(new)))} diverged at update(s) "
-                         f"{', '.join(str(new[s]) for s in sorted(new))}; frozen at their last finite state, "
-                         f"the other seeds train on (keep_finite_seeds)")
+                    opts.note(f"marl: warning: seed(s) {', '.join(map(str, sorted(new)))} diverged at update(s) "
+                              f"{', '.join(str(new[s]) for s in sorted(new))}; frozen at their last finite state, "
+                              f"the other seeds train on (keep_finite_seeds)")
                 bar.advance(update, metrics, time.time() - t0, time.time() - t_start)
                 if (c + 1) % config.checkpoint_every == 0 or c + 1 == config.num_chunks:
                     meta = ckpt.make_meta(config, trainer.spec, update, parent)
@@ -309,10 +330,10 @@ def _train_locked(config, out, resume, resume_step, fallback, init_from, progres
                         lock.done(update)
                 lock.heartbeat()
                 done_chunks += 1
-                if stop_after_chunks is not None and done_chunks >= stop_after_chunks:
+                if opts.stop_after_chunks is not None and done_chunks >= opts.stop_after_chunks:
                     break
     except (KeyboardInterrupt, _Stop):
-        last = ckpt.steps(out)
+        last = steps(out)
         raise UserError(f"interrupted; resume with `marl train --resume {out}` (" +
                         (f"from step {last[-1]})" if last else "no checkpoint yet: it starts over)")) from None
     finally:
@@ -321,7 +342,6 @@ def _train_locked(config, out, resume, resume_step, fallback, init_from, progres
             mngr.close()
         for lg in loggers:
             lg.close()
-    return out
 
 
 class _Progress:

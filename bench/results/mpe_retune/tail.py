@@ -1,5 +1,5 @@
 """Training-return tail of a run: per seed, the mean of `return` over the last 10% of updates (the
-training-source score of `marl report`, ``marl.report.train_scores``).
+training-source score of `marl report`, ``marl.analysis.report.train_scores``).
 
     python bench/results/mpe_retune/tail.py RUN [RUN ...]
 """
@@ -8,7 +8,7 @@ import sys
 
 import numpy as np
 
-from marl.report import train_scores
+from marl.analysis.report import train_scores
 
 for run in sys.argv[1:]:
     final = train_scores(run)[2]

@@ -1,0 +1,65 @@
+"""Argument helpers shared by the subcommands: the one-line error form, key=value overrides anywhere,
+and the train flags as config overrides. Imports no jax."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with the suite's error form: one line ``marl: error: ...``, exit code 2."""
+
+    def error(self, message):
+        sub = " ".join(self.prog.split()[1:])
+        print(f"marl: error: {sub + ': ' if sub else ''}{message}", file=sys.stderr)
+        sys.exit(2)
+
+
+def parse_args(parser: argparse.ArgumentParser, argv: list[str] | None = None):
+    """Parse, accepting key=value overrides anywhere among the options (``--out x k=v --quiet k2=v2``)."""
+    args, extra = parser.parse_known_args(argv)
+    kv = [e for e in extra if "=" in e and not e.startswith("-")]
+    if kv and hasattr(args, "overrides"):
+        args.overrides = list(args.overrides or []) + kv
+        extra = [e for e in extra if e not in kv]
+    if extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
+
+
+def add_config_options(p: argparse.ArgumentParser) -> None:
+    """--env, --algo, --config and key=value overrides (train and config show)."""
+    p.add_argument("--env", help="environment, e.g. smax:3m or mpe:simple_spread:8 (`marl envs`; config default smax:3m)")
+    p.add_argument("--algo", choices=("mappo", "happo"), help="algorithm (config default mappo; happo trains one actor per agent)")
+    p.add_argument("--config", help="TOML config file")
+    p.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides, e.g. lr=1e-3 network.hidden=64")
+
+
+def config_flags(args) -> dict:
+    """The config keys set on the command line (flags, then key=value overrides; later wins)."""
+    from marl.core.config import split_override
+
+    flags = {}
+    if args.env:
+        flags["env"] = args.env
+    if args.algo:
+        flags["algo"] = args.algo
+        if args.algo == "happo":
+            flags["share_actor"] = False
+    for attr, key in (("no_share", "share_actor"), ("seeds", "num_seeds"), ("seed", "seed"),
+                      ("total_steps", "total_steps"), ("latent_dim", "network.latent_dim"), ("latents", "num_latents"),
+                      ("keep_finite_seeds", "keep_finite_seeds")):
+        value = getattr(args, attr, None)  # `marl config show` has only --env/--algo/--config
+        if value is None or value is False:
+            continue
+        flags[key] = False if attr == "no_share" else value
+    flags.update(split_override(o) for o in args.overrides or [])
+    return flags
+
+
+def build_config(args, base=None):
+    """TrainConfig from --config (or ``base``), then flags, then key=value overrides (later wins)."""
+    from marl.api import make_config
+
+    return make_config(args.config or base, config_flags(args))

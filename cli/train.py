@@ -1,0 +1,65 @@
+"""``marl train``: train MAPPO/HAPPO teams (seeds vmapped), resume, warm start, histories."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from cli.args import add_config_options, build_config, config_flags
+
+
+def _cmd_train(args) -> int:
+    from common.errors import UserError
+    from marl import api
+
+    if args.fallback and not args.resume:
+        raise UserError("--fallback applies only with --resume")
+    if args.resume:
+        from marl.runs.layout import parse_ref
+
+        ref = parse_ref(args.resume)
+        for flag, value in (("--out", args.out), ("--init-from", args.init_from), ("--history", args.history)):
+            if value and not (flag == "--out" and Path(value).resolve() == ref.run):
+                raise UserError(f"--resume continues {ref.run} as it was started; {flag} does not apply (drop it)")
+        api.resume(args.resume, fallback=args.fallback, progress=not args.quiet, devices=args.devices,
+                   log=tuple(args.log), echo=print, overrides=config_flags(args), config=args.config)
+        return 0
+    init_from = args.init_from
+    if args.history:
+        from sweeps.histories import history_config
+
+        cfg, init_from = history_config(args.history, build_config(args), args.init_from)
+    else:
+        cfg = build_config(args)
+    out = Path(args.out) if args.out else api.default_out(cfg, args.history)
+    api.train(cfg, out, init_from=init_from, resume_if_exists=args.resume_if_exists, progress=not args.quiet,
+              devices=args.devices, log=tuple(args.log), echo=print)
+    return 0
+
+
+def add_parser(sub) -> None:
+    t = sub.add_parser("train", help="train MAPPO/HAPPO teams (seeds vmapped)")
+    add_config_options(t)
+    t.add_argument("--no-share", action="store_true", help="MAPPO with one actor per agent")
+    t.add_argument("--seeds", type=int, help="number of seeds trained at once")
+    t.add_argument("--seed", type=int, help="first seed")
+    t.add_argument("--total-steps", help="env steps per seed, e.g. 2e6")
+    t.add_argument("--latent-dim", type=int, help="latent input size (latent-conditioned training)")
+    t.add_argument("--latents", type=int, help="K latents per instance (best-of-K training)")
+    t.add_argument("--history", help="a named training history (shared, continued, decoupled, happo-from-shared, happo)")
+    t.add_argument("--out", help="run folder (default runs/<env>-<algo>)")
+    t.add_argument("--resume", metavar="RUN[/checkpoints/STEP]",
+                   help="continue a stopped run from its last checkpoint (or STEP: later steps are moved to "
+                        "checkpoints.discarded/); total_steps and keep_finite_seeds may be raised/set")
+    t.add_argument("--fallback", action="store_true",
+                   help="with --resume: if the latest checkpoint fails verification, resume from the newest that passes")
+    t.add_argument("--keep-finite-seeds", action="store_true",
+                   help="a seed that diverges (NaN/inf) is frozen and the others train on (default: the run stops)")
+    t.add_argument("--init-from", metavar="RUN[/checkpoints/STEP][#SEED]", help="warm start from another run")
+    t.add_argument("--resume-if-exists", action="store_true",
+                   help="if --out holds this same config, continue it (or do nothing when it is done)")
+    t.add_argument("--devices", type=int, help="local devices to shard the seeds over (default: all that divide the seeds)")
+    t.add_argument("--quiet", action="store_true", help="no progress bar (or lines, without a terminal)")
+    t.add_argument("--log", action="append", default=[], metavar="BACKEND",
+                   help="also log every metric per seed to BACKEND (repeatable): tensorboard (RUN/tb/), "
+                        "wandb (offline unless WANDB_MODE)")
+    t.set_defaults(func=_cmd_train)

@@ -1,0 +1,75 @@
+"""``build_report``: runs, their statistics tables and marl-eval's data as one ``Report`` (no files)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from common import stats
+from common.errors import UserError
+from marl.analysis.report.export import layout_warnings, marl_eval_data
+from marl.analysis.report.runs import Run, load_runs
+from marl.analysis.report.tables import curves, final_table, improvements, normalise, per_run, profiles
+
+
+@dataclasses.dataclass(frozen=True)
+class Report:
+    """A report as data. ``runs`` hold the scores the tables were computed from (min-max normalised per
+    task when ``normalised``); the tables are lists of row dicts (the CSV files of ``write_report``):
+    ``curves`` (group, task, env_steps, runs, iqm, lo, hi), ``final`` (group, task: a task or "pooled",
+    runs, iqm, lo, hi, mean), ``improvement`` (x, y, p_x_better, lo, hi), ``profiles`` (group, tau,
+    fraction, lo, hi), ``per_run`` (run, seed, group, task, final). ``marl_eval``: marl-eval's
+    raw-experiment data from the unnormalised per-episode values (None unless asked for), ``warnings``:
+    what marl-eval's tools would refuse in it."""
+
+    runs: tuple[Run, ...]
+    metric: str
+    group_by: tuple[str, ...]
+    num_boot: int
+    seed: int
+    normalised: bool
+    curves: list[dict]
+    final: list[dict]
+    improvement: list[dict]
+    profiles: list[dict]
+    per_run: list[dict]
+    marl_eval: dict | None = None
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def label(self) -> str:
+        """The score's name, e.g. ``return (min-max normalised per env)``."""
+        return f"{self.metric}{' (min-max normalised per env)' if self.normalised else ''}"
+
+    @property
+    def source_label(self) -> str:
+        return ("evaluation (marl eval)" if self.runs[0].outcomes is not None
+                else "training metrics (last 10% of updates)")
+
+    @property
+    def tasks(self) -> list[str]:
+        return sorted({r.task for r in self.runs})
+
+
+def build_report(paths, group_by: list[str] | None = None, metric: str = "return", source: str = "auto",
+                 num_boot: int = stats.DEFAULT_BOOT, seed: int = 0, marl_eval: bool = False) -> Report:
+    """Read the runs below ``paths`` and compute every table of the report (see ``Report``).
+
+    ``group_by``: keys naming a group (``runs.SPECIAL_KEYS`` or config keys; default the algorithm, and
+    required when the runs are of more than one env); ``metric``: return or win_rate; ``source``: eval
+    (``marl eval``'s per-episode outcomes), train (metrics.jsonl) or auto (eval when every run has it);
+    ``num_boot`` bootstrap resamples with ``seed``; ``marl_eval``: also build marl-eval's JSON data (every
+    run needs per-episode outcomes). Raises UserError with a one-line message for what cannot be reported.
+    """
+    if num_boot < 1:
+        raise UserError(f"--boot must be >= 1, got {num_boot}")
+    runs = load_runs(paths, metric, source, group_by)
+    data = marl_eval_data(runs) if marl_eval else None  # before normalising: raw per-episode values
+    normed = normalise(runs, metric)
+    curve_rows = curves(runs, num_boot, seed)
+    final = final_table(runs, seed)
+    poi = improvements(runs, num_boot, seed)
+    prof = profiles(runs, num_boot, seed)
+    return Report(runs=tuple(runs), metric=metric, group_by=tuple(group_by or ["algo"]), num_boot=num_boot, seed=seed,
+                  normalised=normed, curves=curve_rows, final=final, improvement=poi, profiles=prof,
+                  per_run=per_run(runs), marl_eval=data,
+                  warnings=tuple(layout_warnings(data)) if data is not None else ())

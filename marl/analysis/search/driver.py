@@ -1,0 +1,77 @@
+"""``search_run``: the whole latent search of one checkpoint (what ``marl search`` runs), from a run
+reference to the summary, with the command's argument checks and one-line errors."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from common.errors import UserError
+from marl.analysis.search.compare import check_latent_dim, check_latent_team, check_source, search_methods, summarize
+from marl.analysis.search.methods import DEFAULT_PER_AGENT, METHODS, PER_AGENT
+from marl.analysis.search.output import write_outputs
+from marl.runs.layout import CheckpointRef, load_config, parse_ref
+
+
+def check_search_args(methods, per_agent: str, *, instances: int, budget: int, population: int, reeval: int,
+                      repeats: int, sigma: float) -> None:
+    """The command's range checks, before anything is loaded (messages name the ``marl search`` options)."""
+    bad = [m for m in methods if m not in METHODS]
+    if bad:
+        raise UserError(f"unknown search method {bad[0]!r}; choose from {', '.join(METHODS)}")
+    if per_agent not in PER_AGENT:
+        raise UserError(f"--per-agent {per_agent!r} is not a per-agent method; choose from {', '.join(PER_AGENT)}")
+    if per_agent not in methods:
+        raise UserError(f"--per-agent {per_agent} is not among --methods: add it or name one of them")
+    for name, value in (("instances", instances), ("budget", budget), ("population", population),
+                        ("reeval", reeval), ("repeats", repeats)):
+        if value < 1:
+            raise UserError(f"--{name} must be >= 1, got {value}")
+    if not (math.isfinite(sigma) and sigma > 0):
+        raise UserError(f"--sigma must be a finite number > 0, got {sigma}")
+
+
+def search_run(ref: str | Path | CheckpointRef, *, instances: int = 64, budget: int = 256, methods=METHODS,
+               per_agent: str = DEFAULT_PER_AGENT, source: str | Path | CheckpointRef | None = None,
+               population: int = 16, sigma: float = 0.5, repeats: int = 1, reeval: int = 16, seed: int = 0,
+               out: str | Path | None = None, echo=print) -> dict:
+    """Latent search on the checkpoint ``ref`` (``RUN[/checkpoints/STEP][#SEED]`` of a latent-conditioned
+    run): every method in ``methods`` spends ``budget`` episodes (population x repeats per generation) on
+    each of ``instances`` fixed instances; the best latent per instance is re-evaluated on ``reeval``
+    fresh episodes. ``per_agent``: the per-agent method the claims compare (named before the run);
+    ``source``: ``RUN[#SEED]`` of the policy P the latent run was fine-tuned from (adds its greedy row on
+    the same instances and keys); ``seed`` picks the instances and the search noise.
+
+    Returns ``summarize``'s dict plus run, source, instances, budget, population, sigma, reeval_episodes,
+    repeats and seed; with ``out`` also writes summary.json, curves.csv, curves.png and table.txt there.
+    ``echo`` gets a header line and one progress line per method. Bad input raises UserError (one line),
+    before any checkpoint is loaded where it can be told from the arguments and the run's config.
+    """
+    from marl.runs.loader import load_team
+    from marl.runs.resources import check_out_dir
+
+    methods = list(methods)
+    check_search_args(methods, per_agent, instances=instances, budget=budget, population=population,
+                      reeval=reeval, repeats=repeats, sigma=sigma)
+    if out is not None:
+        check_out_dir(out)
+    ref = parse_ref(ref)
+    check_latent_dim(load_config(ref.run).network.latent_dim, str(ref.run))  # before loading any checkpoint
+    loaded = load_team(ref)
+    team, info = loaded.team, loaded.source
+    check_latent_team(team, str(ref.run))
+    p_team = p_info = None
+    if source is not None:
+        p_loaded = load_team(parse_ref(source))
+        p_team, p_info = p_loaded.team, p_loaded.source
+        check_source(team, p_team, f"--source {source}")
+    echo(f"search {info['run']} @ update {info['step']} ({team.spec.name}, N={team.num_agents}, "
+         f"d={team.network.latent_dim}): {instances} instances, budget {budget}")
+    results = search_methods(loaded.env, team, methods, instances, budget, seed=seed, pop=population, sigma=sigma,
+                             reeval_episodes=reeval, repeats=repeats, source=p_team, log=echo)
+    summary = summarize(results, per_agent=per_agent)
+    summary.update(run=info, source=p_info, instances=instances, budget=budget, population=population,
+                   sigma=sigma, reeval_episodes=reeval, repeats=repeats, seed=seed)
+    if out is not None:
+        write_outputs(summary, out, title=f"{team.spec.name}: latent search ({instances} instances)")
+    return summary

@@ -1,0 +1,191 @@
+"""The Python API: train, resume, load a team, evaluate, search and report, from a notebook or a script.
+
+Every ``marl`` subcommand parses its arguments and calls one of these; bench scripts and notebooks call
+them too. Bad input raises ``common.errors.UserError`` with a one-line message (the CLI prints it and
+exits 2). Probes are ``probes.api`` (a layer above this one), sweeps ``sweeps.api``.
+
+    import marl
+    run = marl.train(env="smax:3m", total_steps=20_000, out="runs/nb")   # -> Path of the run folder
+    result = marl.evaluate(run, episodes=64)                             # -> EvalReport (arrays)
+    team = marl.load(run)                                                # -> LoadedTeam(team, env, source)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+from common.errors import UserError
+from marl.analysis import defaults
+from marl.core.config import TrainConfig
+
+# What a resumed run may change: more env steps (the run continues; with anneal_lr the schedule is
+# stretched from the resume point), what to do when a seed diverges, and retention. Everything else would
+# make the resumed run a different run than the one its checkpoints belong to.
+RESUME_SAFE = ("total_steps", "keep_finite_seeds", "keep_last", "keep_every")
+
+
+def _quiet(_msg: str) -> None:
+    pass
+
+
+def make_config(config: TrainConfig | str | Path | None = None, overrides: dict | list | None = None) -> TrainConfig:
+    """A validated TrainConfig: ``config`` (a TrainConfig, a TOML path, or None for the defaults) with
+    ``overrides`` applied (``{"lr": 1e-3, "network.hidden": 64}`` or ``["lr=1e-3"]``)."""
+    if isinstance(config, (str, Path)):
+        config = TrainConfig.from_toml(config)
+    config = config or TrainConfig()
+    return config.with_overrides(overrides) if overrides else config
+
+
+def default_out(config: TrainConfig, label: str | None = None) -> Path:
+    """``runs/<env>-<label or algo>``: where a run goes when no folder is named."""
+    return Path(f"runs/{config.env.replace(':', '-')}-{label or config.algo}")
+
+
+def train(config: TrainConfig | str | Path | None = None, out: str | Path | None = None, *,
+          init_from: str | None = None, resume_if_exists: bool = False, progress: bool = False,
+          devices: int | None = None, log: tuple[str, ...] = (), echo: Callable[[str], None] = _quiet,
+          **overrides) -> Path:
+    """Train a new run into ``out`` and return its folder.
+
+    ``config``: a TrainConfig, a TOML file or None (defaults); keyword ``overrides`` are config keys
+    (``network__hidden=64`` or ``**{"network.hidden": 64}`` for the network). ``init_from``: warm start
+    from ``RUN[/checkpoints/STEP][#SEED]``. ``resume_if_exists``: a folder holding this same config is
+    continued (or left alone when done: a requeued job). ``echo`` receives the one-line status messages.
+    """
+    from marl.runs.lock import resume_mode
+    from marl.runs.loop import train_run
+
+    cfg = make_config(config, {k.replace("__", "."): v for k, v in overrides.items()})
+    out = Path(out) if out is not None else default_out(cfg)
+    resume = False
+    if resume_if_exists:
+        resume = resume_mode(out, cfg)
+        if resume is None:
+            echo(f"run {out} is already done ({cfg.num_updates} updates); nothing to train")
+            return out
+    echo(_describe(out, cfg))
+    train_run(cfg, out, resume=resume, init_from=init_from, progress=progress, devices=devices, log=tuple(log))
+    echo(f"saved {out}")
+    return out
+
+
+def resume_config(run: str | Path, overrides: dict | list | None = None,
+                  config: TrainConfig | str | Path | None = None) -> TrainConfig:
+    """The saved config of ``run`` (or ``config`` in its place) with ``overrides`` applied; a change of any
+    key outside ``RESUME_SAFE`` is refused with a one-line error naming the keys."""
+    from marl.runs import layout
+
+    ref = layout.parse_ref(run)
+    saved = layout.load_config(ref.run)
+    cfg = make_config(config if config is not None else saved, overrides)
+    a, b = saved.flat(), cfg.flat()
+    refused = [k for k in a if a[k] != b[k] and k not in RESUME_SAFE]
+    if refused:
+        raise UserError(f"--resume cannot change {', '.join(refused)} (only {', '.join(RESUME_SAFE)}); "
+                        f"start a new run from it with --init-from {ref.run} instead")
+    step = ref.step if ref.step is not None else (layout.steps(ref.run) or [0])[-1]
+    if cfg.num_updates < step:
+        raise UserError(f"total_steps={cfg.total_steps} is less than the {step * cfg.steps_per_update:,} env steps "
+                        f"{ref.run} has already trained; resume with more")
+    return cfg
+
+
+def resume(run: str | Path, *, fallback: bool = False, progress: bool = False, devices: int | None = None,
+           log: tuple[str, ...] = (), echo: Callable[[str], None] = _quiet, overrides: dict | list | None = None,
+           config: TrainConfig | str | Path | None = None) -> Path:
+    """Continue a stopped run exactly: ``run`` is ``RUN`` (latest step) or ``RUN/checkpoints/STEP`` (later
+    steps are moved to ``checkpoints.discarded/``). ``overrides`` may only raise ``total_steps`` or set
+    the other ``RESUME_SAFE`` keys. ``fallback``: when the latest step fails verification, resume from the
+    newest that passes."""
+    from marl.runs import layout
+    from marl.runs.loop import train_run
+
+    if "#" in str(run):
+        raise UserError(f"--resume takes RUN or RUN/{layout.CKPT_DIR}/STEP, not a seed: the run's seeds train together")
+    ref = layout.parse_ref(run)
+    cfg = resume_config(run, overrides, config)
+    echo(_describe(ref.run, cfg))
+    train_run(cfg, ref.run, resume=True, resume_step=ref.step, fallback=fallback, progress=progress,
+              devices=devices, log=tuple(log))
+    echo(f"saved {ref.run}")
+    return ref.run
+
+
+def _describe(out: Path, cfg: TrainConfig) -> str:
+    return (f"run {out}: {cfg.env} {cfg.algo}{'' if cfg.share_actor else ' (separate actors)'}, "
+            f"{cfg.num_seeds} seed(s), {cfg.num_updates} updates of {cfg.steps_per_update} env steps")
+
+
+def lineage(run: str | Path) -> list[dict]:
+    """The chain of checkpoints a run was started from, newest first: one dict per link with ``run``,
+    ``step``, ``algo``, ``share_actor``, ``seed``, ``env_steps`` (and ``missing``: the reason, for a
+    parent whose folder is gone)."""
+    from marl.runs import checkpoint as ckpt
+    from marl.runs import layout
+
+    ref = layout.parse_ref(run)
+    chain, seen = [], set()
+    while True:
+        step = layout.resolve_step(ref)
+        meta = ckpt.read_meta(ref.run, step)
+        chain.append({"run": str(ref.run), "step": step, "algo": meta["algo"], "share_actor": meta["share_actor"],
+                      "seed": meta["seed"], "env_steps": meta["env_steps"]})
+        parent = meta.get("parent")
+        if not parent or str(ref.run) in seen:
+            return chain
+        seen.add(str(ref.run))
+        try:
+            ref = layout.parse_ref(f"{parent['run']}/{layout.CKPT_DIR}/{parent['step']}")
+        except UserError as e:
+            chain.append({"run": parent["run"], "step": parent["step"], "missing": str(e)})
+            return chain
+
+
+def evaluate(ref: str | Path, *, episodes: int = defaults.EPISODES, greedy: bool = True, eval_seed: int = defaults.EVAL_SEED,
+             all_steps: bool = False, json_path: str | Path | None = None, save: bool = True,
+             echo: Callable[[str], None] = _quiet):
+    """Evaluate a checkpoint (every kept step with ``all_steps``) on the same ``episodes`` episodes per seed:
+    an ``EvalReport`` with per-episode outcomes ``returns``/``won``/``lengths`` [K, S, E] and per-seed rows
+    with 95% CIs. ``save`` (default): the outcomes go to ``RUN/eval/`` (or beside ``json_path``), where
+    ``marl report`` reads them."""
+    from marl.analysis.run_eval import evaluate_run
+
+    return evaluate_run(ref, episodes=episodes, greedy=greedy, eval_seed=eval_seed, all_steps=all_steps,
+                        json_path=json_path, save=save, echo=echo)
+
+
+def load(ref: str | Path):
+    """The team of one checkpoint (``RUN[/checkpoints/STEP][#SEED]``), its env and where it came from."""
+    from marl.runs.loader import load as load_ref
+
+    return load_ref(str(ref))
+
+
+def search(ref: str | Path, *, out: str | Path | None = None, echo: Callable[[str], None] = _quiet, **settings) -> dict:
+    """Inference-time latent search on a latent-conditioned checkpoint: every method spends the same
+    budget on the same instances and episode keys; returns the summary (per-method rows, curves, paired
+    differences); with ``out`` also writes summary.json, curves.csv, curves.png, table.txt. ``settings``:
+    ``instances``, ``budget``, ``methods``, ``per_agent``, ``source``, ``population``, ``sigma``,
+    ``repeats``, ``reeval``, ``seed`` (``marl.analysis.search.search_run``)."""
+    from marl.analysis.search import search_run
+
+    return search_run(ref, out=out, echo=echo, **settings)
+
+
+def report(paths, out: str | Path | None = None, *, group_by: list[str] | None = None, metric: str = "return",
+           source: str = "auto", num_boot: int | None = None, seed: int = 0, marl_eval_json: str | Path | None = None,
+           echo: Callable[[str], None] = _quiet):
+    """Aggregate runs (folders, or folders holding runs) over seeds and tasks: IQM with stratified bootstrap
+    CIs, probability of improvement, performance profiles. Without ``out``: the ``Report`` (tables as
+    data, nothing written); with ``out``: report.md, CSV tables and figures written there, and the
+    summary dict returned."""
+    from common.stats import DEFAULT_BOOT
+    from marl.analysis.report import build_report, write_report
+
+    paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
+    boot = DEFAULT_BOOT if num_boot is None else num_boot
+    if out is None:
+        return build_report(paths, group_by, metric, source, boot, seed, marl_eval=False)
+    return write_report(paths, out, group_by, metric, source, boot, marl_eval_json, seed, echo=echo)

@@ -1,0 +1,54 @@
+"""The probes' Python API: each takes checkpoint references ``RUN[/checkpoints/STEP][#SEED]`` and an
+output folder, writes JSON, CSV, a figure and the per-episode outcomes there, and returns the report dict.
+
+    import probes
+    rep = probes.barrier("runs/S", "runs/D", "probes-out/", episodes=64)
+    rep["return"]["barrier_xfit"], rep["return"]["barrier_xfit_ci"]
+
+Defaults are ``probes.defaults``'s (the same as ``marl probe``'s and a sweep file's).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import probes.defaults as defaults
+
+
+def barrier(ref_a: str, ref_b: str, out: str | Path, *, alphas=defaults.ALPHAS, episodes: int = defaults.EPISODES,
+            align: bool = False, greedy: bool = True, boot: int = defaults.BOOT, eval_seed: int = defaults.EVAL_SEED,
+            team_batch: int = defaults.TEAM_BATCH, quiet: bool = True) -> dict:
+    """Return (and win rate) along theta(alpha) = (1 - alpha) A + alpha B on common episodes, and the barrier
+    (cross-fitted headline, max, midpoint) with bootstrap CIs; ``alphas``: an odd count or a list holding
+    0, 0.5 and 1; ``align``: also B permutation-aligned to A."""
+    from marl.runs.resources import check_out_dir
+    from probes.interpolate import parse_alphas
+    from probes.pipeline import probe_barrier
+
+    check_out_dir(out)
+    grid = parse_alphas(alphas) if isinstance(alphas, str) else alphas
+    return probe_barrier(ref_a, ref_b, out, grid, episodes, align, greedy, boot, eval_seed, quiet=quiet,
+                         team_batch=team_batch)
+
+
+def teams(ref_a: str, ref_b: str, out: str | Path, *, episodes: int = defaults.EPISODES, greedy: bool = True,
+          boot: int = defaults.BOOT, eval_seed: int = defaults.EVAL_SEED, team_batch: int = defaults.TEAM_BATCH,
+          seat_ids: bool = False, max_perms: int = defaults.MAX_PERMS, quiet: bool = True) -> dict:
+    """Mixed teams, hot-swap, clone-all and role-swap between A and B, each with its paired difference to
+    its base team on the same episodes."""
+    from marl.runs.resources import check_out_dir
+    from probes.pipeline import probe_teams
+
+    check_out_dir(out)
+    return probe_teams(ref_a, ref_b, out, episodes, greedy, boot, eval_seed, quiet=quiet, team_batch=team_batch,
+                       seat_ids=seat_ids, max_perms=max_perms)
+
+
+def weights(ref_a: str, ref_b: str | None, out: str | Path, *, reference: str | None = None, quiet: bool = True) -> dict:
+    """Per-layer L2 distances and cosine similarities of actor parameters within and across teams (and of
+    displacements from ``reference``)."""
+    from marl.runs.resources import check_out_dir
+    from probes.pipeline import probe_weights
+
+    check_out_dir(out)
+    return probe_weights(ref_a, ref_b, out, reference, quiet=quiet)

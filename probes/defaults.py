@@ -1,0 +1,16 @@
+"""The one home of the probes' default settings (the `marl probe` options, the Python API and sweep files)."""
+
+from __future__ import annotations
+
+from common.stats import DEFAULT_BOOT
+
+ALPHAS = 21  # interpolation points in [0, 1] (odd, so 0.5 is among them)
+EPISODES = 256  # episodes per team, the same keys for every team
+BOOT = DEFAULT_BOOT  # bootstrap resamples
+EVAL_SEED = 12345  # the episode key shared by every team of a probe
+TEAM_BATCH = 0  # teams evaluated at a time inside the program (0: all at once)
+MAX_PERMS = 720  # role-swap permutations (all when N! is smaller)
+
+# A sweep file's [probe] table: these keys and defaults (``team_episodes`` 0: the barrier's episodes).
+SWEEP = dict(alphas=ALPHAS, episodes=EPISODES, boot=BOOT, eval_seed=EVAL_SEED, align=False, teams=False,
+             team_episodes=0, max_perms=MAX_PERMS, team_batch=TEAM_BATCH)
