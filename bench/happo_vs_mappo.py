@@ -28,20 +28,21 @@ import argparse
 import json
 import os
 import platform
-import sys
 import time
 from pathlib import Path
 
 import jax
 import numpy as np
 
+from marl import api
+from marl.core.config import NetworkConfig, TrainConfig
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from marl.core.config import NetworkConfig, TrainConfig  # noqa: E402
-
 RESULTS = ROOT / "bench" / "results"
 DEFAULT_NAME = "happo_vs_mappo_smax_3m"
+# The episode key of the final greedy evaluation (jax.random.PRNGKey(EVAL_SEED)), the one the recorded
+# results in bench/results were evaluated with: keep it so that they reproduce from their commands.
+EVAL_SEED = 12345
 # The separate-actor algorithms the learn command can set beside the recorded shared-actor MAPPO curve.
 VARIANTS = {"happo": dict(algo="happo", share_actor=False), "mappo-separate": dict(algo="mappo", share_actor=False)}
 
@@ -107,23 +108,17 @@ def _curve(run: Path, algo: str, seed0: int = 0) -> list[dict]:
              "return": r["return"], "win_rate": r["win_rate"]} for r in read_metrics(run)]
 
 
-def _greedy_eval(run: Path, episodes: int) -> list[float]:
-    from marl.core.evaluation import evaluate
-    from marl.runs.loader import load_state
-
-    loaded = load_state(run)
-    fn = jax.jit(jax.vmap(lambda p, k: evaluate(loaded.env, loaded.team(p), k, episodes, True), in_axes=(0, None)))
-    res = jax.device_get(fn(loaded.state.actor_params, jax.random.PRNGKey(12345)))
-    return [float(np.mean(w)) for w in np.asarray(res.won, np.float64)]
+def _greedy_eval(run: Path, episodes: int) -> tuple[list[float], int]:
+    """Greedy win rate per seed of the run's latest checkpoint (the same episodes for every seed), and
+    that checkpoint's update."""
+    res = api.evaluate(run, episodes=episodes, eval_seed=EVAL_SEED, save=False)
+    return [float(np.mean(w)) for w in np.asarray(res.won[0], np.float64)], int(res.steps[0])
 
 
 def _run_rows(run: Path, algo: str, config, episodes: int) -> tuple[list[dict], list[float], int]:
     """A finished run's training curve and greedy evaluation as CSV rows (seeds numbered from
     ``config.seed``), its greedy win rates per seed, and its last update."""
-    from marl.runs.layout import steps
-
-    step = steps(run)[-1]
-    wins = _greedy_eval(run, episodes)
+    wins, step = _greedy_eval(run, episodes)
     rows = _curve(run, algo, config.seed) + [
         {"algo": algo, "kind": "greedy eval", "seed": config.seed + i, "env_steps": step * config.steps_per_update,
          "return": None, "win_rate": w} for i, w in enumerate(wins)]
@@ -154,7 +149,7 @@ def _other_seeds(args, cfg, final: dict) -> list[dict]:
 def learn(args) -> None:
     import pandas as pd
 
-    from marl.runs.loop import train_run
+    from marl.runs.layout import steps
 
     common = dict(env="smax:3m", num_envs=args.num_envs, rollout_len=args.rollout_len, epochs=args.epochs,
                   minibatches=args.minibatches, lr=args.lr, max_grad_norm=args.max_grad_norm, ent_coef=args.ent_coef,
@@ -169,18 +164,13 @@ def learn(args) -> None:
     for algo, kw in algos:
         cfg = TrainConfig(**common, **kw)
         run = ROOT / "runs" / f"bench-{algo}-3m{'-' + args.tag if args.tag else ''}"
-        from marl.runs.layout import steps
-        from marl.runs.lock import folder_state, resume_mode
-
-        state = None if args.report_only else folder_state(run, cfg)  # new / resume / done: marl/runs/lock.py
-        print(f"{algo}: {cfg.num_updates} updates of {cfg.steps_per_update} steps -> {run}"
-              f"{' (resuming)' if state == 'resume' else ' (done)' if state == 'done' else ''}", flush=True)
+        print(f"{algo}: {cfg.num_updates} updates of {cfg.steps_per_update} steps -> {run}", flush=True)
         t0 = time.time()
         if args.report_only:
             if not steps(run):
                 continue
-        elif state != "done":
-            train_run(cfg, run, resume=resume_mode(run, cfg), progress=False)
+        else:  # a new folder is trained, a stopped one continued, a finished one left alone
+            api.train(cfg, run, resume_if_exists=True, echo=lambda msg: print(msg, flush=True))
         r, wins, step = _run_rows(run, algo, cfg, args.episodes)
         rows += r
         finals[algo] = {"greedy_win_rate": wins, "episodes": args.episodes, "train_seconds": round(time.time() - t0),

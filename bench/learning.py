@@ -10,37 +10,31 @@ from __future__ import annotations
 
 import argparse
 import shutil
-import sys
 from pathlib import Path
 
-import jax
 import pandas as pd
 
+from marl import api
+from marl.core.config import split_override
+from marl.core.evaluation import mean_ci
+from marl.runs.metrics_log import read_metrics
+
 ROOT = Path(__file__).resolve().parent
-sys.path.insert(0, str(ROOT.parent))
-
-from marl.runs.layout import steps  # noqa: E402
-from marl.runs.loader import load_state  # noqa: E402
-from marl.runs.metrics_log import read_metrics  # noqa: E402
-from marl.core.config import TrainConfig, split_override  # noqa: E402
-from marl.core.evaluation import evaluate, mean_ci  # noqa: E402
-from marl.runs.loop import train_run  # noqa: E402
+# The episode key of the greedy evaluation (jax.random.PRNGKey(EVAL_SEED)), the one the recorded curves
+# in bench/results were evaluated with: keep it so that they reproduce from their commands.
+EVAL_SEED = 10_000
 
 
-def greedy_curve(run: Path, episodes: int, seed: int = 0) -> pd.DataFrame:
+def greedy_curve(run: Path, episodes: int) -> pd.DataFrame:
+    """Greedy evaluation of every kept checkpoint and seed on the same ``episodes`` episodes
+    (``marl.api.evaluate``: one compiled program for all steps)."""
+    res = api.evaluate(run, episodes=episodes, all_steps=True, eval_seed=EVAL_SEED, save=False)
     rows = []
-    fn = None
-    for step in steps(run):
-        loaded = load_state(f"{run}/checkpoints/{step}")
-        state, meta = loaded.state, loaded.meta
-        if fn is None:
-            first = loaded
-            fn = jax.jit(lambda p, k: evaluate(first.env, first.team(p), k, episodes, True))
-        for s in range(loaded.config.num_seeds):
-            res = jax.device_get(fn(jax.tree.map(lambda x: x[s], state.actor_params), jax.random.PRNGKey(10_000 + seed)))
-            r, lo, hi = mean_ci(res.returns)
-            w, wlo, whi = mean_ci(res.won.astype(float))
-            rows.append(dict(env_steps=meta["env_steps"], seed=s, kind="greedy eval", **{"return": r}, return_lo=lo,
+    for k, env_steps in enumerate(res.env_steps):
+        for i, s in enumerate(res.seeds):
+            r, lo, hi = mean_ci(res.returns[k, i])
+            w, wlo, whi = mean_ci(res.won[k, i].astype(float))
+            rows.append(dict(env_steps=int(env_steps), seed=int(s), kind="greedy eval", **{"return": r}, return_lo=lo,
                              return_hi=hi, win_rate=w, win_lo=wlo, win_hi=whi))
     return pd.DataFrame(rows)
 
@@ -76,11 +70,11 @@ def main() -> None:
     p.add_argument("--runs-dir", default="runs/bench")
     p.add_argument("overrides", nargs="*")
     a = p.parse_args()
-    cfg = TrainConfig().with_overrides({"env": a.env, "total_steps": a.total_steps, **dict(split_override(o) for o in a.overrides)})
+    cfg = api.make_config(None, {"env": a.env, "total_steps": a.total_steps, **dict(split_override(o) for o in a.overrides)})
     run = Path(a.runs_dir) / a.name
     if run.exists():
         shutil.rmtree(run)
-    train_run(cfg, run, progress=False)
+    api.train(cfg, run)
     df = pd.concat([training_curve(run), greedy_curve(run, a.episodes)], ignore_index=True)
     out = ROOT / "results"
     out.mkdir(exist_ok=True)

@@ -3,8 +3,10 @@
     python bench/memory_by_n.py [--ns 8 16 32 64] [--code DIR] [--label after] [--out FILE.json]
 
 Each N runs in its own subprocess (so peak RSS is that run's alone, read with ``os.wait4``); the
-child imports the suite from ``--code`` (default: this checkout), which is how a measurement of
-another checkout's code (e.g. before a change) is made with the same script. Config: num_envs=16,
+child runs with ``PYTHONPATH=--code`` (default: this checkout) and so imports that checkout's suite
+ahead of the installed one (it checks that it did), which is how a measurement of another checkout's
+code (e.g. before a change; module paths before and after the ``marl/core`` move) is made with the
+same script. Config: num_envs=16,
 rollout_len=25, network.hidden=32, network.critic_hidden=32, 1 epoch x 1 minibatch, 2 updates per
 compiled chunk; one chunk compiles, ``--chunks`` more are timed (compile time excluded).
 """
@@ -26,8 +28,12 @@ def child(n: int, chunks: int) -> dict:
     """Runs inside the subprocess: compile one chunk, time ``chunks`` more; returns the figures."""
     import jax
 
-    from marl.core.config import NetworkConfig, TrainConfig
-    from marl.core.trainer import Trainer, seed_keys
+    try:
+        from marl.core.config import NetworkConfig, TrainConfig
+        from marl.core.trainer import Trainer, seed_keys
+    except ModuleNotFoundError:  # a checkout from before the marl/core layer
+        from marl.config import NetworkConfig, TrainConfig
+        from marl.trainer import Trainer, seed_keys
 
     cfg = TrainConfig(env="mpe:simple_spread", num_agents=n, num_envs=16, rollout_len=25, epochs=1, minibatches=1,
                       updates_per_chunk=2, total_steps=16 * 25 * 2 * (chunks + 1),
@@ -71,7 +77,11 @@ def main() -> None:
     p.add_argument("--out", default="")
     a = p.parse_args()
     if a.child:
-        sys.path.insert(0, a.code)
+        import marl
+
+        where = Path(next(iter(marl.__path__))).resolve()
+        if not where.is_relative_to(Path(a.code).resolve()):
+            raise SystemExit(f"the child imported marl from {where}, not from --code {a.code}")
         print(json.dumps(child(a.child, a.chunks)), flush=True)
         return
     rows = []

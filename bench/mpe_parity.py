@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
@@ -36,7 +35,6 @@ import numpy as np
 import pandas as pd
 
 ROOT = Path(__file__).resolve().parent
-sys.path.insert(0, str(ROOT.parent))
 
 JAXMARL_MPE = {"env": "mpe:simple_spread", "num_envs": 16, "rollout_len": 128, "epochs": 4, "minibatches": 4,
                "lr": 2e-3, "anneal_lr": True, "ent_coef": 0.01, "max_grad_norm": 0.5, "clip_eps": 0.2,

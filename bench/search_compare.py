@@ -17,9 +17,7 @@ from pathlib import Path
 
 import jax
 
-from marl.runs import checkpoint as ckpt
-from marl.runs import loader
-from marl.runs.layout import load_config, parse_ref, resolve_step
+from marl import api
 from marl.core.evaluation import evaluate
 from marl.analysis.search import (METHODS, episode_fitness, make_strategy, run_search, search_methods, summarize, table,
                          write_outputs)
@@ -62,30 +60,6 @@ def cost(env, team, instances: int, budget: int, pop: int, methods) -> dict:
     return out
 
 
-def load_team(ref):
-    """(team, source) of ``marl.runs.loader.load_team``, falling back to reading only the actor parameters
-    for checkpoints written before a TrainState field was added (orbax refuses the whole tree otherwise)."""
-    from common.errors import UserError
-    from marl.core.team import make_team
-    from marl.core.trainer import abstract_actor_params
-
-    try:
-        loaded = loader.load_team(ref)
-        return loaded.team, loaded.source
-    except UserError as e:
-        if "Structure mismatch" not in str(e):
-            raise
-    r = parse_ref(ref)
-    step = resolve_step(r)
-    config = load_config(r.run)
-    spec = loader.run_env(config).spec
-    actor = ckpt.restore_actor_params(r.run, step, abstract_actor_params(config, spec))
-    actor = jax.tree.map(lambda x: x[r.seed], actor)
-    meta = ckpt.read_meta(r.run, step)
-    team = make_team(actor, spec, config.network, config.share_actor)
-    return team, {"run": str(r.run), "step": step, "seed": r.seed, "env_steps": meta["env_steps"]}
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--run", required=True)
@@ -101,9 +75,8 @@ def main():
     ap.add_argument("--cost", action="store_true")
     ap.add_argument("--cost-methods", nargs="+", default=["random-shared", "cmaes-shared", "sep-cmaes-per-agent"])
     a = ap.parse_args()
-    team, source = load_team(a.run)
-    cfg = load_config(parse_ref(a.run).run)
-    env = cfg.make_env()
+    loaded = api.load(a.run)  # reads the actor of any checkpoint format the loader knows
+    team, source, env = loaded.team, loaded.source, loaded.env
     print(f"{a.label}: {team.spec.name} N={team.num_agents} d={team.network.latent_dim} from {source['run']} "
           f"@ {source['step']} ({source['env_steps']} env steps); {a.instances} instances (seed {a.seed}), B={a.budget}")
     t0 = time.time()

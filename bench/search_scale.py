@@ -35,7 +35,6 @@ import numpy as np
 
 from marl.runs.layout import load_config
 from marl.runs.loader import load_team
-from marl.runs.lock import clear_unstarted, folder_state
 from marl.core.evaluation import mean_ci
 from marl.analysis.search import MATCHED_SHARED, RANDOM_POLICY, SOURCE, make_strategy, run_search, search_methods
 
@@ -73,16 +72,9 @@ def main():
 
 
 def _train(out: Path, args: list[str], overrides: dict) -> None:
-    """``marl train`` into ``out`` unless it finished; resume it (with its own config) if it stopped. The
-    rule is ``marl/runs/lock.py``'s ``folder_state``."""
-    state = folder_state(out)
-    if state == "done":
-        return
-    if state == "resume":
-        cmd = ["--resume", str(out)]
-    else:
-        clear_unstarted(out)  # a config and no checkpoint: start over
-        cmd = args + ["--out", str(out)] + [f"{k}={v}" for k, v in overrides.items()]
+    """``marl train --resume-if-exists`` into ``out``: a new folder is trained, a stopped one continued, a
+    finished one left alone (``marl.api.train``'s rule); a folder holding another config is an error."""
+    cmd = args + ["--out", str(out), "--resume-if-exists"] + [f"{k}={v}" for k, v in overrides.items()]
     full = [sys.executable, "-m", "cli.main", "train", "--quiet"] + cmd
     print("$", " ".join(full[2:]), flush=True)
     t0 = time.time()

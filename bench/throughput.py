@@ -19,12 +19,10 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-import envs  # noqa: E402
-from marl import ppo  # noqa: E402
-from marl.core.config import TrainConfig  # noqa: E402
-from marl.core.trainer import Trainer, seed_keys  # noqa: E402
+import envs
+from marl.core import ppo
+from marl.core.config import TrainConfig
+from marl.core.trainer import Trainer, seed_keys
 
 
 def raw_env_sps(name: str, num_envs: int = 128, length: int = 128, repeats: int = 3) -> float:

@@ -161,18 +161,18 @@ def test_fresh_runner_is_episode_synchronous(trainer):
 def test_trainer_selects_latent_training_and_resumes_exactly(tmp_path):
     from marl.runs.loader import load_state
     from marl.runs.loop import train_run
-    from marl.core.trainer import make_trainer
+    from marl.core.trainer import Trainer
 
     cfg = tiny_config()
-    assert isinstance(make_trainer(cfg).rollout, BestOfK)
-    assert isinstance(make_trainer(tiny_config(num_latents=0)).rollout, Continuous)
+    assert isinstance(Trainer(cfg).rollout, BestOfK)
+    assert isinstance(Trainer(tiny_config(num_latents=0)).rollout, Continuous)
     full = train_run(cfg, tmp_path / "full", progress=False)
     part = train_run(cfg, tmp_path / "part", progress=False, stop_after_chunks=1)
     train_run(cfg, part, resume=True, progress=False)
     loaded = load_state(full)
     s_full, step = loaded.state, loaded.step
     s_part = load_state(part).state
-    assert isinstance(make_trainer(loaded.config).rollout, BestOfK) and step == 4
+    assert isinstance(Trainer(loaded.config).rollout, BestOfK) and step == 4
     jax.tree.map(np.testing.assert_array_equal, s_full.actor_params, s_part.actor_params)
     assert np.any(np.asarray(s_full.actor_params["params"]["latent"]["kernel"]) != 0)  # z is being learned
     lines = (full / "metrics.jsonl").read_text().splitlines()

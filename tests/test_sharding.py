@@ -36,9 +36,9 @@ SCRIPT = textwrap.dedent("""
     diffs = [float(np.max(np.abs(np.asarray(a) - np.asarray(b))))
              for a, b in zip(jax.tree.leaves(one.actor_params), jax.tree.leaves(four.actor_params))]
     from marl.core import sharding
-    from marl.core.trainer import make_trainer, seed_keys
+    from marl.core.trainer import Trainer, seed_keys
     on = sharding.seed_sharding(4)
-    abstract = sharding.abstract(jax.eval_shape(jax.jit(make_trainer(cfg).init_seeds), seed_keys(cfg)), on)
+    abstract = sharding.abstract(jax.eval_shape(jax.jit(Trainer(cfg).init_seeds), seed_keys(cfg)), on)
     restored = ckpt.restore_state(f"{out}/four", 6, abstract)
     devices = {len(x.sharding.device_set) for x in jax.tree.leaves(restored)}
     errors = []

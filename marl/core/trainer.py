@@ -293,8 +293,3 @@ def seed_keys(config: TrainConfig) -> jax.Array:
     """Seed i's key depends only on (seed, i), not on how many seeds run together."""
     base = jax.random.PRNGKey(config.seed)
     return jax.vmap(lambda i: jax.random.fold_in(base, i))(jnp.arange(config.num_seeds))
-
-
-def make_trainer(config: TrainConfig, algo: ActorAlgo | None = None) -> Trainer:
-    """The trainer a config asks for (the rollout schedule follows ``num_latents``)."""
-    return Trainer(config, algo)

@@ -20,7 +20,7 @@ from common.files import write_atomic
 from marl.core import sharding
 from marl.core.config import TrainConfig
 from marl.core.team import tile
-from marl.core.trainer import NONFINITE, Trainer, TrainState, make_trainer, seed_keys
+from marl.core.trainer import NONFINITE, Trainer, TrainState, seed_keys
 from marl.runs import checkpoint as ckpt
 from marl.runs import metrics_log
 from marl.runs.layout import CKPT_DIR, CONFIG_FILE, DISCARDED_DIR, START_FILE, load_config, parse_ref, set_aside, steps
@@ -205,7 +205,7 @@ class _Start:
 
 
 def _train_locked(config: TrainConfig, out: Path, opts: TrainOptions, lock: RunLock) -> Path:
-    trainer = make_trainer(config)
+    trainer = Trainer(config)
     programs = _programs(trainer, config, opts)
     mode = train_mode(out, config, opts.resume)
     start = {"resume": _resume, "restart": _restart, "new": _new}[mode](trainer, config, out, opts, programs)
