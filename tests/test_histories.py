@@ -151,6 +151,7 @@ def sweep(tmp_path_factory):
     return f, out / "smax-3m"
 
 
+@pytest.mark.slow  # subprocesses (a sweep / the marl command)
 def test_sweep_makes_every_history_with_right_lineage(sweep, capsys):
     f, env_dir = sweep
     s_run = (env_dir / "shared").resolve()
@@ -186,6 +187,7 @@ def test_sweep_makes_every_history_with_right_lineage(sweep, capsys):
     assert out.count("skip (done) ") == 5 + 3 and out.count("skip (done) probe") == 3
 
 
+@pytest.mark.slow  # subprocesses (a sweep / the marl command)
 def test_sweep_probes_pairs_and_writes_the_report(sweep):
     f, env_dir = sweep
     probes = env_dir / "probes"
@@ -262,6 +264,7 @@ def _warm(run: Path, source: Path):
     return trainer, *warm_start(trainer, state, str(source))
 
 
+@pytest.mark.slow  # subprocesses (a sweep / the marl command)
 @pytest.mark.parametrize("history", ["decoupled", "happo-from-shared", "continued"])
 def test_continuations_start_from_s_bitwise(sweep, history):
     _, env_dir = sweep
@@ -285,6 +288,7 @@ def test_continuations_start_from_s_bitwise(sweep, history):
         assert counts and all(c.shape == (2, n) and not np.asarray(c).any() for c in counts)
 
 
+@pytest.mark.slow  # subprocesses (a sweep / the marl command)
 def test_tiled_shared_actor_acts_exactly_like_shared(sweep):
     _, env_dir = sweep
     loaded = load_state(env_dir / "shared")
@@ -302,6 +306,7 @@ def test_tiled_shared_actor_acts_exactly_like_shared(sweep):
     assert tr_s.action.shape == (8, 4, 3)
 
 
+@pytest.mark.slow  # subprocesses (a sweep / the marl command)
 def test_cli_history_takes_env_and_network_from_s(sweep):
     _, env_dir = sweep
     s_cfg = layout.load_config(env_dir / "shared")

@@ -51,6 +51,7 @@ def piped_run(tmp_path_factory):
     return out, proc.stdout
 
 
+@pytest.mark.slow  # subprocesses (a sweep / the marl command)
 def test_one_plain_progress_line_per_chunk_without_a_terminal(piped_run):
     out, stdout = piped_run
     lines = [ln for ln in stdout.splitlines() if ln.startswith("update ")]
@@ -60,6 +61,7 @@ def test_one_plain_progress_line_per_chunk_without_a_terminal(piped_run):
     assert "\x1b[" not in stdout  # no terminal control codes
 
 
+@pytest.mark.slow  # subprocesses (a sweep / the marl command)
 def test_metrics_time_is_elapsed_and_tensorboard_mirrors_every_metric(piped_run):
     out, _ = piped_run
     rows = metrics_log.metric_rows(out / layout.METRICS_FILE)
@@ -78,6 +80,7 @@ def test_metrics_time_is_elapsed_and_tensorboard_mirrors_every_metric(piped_run)
     assert n >= 4 * 6
 
 
+@pytest.mark.slow  # subprocesses (a sweep / the marl command)
 def test_retention_keeps_the_newest_and_every_kth_checkpoint(piped_run, capsys):
     out, _ = piped_run
     assert layout.steps(out) == [2, 4]  # keep_last=1 -> 4 (the final one); keep_every=2 -> 2 and 4

@@ -60,6 +60,7 @@ def test_device_count_rules():
         device_count(4, 0)
 
 
+@pytest.mark.slow  # subprocesses (a sweep / the marl command)
 def test_sharded_seeds_match_one_device(tmp_path):
     env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=4", "PYTHONPATH": str(ROOT)}
     proc = subprocess.run([sys.executable, "-c", SCRIPT, str(tmp_path)], capture_output=True, text=True, env=env,
