@@ -1,0 +1,121 @@
+"""What a run folder holds and how a checkpoint is named.
+
+A run is ``runs/<name>/`` with ``config.toml``, ``metrics.jsonl`` and ``checkpoints/<update>/`` (orbax
+step folders with items ``state`` and ``meta``; ``marl/runs/checkpoint.py``). A reference to a
+checkpoint is ``RUN[/checkpoints/STEP][#SEED]``: the latest step and seed 0 unless named. This module
+reads and moves folders only (no orbax, no jax).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import shutil
+from pathlib import Path
+
+from common.errors import UserError
+from marl.core.config import TrainConfig
+
+CONFIG_FILE = "config.toml"
+METRICS_FILE = "metrics.jsonl"
+CKPT_DIR = "checkpoints"
+DISCARDED_DIR = "checkpoints.discarded"  # steps set aside by a resume (later steps, incomplete folders)
+START_FILE = "start.json"  # the exact warm-start source of a run (so a run with no checkpoint can start over)
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckpointRef:
+    run: Path
+    step: int | None = None  # None: latest
+    seed: int = 0
+
+    def __str__(self) -> str:
+        s = str(self.run)
+        if self.step is not None:
+            s += f"/{CKPT_DIR}/{self.step}"
+        return s + (f"#{self.seed}" if self.seed else "")
+
+
+def parse_ref(ref: str | Path) -> CheckpointRef:
+    """``runs/x``, ``runs/x/checkpoints/40``, ``runs/x#2`` -> CheckpointRef (the run must exist)."""
+    text = str(ref)
+    seed = 0
+    if "#" in text:
+        text, _, s = text.rpartition("#")
+        if not s.isdigit():
+            raise UserError(f"bad seed in {ref!r}: write RUN#SEED with an integer seed")
+        seed = int(s)
+    path = Path(text)
+    step = None
+    m = re.fullmatch(r"(.*)/" + CKPT_DIR + r"/(\d+)/?", text)
+    if m:
+        path, step = Path(m.group(1)), int(m.group(2))
+    if not (path / CONFIG_FILE).is_file():
+        if not path.exists():
+            raise UserError(f"run {path} does not exist; pass a run folder made by `marl train`")
+        raise UserError(f"{path} is not a run folder (no {CONFIG_FILE}); pass a run folder made by `marl train`")
+    return CheckpointRef(path.resolve(), step, seed)
+
+
+def as_ref(ref: CheckpointRef | str | Path) -> CheckpointRef:
+    return ref if isinstance(ref, CheckpointRef) else parse_ref(ref)
+
+
+def complete(p: Path) -> bool:
+    """Whether a step folder is a whole checkpoint (orbax writes ``meta`` and ``state`` into a temporary
+    folder and renames it; a kill can leave a folder without them)."""
+    return p.name.isdigit() and (p / "meta" / "metadata").is_file() and (p / "state").is_dir()
+
+
+def steps(run: Path) -> list[int]:
+    """The run's complete checkpoint steps (a step folder without ``meta`` or ``state`` is absent)."""
+    d = Path(run) / CKPT_DIR
+    if not d.is_dir():
+        return []
+    return sorted(int(p.name) for p in d.iterdir() if complete(p))
+
+
+def set_aside(run: Path, keep_upto: int | None) -> list[str]:
+    """Move the step folders after ``keep_upto`` (all when None) and incomplete step folders into
+    ``RUN/checkpoints.discarded/`` (never deleted), so orbax's manager and ``steps`` agree; returns
+    the moved folders' names."""
+    d = Path(run) / CKPT_DIR
+    if not d.is_dir():
+        return []
+    moved = []
+    for p in sorted(d.iterdir(), key=lambda p: p.name):
+        if p.name.isdigit() and (not complete(p) or (keep_upto is None or int(p.name) > keep_upto)):
+            dest_dir = Path(run) / DISCARDED_DIR
+            dest_dir.mkdir(exist_ok=True)
+            dest, i = dest_dir / p.name, 1
+            while dest.exists():
+                dest, i = dest_dir / f"{p.name}.{i}", i + 1
+            shutil.move(str(p), str(dest))
+            moved.append(p.name)
+    return moved
+
+
+def resolve_step(ref: CheckpointRef) -> int:
+    available = steps(ref.run)
+    if not available:
+        raise UserError(f"run {ref.run} has no checkpoint yet; train it (or resume it) first")
+    if ref.step is None:
+        return available[-1]
+    if ref.step not in available:
+        raise UserError(f"run {ref.run} has no checkpoint at step {ref.step}; available: {', '.join(map(str, available))}")
+    return ref.step
+
+
+def load_config(run: Path) -> TrainConfig:
+    return TrainConfig.from_toml(Path(run) / CONFIG_FILE)
+
+
+def check_seed(ref: CheckpointRef, num_seeds: int) -> None:
+    if not 0 <= ref.seed < num_seeds:
+        raise UserError(f"run {ref.run} has seeds 0..{num_seeds - 1}; seed {ref.seed} does not exist")
+
+
+def check_seeds(ref: CheckpointRef, seeds, num_seeds: int) -> None:
+    """``check_seed`` for each of ``seeds`` (None: none)."""
+    for s in seeds or ():
+        check_seed(dataclasses.replace(ref, seed=s), num_seeds)

@@ -1,0 +1,121 @@
+"""A run's ``metrics.jsonl``: one JSON line per update, written by the training loop, read by everyone.
+
+A row: ``update``, ``env_steps``, ``time`` (wall seconds since the run started, resumes included),
+``chunk_s`` (the duration of the compiled chunk the update belongs to) and every metric as a per-seed
+list (None where it was not finite). The log is appended after every chunk; a resume truncates it to
+the step it resumes from, so every update is there once. A kill during an append can leave a torn
+last line: readers drop it (``metric_rows``), a damaged line before it is a one-line UserError.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+
+from common.errors import UserError
+from common.files import write_atomic
+from marl.core.config import TrainConfig
+from marl.runs.layout import METRICS_FILE
+
+TIMING_KEYS = ("time", "chunk_s")  # the fields of a metrics row that are wall-clock, not results
+
+
+def log_path(run: Path) -> Path:
+    return Path(run) / METRICS_FILE
+
+
+def make_rows(metrics: dict, keys, first_update: int, config: TrainConfig, elapsed: float,
+              chunk_s: float) -> list[dict]:
+    """The rows of one chunk's metrics ([S, U] arrays): one row per update (values are per-seed lists,
+    in the order of ``keys``); skipped padding updates are dropped."""
+    m = {k: np.asarray(v) for k, v in metrics.items()}  # [S, U]
+    rows = []
+    for j in range(m["return"].shape[1]):
+        update = first_update + j + 1
+        if update > config.num_updates:
+            break
+        row = {"update": update, "env_steps": update * config.steps_per_update, "time": round(elapsed, 2),
+               "chunk_s": round(chunk_s, 2)}
+        for k in keys:
+            row[k] = [None if not math.isfinite(x) else round(float(x), 6) for x in m[k][:, j]]
+        rows.append(row)
+    return rows
+
+
+def per_seed(row: dict) -> dict[str, list]:
+    """The per-seed metrics of a row (every list-valued field)."""
+    return {k: v for k, v in row.items() if isinstance(v, list)}
+
+
+def start(run: Path) -> None:
+    """An empty log (a new run, or one that starts over)."""
+    log_path(run).write_text("")
+
+
+def append(run: Path, rows: list[dict]) -> None:
+    with log_path(run).open("a") as f:
+        f.write("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def truncate(run: Path, last_update: int) -> None:
+    """Keep only the rows up to ``last_update`` (a resumed run rewrites the rest); a torn last line is
+    dropped."""
+    path = log_path(run)
+    if path.exists():
+        keep = [d for d in metric_rows(path) if d["update"] <= last_update]
+        write_atomic(path, "".join(json.dumps(d) + "\n" for d in keep))
+
+
+def metric_rows(path: Path, repair: bool = False) -> list[dict]:
+    """The JSON lines of a metrics.jsonl. A torn last line (a kill during the append) is dropped, and
+    with ``repair`` removed from the file; a damaged line before it is a one-line UserError."""
+    path = Path(path)
+    text = path.read_text() if path.exists() else ""
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    rows = []
+    for i, ln in enumerate(lines):
+        try:
+            rows.append(json.loads(ln))
+        except json.JSONDecodeError:
+            if i < len(lines) - 1:
+                raise UserError(f"{path} line {i + 1} is damaged (not JSON); fix or remove that line") from None
+            if repair:
+                write_atomic(path, "".join(x + "\n" for x in lines[:-1]))
+    return rows
+
+
+def read_metrics(run: Path) -> list[dict]:
+    """A run's metrics.jsonl as one row per (update, seed): ``update``, ``env_steps``, ``seed`` and every
+    logged metric for that seed (None where it was not finite)."""
+    rows = []
+    for d in metric_rows(log_path(run)):
+        seeds = per_seed(d)
+        for s in range(len(d["return"])):
+            rows.append({"update": d["update"], "env_steps": d["env_steps"], "seed": s,
+                         **{k: v[s] for k, v in seeds.items()}})
+    return rows
+
+
+def elapsed(run: Path) -> float:
+    """The ``time`` of the last row (0 with none): a resumed run's clock carries on from it."""
+    rows = metric_rows(log_path(run))
+    return rows[-1].get("time", 0.0) if rows else 0.0
+
+
+def count_rows(run: Path) -> int:
+    """The number of non-empty lines of the log (0 without one), without parsing them: cheap enough to
+    poll while the run trains (a torn last line counts)."""
+    try:
+        with log_path(run).open("rb") as f:
+            return sum(1 for ln in f if ln.strip())
+    except FileNotFoundError:
+        return 0
+
+
+def last_update(run: Path) -> int | None:
+    """The last update the log holds (None when it holds none)."""
+    rows = metric_rows(log_path(run))
+    return rows[-1]["update"] if rows else None
