@@ -6,9 +6,9 @@ Each N runs in its own subprocess (so peak RSS is that run's alone, read with ``
 child runs with ``PYTHONPATH=--code`` (default: this checkout) and so imports that checkout's suite
 ahead of the installed one (it checks that it did), which is how a measurement of another checkout's
 code (e.g. before a change; module paths before and after the ``marl/core`` move) is made with the
-same script. Config: num_envs=16,
-rollout_len=25, network.hidden=32, network.critic_hidden=32, 1 epoch x 1 minibatch, 2 updates per
-compiled chunk; one chunk compiles, ``--chunks`` more are timed (compile time excluded).
+same script. Config: num_envs=16, rollout_len=25, network.hidden=32, network.critic_hidden=32, 1 epoch
+x 1 minibatch, 2 updates per compiled chunk; one chunk compiles, ``--chunks`` more are timed (compile
+time excluded).
 """
 
 from __future__ import annotations

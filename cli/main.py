@@ -2,7 +2,7 @@
 
 Building the parser imports no jax (``marl --help`` prints at once); a subcommand imports what it needs
 when it runs. Bad input ends with one line on stderr (``marl: error: ...``) and exit code 2, never a
-traceback.
+traceback. Every command runs with JAX's persistent compilation cache on (``common.compile_cache``).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import sys
 from cli import config, envs, eval, lineage, probe, render, report, search, sweep, train
 from cli.args import Parser, parse_args
 from cli.doc import document
+from common.compile_cache import enable_compilation_cache
 from common.errors import run_guarded
 
 __all__ = ["main", "make_parser", "parse_args"]
@@ -30,6 +31,7 @@ def make_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(make_parser(), argv)
+    enable_compilation_cache()  # before a subcommand imports jax
     return run_guarded("marl", args.func, args)
 
 

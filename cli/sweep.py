@@ -1,5 +1,5 @@
 """``marl sweep FILE [--out DIR] [--dry-run] [--executor local|ray] [--jobs K] [--address ADDR] [--only RUN]
-[key=value ...]``: train -> probe -> report."""
+[key=value ...]``: train -> training report (OUT/report) -> probe pairs -> probe report."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ def _cmd_sweep(args) -> int:
 
 
 def add_parser(subparsers) -> None:
-    p = subparsers.add_parser("sweep", help="run a sweep file (envs x histories x variants x grid; train -> probe -> report)")
+    p = subparsers.add_parser("sweep", help="run a sweep file (envs x [histories] x variants x grid; train -> report [-> probe -> probe report])")
     p.add_argument("file", help="sweep TOML, e.g. sweeps/histories.toml")
     p.add_argument("--out", help="root folder of the run folders (default: the file's `out`)")
     p.add_argument("--dry-run", action="store_true", help="print the plan (runs, env steps, probe jobs) and stop")
@@ -46,7 +46,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--jobs", type=int, default=1, help="local executor: runs trained at once (default 1)")
     p.add_argument("--address", help="ray executor: the cluster's address (default: start a local Ray)")
     p.add_argument("--only", metavar="RUN", help="train only these runs (names or plan indices, comma-separated; "
-                                                 "e.g. $SLURM_ARRAY_TASK_ID); no probes or report")
+                                                 "e.g. $SLURM_ARRAY_TASK_ID); no probes or reports")
     p.add_argument("overrides", nargs="*", metavar="key=value",
                    help="config overrides applied to every run, e.g. total_steps=4096 num_envs=8")
     p.set_defaults(func=_cmd_sweep)

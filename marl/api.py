@@ -145,13 +145,21 @@ def lineage(run: str | Path) -> list[dict]:
 
 def evaluate(ref: str | Path, *, episodes: int = defaults.EPISODES, greedy: bool = True, eval_seed: int = defaults.EVAL_SEED,
              all_steps: bool = False, json_path: str | Path | None = None, save: bool = True,
-             echo: Callable[[str], None] = _quiet):
+             absolute: bool = False, echo: Callable[[str], None] = _quiet):
     """Evaluate a checkpoint (every kept step with ``all_steps``) on the same ``episodes`` episodes per seed:
     an ``EvalReport`` with per-episode outcomes ``returns``/``won``/``lengths`` [K, S, E] and per-seed rows
     with 95% CIs. ``save`` (default): the outcomes go to ``RUN/eval/`` (or beside ``json_path``), where
-    ``marl report`` reads them."""
-    from marl.analysis.run_eval import evaluate_run
+    ``marl report`` reads them. ``absolute``: Mava's absolute metric instead (``ref`` is the run folder):
+    each seed's best checkpoint in ``RUN/eval/greedy.npz`` evaluated on 10x its episodes with a new episode
+    key derived from ``eval_seed`` (``episodes`` does not apply); a dict of arrays, saved to
+    ``RUN/eval/absolute.npz``, which ``marl report --marl-eval-json`` needs."""
+    from marl.analysis.run_eval import evaluate_absolute, evaluate_run
 
+    if absolute:
+        if all_steps or json_path or not greedy:
+            raise UserError("absolute evaluates each seed's best checkpoint greedily into RUN/eval/absolute.npz: "
+                            "drop all_steps, json_path and greedy=False (evaluate the steps first, then absolute)")
+        return evaluate_absolute(ref, eval_seed=eval_seed, save=save, echo=echo)
     return evaluate_run(ref, episodes=episodes, greedy=greedy, eval_seed=eval_seed, all_steps=all_steps,
                         json_path=json_path, save=save, echo=echo)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from common.compile_cache import enable_compilation_cache
 from common.errors import run_guarded
 
 
@@ -26,7 +27,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--config", required=True, help="the run's TOML config")
     p.add_argument("--out", required=True, help="the run folder")
     p.add_argument("--init-from", help="warm start source RUN[/checkpoints/STEP][#SEED]")
-    return run_guarded("marl", _train, p.parse_args(argv))
+    args = p.parse_args(argv)
+    enable_compilation_cache()  # before api imports jax
+    return run_guarded("marl", _train, args)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,10 @@ finished, and return the failed ones ({name: one-line reason}); a task whose sou
   object refs (Ray starts it when they finished), retried up to ``retries`` times; it runs the same
   command in a subprocess on whichever node Ray picks, so the run folders must be on a filesystem every
   node sees. ``--address`` connects to a running cluster; without it a local instance is started.
+
+Plain status lines (``--quiet``, no terminal, and always for ray): a line when a task starts training (ray:
+when its run folder's lock or metrics appear), one when it finishes or fails (its time and how many tasks
+are left), and every ``PROGRESS_EVERY`` seconds one line with each training task's progress.
 """
 
 from __future__ import annotations
@@ -31,6 +35,9 @@ from pathlib import Path
 from common.errors import UserError
 from marl.runs.lock import is_stale, read_lock
 from marl.runs.metrics_log import count_rows
+
+PROGRESS_EVERY = 30.0  # seconds between the plain progress lines
+POLL = 1.0  # ray: seconds between looks at the tasks' run folders
 
 # subprocess's fork+exec happens in C, with no Python between them; JAX's warning about fork does not apply
 warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called", category=RuntimeWarning)
@@ -63,12 +70,14 @@ def _last_line(text: str, rc: int) -> str:
 
 
 class Status:
-    """The sweep's status table: one row per task. Rich live table on a terminal, plain lines otherwise."""
+    """The sweep's status table: one row per task. Rich live table on a terminal, plain lines otherwise
+    (a line per change of state, and ``progress_line`` every ``every`` seconds)."""
 
-    def __init__(self, tasks: list[Task], live: bool, echo=print):
+    def __init__(self, tasks: list[Task], live: bool, echo=print, every: float = PROGRESS_EVERY):
         self.tasks = {t.name: t for t in tasks}
         self.rows = {t.name: ["queued", "", None] for t in tasks}  # state, detail, start time
         self.echo = echo
+        self.every, self.start, self.last = every, time.time(), time.time()
         self.live = None
         if live:
             from rich.live import Live
@@ -85,21 +94,39 @@ class Status:
             self.live.update(self._table())
             self.live.__exit__(*exc)
 
-    def set(self, name: str, state: str, detail: str = "") -> None:
+    def set(self, name: str, state: str, detail: str = "", since: float | None = None) -> None:
+        """A task's new state; ``since``: when it started, where it was never seen training."""
         row = self.rows[name]
         if row[:2] == [state, detail]:
             return
-        if state == "training" and row[2] is None:
-            row[2] = time.time()
+        if row[2] is None and (state == "training" or since is not None):
+            row[2] = time.time() if since is None else since
         row[0], row[1] = state, detail
         if not self.live:
-            took = f" ({time.time() - row[2]:.1f} s)" if state in ("done", "failed") and row[2] else ""
+            took = ""
+            if state in ("done", "failed"):
+                left = sum(r[0] not in ("done", "failed") for r in self.rows.values())
+                took = f" ({f'{time.time() - row[2]:.1f} s, ' if row[2] else ''}{left} left)"
             done = sum(r[0] == "done" for r in self.rows.values())
             self.echo(f"[{done}/{len(self.rows)}] {state} {name}{took}{': ' + detail if detail else ''}")
 
+    def progress_line(self) -> str:
+        """``[done/N] after T s: training A 40% (12 s), B 5% (3 s); K queued``."""
+        now = time.time()
+        training = [f"{n} {100 * fraction_done(self.tasks[n]):.0f}% ({now - t0:.0f} s)"
+                    for n, (state, _, t0) in self.rows.items() if state == "training"]
+        done = sum(r[0] == "done" for r in self.rows.values())
+        queued = sum(r[0] in ("queued", "waiting") for r in self.rows.values())
+        return (f"[{done}/{len(self.rows)}] after {now - self.start:.0f} s: training "
+                f"{', '.join(training) or 'nothing'}; {queued} queued")
+
     def refresh(self) -> None:
+        """The live table redrawn; plain lines: ``progress_line`` when ``every`` seconds have passed."""
         if self.live:
             self.live.update(self._table())
+        elif time.time() - self.last >= self.every:
+            self.last = time.time()
+            self.echo(self.progress_line())
 
     def _table(self):
         from rich.table import Table
@@ -213,8 +240,18 @@ def _connect(address: str | None) -> bool:
     return True
 
 
-def train_ray(tasks: list[Task], resources: dict, address: str | None = None, echo=print) -> dict[str, str]:
-    """Run the tasks as Ray tasks (sources as object refs), each retried up to ``retries`` times."""
+def _started(task: Task, before: float) -> bool:
+    """The task's trainer has begun: a live process holds the run folder's lock, or it logged an update
+    since ``before`` (its fraction done when it was submitted)."""
+    holder = read_lock(task.out)
+    return (holder is not None and not is_stale(task.out, holder)) or fraction_done(task) > before
+
+
+def train_ray(tasks: list[Task], resources: dict, address: str | None = None, echo=print,
+              every: float = PROGRESS_EVERY) -> dict[str, str]:
+    """Run the tasks as Ray tasks (sources as object refs), each retried up to ``retries`` times. Prints
+    "submitted" per task, then plain status lines (``Status``): started / done / failed with its time
+    and the tasks left, and every ``every`` seconds each training task's progress."""
     import ray
 
     started = _connect(address)
@@ -226,18 +263,29 @@ def train_ray(tasks: list[Task], resources: dict, address: str | None = None, ec
             refs[t.name] = remote.remote(t.name, list(t.cmd), os.getcwd(), *[refs[d] for d in t.deps])
             echo(f"submitted {t.name}" + (f" (after {', '.join(t.deps)})" if t.deps else ""))
         names = {ref: name for name, ref in refs.items()}
-        failed = {}
+        before = {t.name: fraction_done(t) for t in tasks}
+        failed, finished = {}, set()
+        ready_at = {t.name: time.time() for t in tasks if not t.deps}  # when its sources were done
         pending = list(refs.values())
+        status = Status(tasks, live=False, echo=echo, every=every)
         while pending:
-            ready, pending = ray.wait(pending, num_returns=1)
-            name = names[ready[0]]
-            try:
-                ray.get(ready[0])
-                echo(f"done {name}")
-            except Exception as e:  # RayTaskError wraps the task's (or its source's) error
-                cause = getattr(e, "cause", None) or e
-                failed[name] = _last_line(str(cause), 1)
-                echo(f"failed {name}: {failed[name]}")
+            ready, pending = ray.wait(pending, num_returns=len(pending), timeout=POLL)
+            for ref in ready:
+                name = names[ref]
+                try:
+                    ray.get(ref)
+                    finished.add(name)
+                    status.set(name, "done", since=ready_at.get(name))
+                except Exception as e:  # RayTaskError wraps the task's (or its source's) error
+                    cause = getattr(e, "cause", None) or e
+                    failed[name] = _last_line(str(cause), 1)
+                    status.set(name, "failed", failed[name], since=ready_at.get(name))
+            for t in tasks:
+                if t.name not in ready_at and all(d in finished for d in t.deps):
+                    ready_at[t.name] = time.time()
+                if status.rows[t.name][0] == "queued" and t.name in ready_at and _started(t, before[t.name]):
+                    status.set(t.name, "training")
+            status.refresh()
         return failed
     finally:
         if started:

@@ -1,4 +1,13 @@
-"""The report stage of a sweep: one row per probe job, aggregates per pair group, a verdict.
+"""The report stages of a sweep: the training report of every sweep, and the probe report.
+
+Training report (``training_report``): ``marl report`` (``marl.api.report``) over every run of the sweep
+into ``OUT/report`` (report.md, CSV tables, figures), from the training metrics (``marl eval`` files some
+runs may have do not change it; ``marl report OUT --source eval`` reads those): each env a task, seeds as
+runs, grouped by ``report_keys``: the history (when there are several), then every ``[grid]`` or variant
+key whose value differs between runs (not ``seed``: seeds are pooled), else the algorithm.
+
+Probe report (``write_report``, sweeps with ``[[pairs]]`` and ``[report]``): one row per probe job,
+aggregates per pair group, a verdict.
 
 Per pair group (``[[pairs]]``, e.g. "happo x happo") and env: the interquartile mean (IQM) of the jobs'
 headline barriers (cross-fitted, ``probes/estimators.py``) with a bootstrap CI over jobs; pooled over
@@ -23,6 +32,7 @@ import numpy as np
 from common.errors import UserError
 from common import stats
 from common.stats import aggregate  # noqa: F401  (the sweep report's per-pair table)
+from sweeps.schema import INIT_FROM, did_you_mean
 
 BOOT = 5000
 
@@ -97,6 +107,37 @@ def verdict(agg: list[dict], cons: list[dict], connected, separated, threshold: 
     return "inconclusive", reasons
 
 
+def report_keys(sweep: dict, runs) -> list[str]:
+    """The training report's ``group_by``: history (several), the grid and variant keys that vary, else algo."""
+    from marl.core.config import flatten
+
+    keys = ["history"] if len(sweep.get("histories", [])) > 1 else []
+    candidates = list(flatten(sweep.get("grid", {})))
+    candidates += [k for v in sweep.get("variants", {}).values() for k in flatten(v) if k != INIT_FROM]
+    for k in dict.fromkeys(candidates):
+        if k != "seed" and len({repr(r.config.flat()[k]) for r in runs}) > 1:
+            keys.append(k)
+    return keys or ["algo"]
+
+
+def training_report(sweep: dict, runs, echo=print) -> Path:
+    """``marl report`` over every run of the sweep into ``OUT/report``; returns report.md's path."""
+    import marl.api as api
+
+    out = runs[0].root / "report"
+    api.report([r.out for r in runs], out=out, group_by=report_keys(sweep, runs), source="train", echo=echo)
+    return out / "report.md"
+
+
+def check_groups(rep: dict, groups) -> None:
+    """Every pair group ``[report]`` names (connected, separated) is made by a ``[[pairs]]`` table."""
+    groups = sorted(set(groups))
+    for p in list(rep.get("connected", [])) + list(rep.get("separated", [])):
+        if p not in groups:
+            raise UserError(f"[report] names pair group {p!r}, which no [[pairs]] table makes"
+                            f"{did_you_mean(p, groups, 'groups')}")
+
+
 def write_report(sweep: dict, jobs) -> Path:
     """Summary table (markdown, CSV, JSON), aggregates, contrasts, verdict and figure in ``[report] out``."""
     rep = sweep["report"]
@@ -104,10 +145,7 @@ def write_report(sweep: dict, jobs) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     rows = [job_row(j) for j in jobs]
     connected, separated = list(rep.get("connected", [])), list(rep.get("separated", []))
-    known = {r["pair"] for r in rows}
-    for p in connected + separated:
-        if p not in known:
-            raise UserError(f"[report] names pair group {p!r}, which no [[pairs]] table makes (groups: {', '.join(sorted(known))})")
+    check_groups(rep, {r["pair"] for r in rows})
     agg = aggregate(rows, num_boot=BOOT)
     agg_mid = aggregate(rows, "midpoint", num_boot=BOOT)
     agg_win = aggregate(rows, "win_barrier", num_boot=BOOT) if all("win_barrier" in r for r in rows) else []

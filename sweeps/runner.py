@@ -1,11 +1,15 @@
-"""Plan and run a sweep file: train runs -> probe pairs -> report, one rule for reusing finished work.
+"""Plan and run a sweep file: train runs -> training report -> probe pairs -> probe report, one rule
+for reusing finished work.
 
-The file format is documented at the top of ``sweeps/histories.toml`` (training, grids, variants) and
-``sweeps/connectivity.toml`` (probe pairs and the report); ``sweeps/schema.py`` checks it. Runs go to
-``OUT/<env>[/<variant>][/<grid point>]/<history>`` (``:`` in env names becomes ``-``); probe jobs to
-``<that point>/probes/<A>-s<i>_vs_<B>-s<j>``; the report to the file's ``[report] out``. Warm-start
-edges: the histories that continue ``shared`` (S) start from S of the same env and point; a variant with
-``init_from = "OTHER"`` starts each of its runs from OTHER's run of the same env, grid point and history.
+The file format is documented at the top of ``sweeps/histories.toml`` (training, grids, variants),
+``sweeps/grid_example.toml`` (plain runs, no histories) and ``sweeps/connectivity.toml`` (probe pairs and
+the probe report); ``sweeps/schema.py`` checks it. Runs go to ``OUT/<env>[/<variant>][/<grid point>][/<history>]``
+(``:`` in env names becomes ``-``; without ``histories`` the point's folder is the run); probe jobs to
+``<that point>/probes/<A>-s<i>_vs_<B>-s<j>``. Reports: ``marl report`` over every run into ``OUT/report``
+(``training_report``: grouped by history and the grid and variant keys that vary, else by algo), and,
+with ``[[pairs]]``, the probe report into the file's ``[report] out``. Warm-start edges: the histories that
+continue ``shared`` (S) start from S of the same env and point; a variant with ``init_from = "OTHER"``
+starts each of its runs from OTHER's run of the same env, grid point and history.
 
 Reuse: a run folder is reused only when its ``config.toml`` equals the planned config (else a one-line
 error: the folder holds another run); a done run is skipped, a stopped one resumed, one stopped before
@@ -33,7 +37,8 @@ from marl.core.config import TrainConfig, flatten, split_override
 from marl.runs.lock import folder_state
 import probes.defaults as probe_defaults
 from sweeps.histories import HISTORIES, SOURCE, get_history, history_config
-from sweeps.schema import INIT_FROM, load_sweep, resources, variant_order  # noqa: F401  (load_sweep: the runner's API)
+from sweeps.schema import (HISTORY_KEYS, INIT_FROM, did_you_mean, load_sweep, resources,  # noqa: F401  (load_sweep: the runner's API)
+                           variant_order)
 
 PROBE_DEFAULTS = probe_defaults.SWEEP
 
@@ -47,6 +52,11 @@ class PlannedRun:
     init_from: str | None  # the source run's folder (S for continuations, a variant's source)
     point: str = ""  # variant / grid point ("" when the sweep has neither)
     name: str = ""  # the run's id: its folder below the sweep's root (``marl sweep --only NAME``)
+
+    @property
+    def root(self) -> Path:
+        """The sweep's root folder (OUT): ``out`` is ``root / name``."""
+        return self.out.parents[len(Path(self.name).parts) - 1]
 
     @property
     def total_steps(self) -> int:
@@ -91,6 +101,14 @@ def _fmt(v) -> str:
     return f"{v:g}" if isinstance(v, float) else str(v).lower() if isinstance(v, bool) else str(v)
 
 
+def implied(layer: dict) -> dict:
+    """A config layer that sets ``algo = "happo"`` and not share_actor also sets ``share_actor = false``
+    (as ``marl train --algo happo`` does); a later layer may still set it."""
+    if layer.get("algo") == "happo" and "share_actor" not in layer:
+        return {**layer, "share_actor": False}
+    return layer
+
+
 def points(sweep: dict) -> list[tuple[str, str | None, str, dict]]:
     """(folder label, variant or None, grid label, config keys) for every variant x grid point, each
     variant after the variant it starts from."""
@@ -103,16 +121,17 @@ def points(sweep: dict) -> list[tuple[str, str | None, str, dict]]:
         for combo in itertools.product(*(grid[k] for k in keys)):
             g = dict(zip(keys, combo))
             glabel = "+".join(f"{k}-{_fmt(x)}" for k, x in g.items())
-            out.append(("/".join(x for x in (v, glabel) if x), v, glabel, {**vkeys, **g}))
+            out.append(("/".join(x for x in (v, glabel) if x), v, glabel, {**implied(vkeys), **implied(g)}))
     return out
 
 
 def plan(sweep: dict, out: str | Path | None = None, overrides: list[str] | tuple = ()) -> list[PlannedRun]:
     """The runs of a sweep, in an order where every source comes before the runs that start from it.
     Config layers (later wins): ``[config]``, ``[env."NAME"]``, ``[history.NAME]``, the variant, the grid
-    point, then ``overrides`` (``key=value``), then the history itself (algo, sharing, continuation seed)."""
+    point, then ``overrides`` (``key=value``), then the history itself (algo, sharing, continuation seed).
+    Without histories each env x variant x grid point is one run of its layers as given."""
     root = _root(sweep, out)
-    histories = list(sweep["histories"])
+    histories = list(sweep.get("histories", []))
     for h in histories:
         get_history(h)  # UserError on a bad name
     if len(set(histories)) != len(histories):
@@ -124,28 +143,35 @@ def plan(sweep: dict, out: str | Path | None = None, overrides: list[str] | tupl
         raise UserError(f"sweep: {', '.join(needs_source)} start from the {SOURCE!r} history's checkpoint; "
                         f"add {SOURCE!r} to histories")
     histories.sort(key=lambda h: (h != SOURCE, HISTORIES.index(h)))
-    cli = dict(split_override(o) for o in overrides)
+    cli = implied(dict(split_override(o) for o in overrides))
+    fixed = [k for k in HISTORY_KEYS if k in cli] if histories else []
+    if fixed:
+        raise UserError(f"sweep: {fixed[0]}={cli[fixed[0]]} on the command line, but each history fixes algo and "
+                        f"share_actor; drop it (or drop histories from the sweep file to train the config as given)")
     variants = sweep.get("variants", {})
     runs = []
     for env in sweep["envs"]:
         env_dir = str(env).replace(":", "-")
         for label, variant, glabel, keys in points(sweep):
             folder = root / env_dir / label if label else root / env_dir
-            for h in histories:
-                layers = {**flatten(sweep.get("config", {})), "env": env, **flatten(sweep.get("env", {}).get(env, {})),
+            for h in histories or [""]:
+                layers = {**implied(flatten(sweep.get("config", {}))), "env": env,
+                          **implied(flatten(sweep.get("env", {}).get(env, {}))),
                           **flatten(sweep.get("history", {}).get(h, {})), **keys, **cli}
-                where = f"sweep run {env_dir}/{label + '/' if label else ''}{h}"
+                name = "/".join(x for x in (env_dir, label, h) if x)
                 try:
                     base = TrainConfig().with_overrides(layers)
                 except UserError as e:
-                    raise UserError(f"{where}: {e}") from None
-                init_from = str(folder / SOURCE) if get_history(h).from_shared else None
-                cfg, init_from = history_config(h, base, init_from, check_source=False)
+                    raise UserError(f"sweep run {name}: {e}") from None
+                if h:
+                    init_from = str(folder / SOURCE) if get_history(h).from_shared else None
+                    cfg, init_from = history_config(h, base, init_from, check_source=False)
+                else:
+                    cfg, init_from = base, None
                 src_variant = variants.get(variant, {}).get(INIT_FROM) if variant else None
                 if src_variant:  # warm-start edge between variants: the same env, grid point and history
-                    init_from = str(root / env_dir / "/".join(x for x in (src_variant, glabel) if x) / h)
-                name = f"{env_dir}/{label + '/' if label else ''}{h}"
-                runs.append(PlannedRun(env=env, history=h, out=folder / h, config=cfg, init_from=init_from,
+                    init_from = str(root / env_dir / "/".join(x for x in (src_variant, glabel, h) if x))
+                runs.append(PlannedRun(env=env, history=h, out=root / name, config=cfg, init_from=init_from,
                                        point=label, name=name))
     known = {str(r.out) for r in runs}
     for r in runs:
@@ -171,10 +197,7 @@ def select(runs: list[PlannedRun], only: str) -> list[PlannedRun]:
             continue
         match = [r for r in runs if r.name == item.strip("/")]
         if not match:
-            import difflib
-
-            close = difflib.get_close_matches(item, [r.name for r in runs], n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else " (marl sweep FILE --dry-run lists them)"
+            hint = did_you_mean(item, [r.name for r in runs], None) or " (marl sweep FILE --dry-run lists them)"
             raise UserError(f"--only {item}: no such run in the sweep{hint}")
         picked += match
     if not picked:
@@ -203,7 +226,8 @@ def _seed_pairs(spec, num_seeds: int, same_history: bool, where: str) -> list[tu
             if not (isinstance(i, int) and isinstance(j, int) and 0 <= i < num_seeds and 0 <= j < num_seeds):
                 raise UserError(f"{where}: seed pair [{i}, {j}] is out of range; the runs have seeds 0..{num_seeds - 1}")
         return [tuple(p) for p in spec]
-    raise UserError(f"{where}: seeds must be \"same\", \"across\" or a list of [seed_a, seed_b] pairs, got {spec!r}")
+    hint = did_you_mean(spec, ("same", "across"), None) if isinstance(spec, str) else ""
+    raise UserError(f"{where}: seeds must be \"same\", \"across\" or a list of [seed_a, seed_b] pairs, got {spec!r}{hint}")
 
 
 def plan_probes(sweep: dict, runs: list[PlannedRun]) -> list[ProbeJob]:
@@ -238,6 +262,10 @@ def plan_probes(sweep: dict, runs: list[PlannedRun]) -> list[ProbeJob]:
                 out = a.out.parent / "probes" / f"{a.history}-s{sa}_vs_{b.history}-s{sb}"
                 settings = {**by_env[env], **{k: p[k] for k in ("align", "teams") if k in p}}
                 jobs.append(ProbeJob(env, name, a, b, sa, sb, out, settings))
+    if pairs:
+        from sweeps.report import check_groups
+
+        check_groups(sweep.get("report", {}), [p.get("name", f"{p['a']} x {p['b']}") for p in pairs])
     if not sweep.get("allow_unequal_budgets", False):
         for (env, point, name), (ba, bb) in budgets.items():
             if ba != bb:
@@ -261,7 +289,7 @@ def probe_settings(sweep: dict, env: str) -> dict:
 def describe(run: PlannedRun) -> str:
     c = run.config
     src = f" from {run.init_from}" if run.init_from else ""
-    return (f"{run.out}: {c.env} {run.history} ({c.algo}{'' if c.share_actor else ', separate actors'}), "
+    return (f"{run.out}: {' '.join(x for x in (c.env, run.history) if x)} ({c.algo}{'' if c.share_actor else ', separate actors'}), "
             f"seed {c.seed} x {c.num_seeds}, {c.num_updates} updates of {c.steps_per_update} env steps{src}")
 
 
@@ -329,8 +357,9 @@ def run_sweep(runs: list[PlannedRun], progress: bool = True, echo=print, sweep: 
               jobs: list[ProbeJob] | None = None, executor: str = "local", max_jobs: int = 1,
               address: str | None = None, only: str | None = None) -> list[Path]:
     """Train the planned runs (done ones skipped, stopped ones resumed) with ``executor``, then the
-    probe jobs, then the report (when the sweep has ``[report]``). ``only`` trains just the named runs
-    (their sources must be done) and stops there. Returns the run folders trained or skipped."""
+    training report (``marl report`` over every run, into ``OUT/report``), then the probe jobs, then the
+    probe report (when the sweep has ``[report]``). ``only`` trains just the named runs (their sources
+    must be done) and stops there. Returns the run folders trained or skipped."""
     from sweeps import executors
 
     if max_jobs < 1:
@@ -361,6 +390,10 @@ def run_sweep(runs: list[PlannedRun], progress: bool = True, echo=print, sweep: 
             name, msg = next(iter(failed.items()))
             raise UserError(f"{len(failed)} run(s) failed ({name}: {msg}); fix it and run the sweep again "
                             f"(finished runs are kept)")
+    if only is None and runs:
+        from sweeps.report import training_report
+
+        echo(f"report {training_report(sweep or {}, runs, echo)}")
     if only is None and sweep is not None and jobs:
         for job in jobs:
             run_probe(job, echo)

@@ -1,9 +1,14 @@
 """The sweep file's schema: every table and key a sweep file may hold, with its type, checked on load.
 
-Anything unknown is named with the closest allowed name; a value of the wrong type is named with the
-type it must have; config keys (``[config]``, ``[env."NAME"]``, ``[history.NAME]``, ``[variants.NAME]``,
-``[grid]``) are checked against TrainConfig's fields and their types. Each error is one line
-(``UserError``), raised before anything runs or is written.
+Anything unknown (a top-level key, a table's key, a ``[grid]`` key, an env, history or variant named
+by a table) is named with the closest allowed name (``did_you_mean``); a value of the wrong type is
+named with the type it must have; config keys (``[config]``, ``[env."NAME"]``, ``[history.NAME]``,
+``[variants.NAME]``, ``[grid]``) are checked against TrainConfig's fields and their types. Each error
+is one line (``UserError``), raised before anything runs or is written.
+
+``histories`` is optional: without it every env x variant x grid point is one plain run of the config
+as given. ``[grid] env = [...]`` is another way to write ``envs``; ``[grid] algo`` (and ``share_actor``)
+are plain config keys, which a history would overwrite: a sweep with histories refuses them.
 """
 
 from __future__ import annotations
@@ -12,8 +17,8 @@ import difflib
 import typing
 
 from common.errors import UserError
-from marl.core.config import NetworkConfig, TrainConfig, field_types, flatten, read_toml
-from sweeps.histories import get_history
+from marl.core.config import NetworkConfig, TrainConfig, field_types, flatten, read_toml, suggest
+from sweeps.histories import HISTORY_SPECS, get_history
 
 # top-level key -> what it must be ("table", "list of str", ...)
 TOP = {"out": str, "envs": "names", "histories": "names", "config": dict, "env": dict, "history": dict,
@@ -27,6 +32,18 @@ REPORT_KEYS = {"out": str, "metric": str, "connected": list, "separated": list, 
 RESOURCE_KEYS = {"num_cpus": (int, float), "num_gpus": (int, float), "retries": int}
 RESOURCE_DEFAULTS = {"num_cpus": 1, "num_gpus": 0, "retries": 2}
 INIT_FROM = "init_from"  # [variants.NAME] init_from = "OTHER": a warm-start edge between variants
+# config keys every history sets itself (a sweep with histories refuses them in any layer)
+HISTORY_KEYS = ("algo", "share_actor")
+
+
+def did_you_mean(word, choices, listing: str | None = "keys") -> str:
+    """``"; did you mean 'X'?"`` for the closest of ``choices``; else ``" (LISTING: a, b, ...)"``, or ""
+    when ``listing`` is None."""
+    choices = [str(c) for c in choices]
+    close = difflib.get_close_matches(str(word), choices, n=1)
+    if close:
+        return f"; did you mean {close[0]!r}?"
+    return f" ({listing}: {', '.join(choices)})" if listing and choices else ""
 
 
 def _type_name(t) -> str:
@@ -53,9 +70,7 @@ def known(table: dict, keys, where: str) -> None:
     keys = list(keys)
     for k in table:
         if k not in keys:
-            close = difflib.get_close_matches(str(k), keys, n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else f" (keys: {', '.join(keys)})"
-            raise UserError(f"{where}: unknown key {k!r}{hint}")
+            raise UserError(f"{where}: unknown key {k!r}{did_you_mean(k, keys)}")
 
 
 def typed(table: dict, types: dict, where: str) -> None:
@@ -79,18 +94,22 @@ def _field_type(t):
     return t
 
 
+def check_config_key(key: str, where: str, allow=()) -> None:
+    """``key`` is a TrainConfig field (or one of ``allow``); else one line with the key it most likely means
+    (``marl.core.config.suggest``: close spellings, other codebases' names, the right name in the wrong table)."""
+    if key in allow or key in config_fields():
+        return
+    close = suggest(key) or next(iter(difflib.get_close_matches(key, list(allow), n=1)), None)
+    raise UserError(f"{where}: unknown config key {key!r}" + (f"; did you mean {close!r}?" if close else ""))
+
+
 def check_config_keys(table: dict, where: str, allow=()) -> dict:
     """Flatten a config table and check every key is a TrainConfig field with a value of its type."""
-    fields = config_fields()
     values = flatten(table)
     for k, v in values.items():
-        if k in allow:
-            continue
-        if k not in fields:
-            close = difflib.get_close_matches(k, list(fields) + list(allow), n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise UserError(f"{where}: unknown config key {k!r}{hint}")
-        check_value(k, v, where)
+        check_config_key(k, where, allow)
+        if k not in allow:
+            check_value(k, v, where)
     return values
 
 
@@ -101,59 +120,95 @@ def check_value(key: str, value, where: str) -> None:
 
 
 def load_sweep(path) -> dict:
-    """Parse and validate a sweep file; returns its data (tables as parsed)."""
+    """Parse and validate a sweep file; returns its data (tables as parsed; ``[grid] env`` moved to
+    ``envs``; ``config`` and ``grid`` always present)."""
     data = read_toml(path, "sweep file")
     where = f"sweep file {path}"
     typed(data, TOP, where)
-    for k in ("envs", "histories"):
-        if k not in data:
-            raise UserError(f"{where}: {k} must be {_type_name('names')}")
     data.setdefault("config", {})
     data.setdefault("grid", {})
+    _grid_envs(data, where)
+    if "envs" not in data:
+        raise UserError(f"{where}: envs must be {_type_name('names')} (or write [grid] env = [...])")
+    envs, histories = data["envs"], data.get("histories", [])
     check_config_keys(data["config"], f"{where}: [config]")
     for env, table in data.get("env", {}).items():
-        if env not in data["envs"]:
-            raise UserError(f"{where}: [env.{env!r}] names an env that is not in envs ({', '.join(data['envs'])})")
+        if env not in envs:
+            raise UserError(f"{where}: [env.{env!r}] names an env that is not in envs{did_you_mean(env, envs, 'envs')}")
         if not isinstance(table, dict):
             raise UserError(f"{where}: [env.{env!r}] must be a table of config keys")
         check_config_keys(table, f"{where}: [env.{env!r}]")
     for h, table in data.get("history", {}).items():
         get_history(h)  # a misspelt [history.NAME] is an error, not ignored
+        if not histories:
+            raise UserError(f"{where}: [history.{h}] sets keys for a history, but the sweep has no histories "
+                            f"(add histories = [...] or move the keys to [config])")
         if not isinstance(table, dict):
             raise UserError(f"{where}: [history.{h}] must be a table of config keys")
         check_config_keys(table, f"{where}: [history.{h}]")
     _check_grid(data["grid"], where)
     _check_variants(data.get("variants", {}), where)
+    if histories:
+        _check_history_keys(data, where)
     typed(data.get("resources", {}), RESOURCE_KEYS, f"{where}: [resources]")
     probe = data.get("probe", {})
     known(probe, list(PROBE_SETTINGS) + ["env"], f"{where}: [probe]")
     typed({k: v for k, v in probe.items() if k != "env"}, PROBE_SETTINGS, f"{where}: [probe]")
     for env, table in probe.get("env", {}).items():
-        if env not in data["envs"]:
-            raise UserError(f"{where}: [probe.env.{env!r}] names an env that is not in envs")
+        if env not in envs:
+            raise UserError(f"{where}: [probe.env.{env!r}] names an env that is not in envs{did_you_mean(env, envs, 'envs')}")
         typed(table, PROBE_SETTINGS, f"{where}: [probe.env.{env!r}]")
     typed(data.get("report", {}), REPORT_KEYS, f"{where}: [report]")
     pairs = data.get("pairs", [])
     if not all(isinstance(p, dict) for p in pairs):
         raise UserError(f"{where}: pairs must be [[pairs]] tables with a, b and seeds")
+    if pairs and not histories:
+        raise UserError(f"{where}: [[pairs]] compare the runs of two histories, but the sweep has no histories "
+                        f"(add histories = [...])")
     for p in pairs:
         typed(p, PAIR_KEYS, f"{where}: [[pairs]]")
         for k in ("a", "b"):
             if k not in p:
                 raise UserError(f"{where}: a [[pairs]] table has no {k!r} (the history names to compare)")
+    if "report" in data and not pairs:
+        raise UserError(f"{where}: [report] sets up the probe report, which needs [[pairs]]; the training report "
+                        f"(OUT/report) needs no table")
     if pairs and "report" in data and "out" not in data["report"]:
         raise UserError(f"{where}: [report] needs out (the folder of the summary)")
     return data
 
 
+def _grid_envs(data: dict, where: str) -> None:
+    """``[grid] env = [...]`` is ``envs = [...]``: the env stays the outermost folder and the report's task."""
+    if "env" not in data["grid"]:
+        return
+    envs = data["grid"].pop("env")
+    if "envs" in data:
+        raise UserError(f"{where}: the envs are given twice (envs = [...] and [grid] env = [...]); keep one")
+    if not _is(envs, "names"):
+        raise UserError(f"{where}: [grid]: env must be {_type_name('names')}, got {envs!r}")
+    data["envs"] = envs
+
+
+def _check_history_keys(data: dict, where: str) -> None:
+    """A history sets algo and share_actor itself: the same key in any table of the file contradicts it."""
+    presets = ", ".join(f"{h.name}: {h.algo}{'' if h.share_actor else ' (separate actors)'}" for h in HISTORY_SPECS)
+    tables = [("[config]", data["config"]), ("[grid]", data["grid"])]
+    tables += [(f"[env.{k!r}]", t) for k, t in data.get("env", {}).items()]
+    tables += [(f"[history.{k}]", t) for k, t in data.get("history", {}).items()]
+    tables += [(f"[variants.{k}]", t) for k, t in data.get("variants", {}).items()]
+    for name, table in tables:
+        for key in HISTORY_KEYS:
+            if key in table:
+                raise UserError(f"{where}: {name} sets {key}, but each history fixes algo and share_actor ({presets}); "
+                                f"drop histories = [...] to train the config as given (e.g. [grid] algo = [\"mappo\", \"happo\"]), "
+                                f"or drop {key}")
+
+
 def _check_grid(grid: dict, where: str) -> None:
     for k, values in flatten(grid).items():
         w = f"{where}: [grid]"
-        if k == "env":
-            raise UserError(f"{w}: sweep envs with envs = [...], not a grid over env")
-        if k not in config_fields():
-            close = difflib.get_close_matches(k, list(config_fields()), n=1)
-            raise UserError(f"{w}: unknown config key {k!r}" + (f"; did you mean {close[0]!r}?" if close else ""))
+        check_config_key(k, w)
         if not isinstance(values, list) or not values:
             raise UserError(f"{w}: {k} must be a non-empty list of values, got {values!r}")
         for v in values:
@@ -175,9 +230,8 @@ def _check_variants(variants: dict, where: str) -> None:
             if not isinstance(src, str):
                 raise UserError(f"{w}: {INIT_FROM} must be the name of another variant, got {src!r}")
             if src not in variants:
-                close = difflib.get_close_matches(src, list(variants), n=1)
-                hint = f"; did you mean {close[0]!r}?" if close else f" (variants: {', '.join(variants)})"
-                raise UserError(f"{w}: warm-start edge to {src!r}, which is not a run of this sweep{hint}")
+                raise UserError(f"{w}: warm-start edge to {src!r}, which is not a run of this sweep"
+                                f"{did_you_mean(src, variants, 'variants')}")
     # no cycles: follow every chain of init_from edges
     for name in variants:
         seen, cur = [name], variants[name].get(INIT_FROM)

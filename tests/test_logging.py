@@ -4,48 +4,53 @@ metrics.jsonl, elapsed time, checkpoint retention, and one-line errors for bad b
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
-import struct
+import re
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from marl.runs import layout, metrics_log
+from marl.runs.loggers import WANDB_DIR, WANDB_IDS
+# imported before any capsys test: importing jaxmarl (via the loop) resets sys.stdout to sys.__stdout__
+from marl.runs.loop import _Progress, train_run
 from cli.main import main
+from tests.conftest import tiny_config
 
 REPO = Path(__file__).resolve().parent.parent
 TINY = ["--env", "smax:3m", "--total-steps", "512", "num_envs=8", "rollout_len=16", "epochs=1", "minibatches=2",
         "network.hidden=16", "network.critic_hidden=16", "updates_per_chunk=1"]
 
 
-def read_events(folder: Path) -> dict[str, dict[int, float]]:
-    """Scalars of every TensorBoard event file in ``folder``: {tag: {step: value}} (TFRecord framing:
-    u64 length, u32 crc, payload, u32 crc; payloads are Event protos)."""
-    from tensorboardX.proto import event_pb2
+def tb_runs(folder: Path):
+    """TensorBoard's own reading of the event folders under ``folder``: an EventMultiplexer whose runs
+    are the sub-folders holding event files."""
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_multiplexer import EventMultiplexer
 
-    out: dict[str, dict[int, float]] = {}
-    for f in sorted(folder.glob("events.out.tfevents.*")):
-        data = f.read_bytes()
-        i = 0
-        while i < len(data):
-            (n,) = struct.unpack("<Q", data[i:i + 8])
-            ev = event_pb2.Event.FromString(data[i + 12:i + 12 + n])
-            i += 12 + n + 4
-            for v in ev.summary.value:
-                if v.HasField("simple_value"):
-                    out.setdefault(v.tag, {})[ev.step] = v.simple_value
-    return out
+    mux = EventMultiplexer().AddRunsFromDirectory(str(folder))
+    mux.Reload()
+    return mux
+
+
+def tb_scalars(mux, run: str) -> dict[str, dict[int, float]]:
+    """{tag: {step: value}} of one TensorBoard run."""
+    return {tag: {e.step: e.value for e in mux.Scalars(run, tag)} for tag in mux.Runs()[run]["scalars"]}
 
 
 @pytest.fixture(scope="module")
 def piped_run(tmp_path_factory):
-    """A 4-update run trained through a pipe (no terminal), logging to TensorBoard, keeping 2 checkpoints."""
+    """A 2-seed, 4-update run trained through a pipe (no terminal), logging to TensorBoard, keeping 2
+    checkpoints."""
     pytest.importorskip("tensorboardX")
     out = tmp_path_factory.mktemp("log") / "r"
     cmd = [sys.executable, "-m", "cli.main", "train", *TINY, "--out", str(out), "--log", "tensorboard",
-           "keep_last=1", "keep_every=2"]
+           "keep_last=1", "keep_every=2", "num_seeds=2"]
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, env={**os.environ, "TERM": "dumb"})
     assert proc.returncode == 0, proc.stderr
     return out, proc.stdout
@@ -58,6 +63,9 @@ def test_one_plain_progress_line_per_chunk_without_a_terminal(piped_run):
     assert [ln.split()[1] for ln in lines] == ["1/4", "2/4", "3/4", "4/4"]
     assert all("env steps" in ln and "steps/s" in ln and "return" in ln and "win" in ln and "elapsed" in ln
                for ln in lines)
+    # ETA from the chunks after the first (which compiles): unknown after it, 0 after the last
+    assert [ln.split("  ")[-1] for ln in lines[::3]] == ["eta ?", "eta 0 s"]
+    assert all(re.fullmatch(r"eta \d+ s", ln.split("  ")[-1]) for ln in lines[1:3]), lines
     assert "\x1b[" not in stdout  # no terminal control codes
 
 
@@ -68,16 +76,18 @@ def test_metrics_time_is_elapsed_and_tensorboard_mirrors_every_metric(piped_run)
     times = [r["time"] for r in rows]
     assert times == sorted(times) and times[-1] >= max(r["chunk_s"] for r in rows)
     assert times[-1] >= sum(r["chunk_s"] for r in rows) - 0.05  # elapsed covers every chunk
-    events = read_events(out / "tb")
+    mux = tb_runs(out / "tb")
+    assert sorted(mux.Runs()) == ["seed_0", "seed_1"]  # one TensorBoard run per seed: they overlay
+    events = {s: tb_scalars(mux, f"seed_{s}") for s in range(2)}
     n = 0
     for r in rows:
         for k, v in r.items():
             if isinstance(v, list):
                 for s, x in enumerate(v):
                     if x is not None:
-                        assert events[f"seed{s}/{k}"][r["env_steps"]] == pytest.approx(x, rel=1e-5, abs=1e-6)
+                        assert events[s][k][r["env_steps"]] == pytest.approx(x, rel=1e-5, abs=1e-6)
                         n += 1
-    assert n >= 4 * 6
+    assert n >= 2 * 4 * 6 and {"return", "win_rate"} <= set(events[1])
 
 
 @pytest.mark.slow  # subprocesses (a sweep / the marl command)
@@ -97,3 +107,78 @@ def test_bad_log_backends_are_one_line_errors(tmp_path, capsys):
         err = capsys.readouterr().err.strip()
         assert code == 2 and msg in err and "\n" not in err, err
         assert not (tmp_path / "x").exists()
+
+
+def test_plain_progress_eta_leaves_out_the_first_chunk(capsys):
+    cfg = tiny_config(total_steps=8 * 16 * 9, updates_per_chunk=2)  # 9 updates: 5 chunks, the last one short
+    bar = _Progress(cfg, enabled=True, start_update=0, has_win=False)
+    metrics = {"return": np.ones((1, 2)), "win_rate": np.zeros((1, 2))}
+    for update, seconds in zip((2, 4, 6, 8, 9), (30.0, 2.0, 4.0, 3.0, 3.0)):
+        bar.advance(update, metrics, seconds, elapsed=0.0)
+    lines = capsys.readouterr().out.splitlines()
+    assert [ln.split("  ")[-1] for ln in lines] == ["eta ?", "eta 6 s", "eta 6 s", "eta 3 s", "eta 0 s"]
+    assert "win" not in lines[0] and lines[0].startswith("update 2/9  env steps 256/1,152  ")
+
+
+def test_mpe_tensorboard_has_no_win_rate_and_a_resume_appends_per_seed(tmp_path):
+    """One event folder per seed, no win_rate for an env without wins, and a resumed run (stopped after
+    its first chunk) goes on in the same folders, each step once."""
+    pytest.importorskip("tensorboardX")
+    cfg = tiny_config(env="mpe:simple_spread", total_steps=8 * 16 * 2, updates_per_chunk=1, num_seeds=2)
+    out = tmp_path / "mpe"
+    train_run(cfg, out, progress=False, stop_after_chunks=1, log=("tensorboard",))
+    train_run(cfg, out, resume=True, progress=False, log=("tensorboard",))
+    mux = tb_runs(out / "tb")
+    assert sorted(mux.Runs()) == ["seed_0", "seed_1"]
+    rows = metrics_log.metric_rows(out / layout.METRICS_FILE)
+    for s in range(2):
+        events = tb_scalars(mux, f"seed_{s}")
+        assert "return" in events and "win_rate" not in events, sorted(events)
+        for k in ("entropy", "return"):  # entropy: every update; return: those that ended episodes
+            assert events[k] == pytest.approx({r["env_steps"]: r[k][s] for r in rows if r[k][s] is not None})
+        assert sorted(events["entropy"]) == [128, 256]  # the first process's step is kept
+        assert len(list((out / "tb" / f"seed_{s}").glob("events.out.tfevents.*"))) == 2  # one per process
+
+
+def test_wandb_is_one_offline_run_per_seed_resumed_by_id(tmp_path, monkeypatch):
+    """W&B (offline, real): a run per seed, grouped by the folder's name, named FOLDER#SEED, tagged with
+    env, algo and folder, no win_rate on MPE, no warning; a resume continues the same W&B runs (ids)."""
+    wandb = pytest.importorskip("wandb")
+    from wandb.sdk.wandb_run import Run
+
+
+    inits, logged = [], {}
+    real_init, real_log = wandb.init, Run.log
+
+    def init(**kw):
+        inits.append(kw)
+        return real_init(**kw)
+
+    def log(self, data, *a, **kw):
+        logged.setdefault(self.id, []).append(dict(data))
+        return real_log(self, data, *a, **kw)
+
+    monkeypatch.setattr(wandb, "init", init)
+    monkeypatch.setattr(Run, "log", log)
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    cfg = tiny_config(env="mpe:simple_spread", total_steps=8 * 16 * 2, updates_per_chunk=1, num_seeds=2)
+    out = tmp_path / "shared"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        train_run(cfg, out, progress=False, stop_after_chunks=1, log=("wandb",))
+        train_run(cfg, out, resume=True, progress=False, log=("wandb",))
+    assert not [w for w in caught if "wandb" in w.filename or "reinit" in str(w.message)], caught
+    ids = json.loads((out / WANDB_DIR / WANDB_IDS).read_text())["ids"]
+    assert len(set(ids)) == 2 and [kw["id"] for kw in inits] == ids * 2  # the resume reuses them
+    for s, kw in enumerate(inits[:2]):
+        assert (kw["name"], kw["group"]) == (f"shared#{s}", "shared")
+        assert kw["tags"] == ["mpe:simple_spread", "mappo", "shared"]
+        assert kw["config"] == cfg.to_dict() and kw["mode"] == "offline"
+    rows = metrics_log.metric_rows(out / layout.METRICS_FILE)
+    for s, run_id in enumerate(ids):
+        assert [d["env_steps"] for d in logged[run_id]] == [r["env_steps"] for r in rows]
+        returns = [r["return"][s] for r in rows]  # None: no episode ended in that update
+        assert [d.get("return") for d in logged[run_id]] == [x if x is None else pytest.approx(x) for x in returns]
+        assert not any("win_rate" in d for d in logged[run_id])
+        assert len(list((out / WANDB_DIR).glob(f"offline-run-*-{run_id}"))) == 2  # one per process

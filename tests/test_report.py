@@ -12,7 +12,9 @@ import pytest
 
 from cli.main import main
 from marl.core.config import TrainConfig
-from marl.analysis.run_eval import outcomes_path, write_outcomes
+from marl.analysis.report import layout_warnings
+from marl.analysis.report.export import on_grid
+from marl.analysis.run_eval import absolute_path, absolute_table, best_steps, outcomes_path, read_outcomes, write_outcomes
 from common import stats
 
 # Fixed data: 2 tasks (strata) x run scores.
@@ -96,10 +98,22 @@ def check_marl_eval_layout(data: dict) -> None:
                     assert set(absolute) == metrics
                     assert all(isinstance(v, (int, float)) for m in absolute for v in absolute[m])
         assert len(algo_sets) == 1 and len(run_counts) == 1 and len(step_counts) == 1 and len(metric_sets) == 1
+        # marl-eval looks every task, algorithm and run up under the first one's keys, and draws evaluation
+        # k at k x one interval per env: equal run keys everywhere, every run on the same grid g, 2g, ...
+        run_keys = {tuple(runs) for algos in tasks.values() for runs in algos.values()}
+        assert len(run_keys) == 1 and list(run_keys.pop()) == [f"run_{i}" for i in range(run_counts.pop())]
+        grids = {tuple(entry[f"step_{k}"]["step_count"] for k in range(step_counts.copy().pop()))
+                 for algos in tasks.values() for runs in algos.values() for entry in runs.values()}
+        assert len(grids) == 1
+        grid = grids.pop()
+        assert list(grid) == [grid[0] * (k + 1) for k in range(len(grid))]
+    assert layout_warnings(data) == []
 
 
-def fake_run(path, env="smax:3m", seeds=2, updates=10, episodes=6, offset=0.0, evals=True, **cfg):
-    """A run folder from fixed numbers (config.toml, metrics.jsonl, eval/greedy.npz): no training."""
+def fake_run(path, env="smax:3m", seeds=2, updates=10, episodes=6, offset=0.0, evals=True, absolute=True,
+             eval_steps=None, **cfg):
+    """A run folder from fixed numbers (config.toml, metrics.jsonl, eval/greedy.npz at ``eval_steps``, by
+    default updates/2 and updates, and with ``absolute`` eval/absolute.npz): no training."""
     c = TrainConfig(env=env, num_seeds=seeds, num_envs=8, rollout_len=16, total_steps=8 * 16 * updates, **cfg)
     path.mkdir(parents=True)
     c.to_toml(path / "config.toml")
@@ -111,12 +125,16 @@ def fake_run(path, env="smax:3m", seeds=2, updates=10, episodes=6, offset=0.0, e
                                  "win_rate": [None if u == 1 else 0.5] * seeds}))
     (path / "metrics.jsonl").write_text("\n".join(lines) + "\n")
     if evals:
-        steps = np.array([updates // 2, updates])
-        returns = (offset + rng.normal(size=(2, seeds, episodes))).astype(np.float32)
+        steps = np.array(eval_steps or [updates // 2, updates])
+        returns = (offset + rng.normal(size=(len(steps), seeds, episodes))).astype(np.float32)
         write_outcomes(outcomes_path(path, True), {
             "steps": steps, "env_steps": steps * c.steps_per_update, "seeds": np.arange(seeds), "returns": returns,
-            "won": returns > offset, "lengths": np.full((2, seeds, episodes), 20, np.int32), "episodes": np.int64(episodes),
-            "eval_seed": np.int64(0), "greedy": np.bool_(True)})
+            "won": returns > offset, "lengths": np.full((len(steps), seeds, episodes), 20, np.int32),
+            "episodes": np.int64(episodes), "eval_seed": np.int64(0), "greedy": np.bool_(True)})
+    if evals and absolute:
+        src = read_outcomes(outcomes_path(path, True))
+        best = (offset + rng.normal(size=(seeds, 10 * episodes))).astype(np.float32)
+        write_outcomes(absolute_path(path), absolute_table(src, best, best > offset, np.full(best.shape, 20), 1))
     return path
 
 
@@ -153,13 +171,22 @@ def test_report_on_fixed_runs(tmp_path, capsys):
     data = json.loads(js.read_text())
     check_marl_eval_layout(data)
     algos = data["smax"]["3m"]
-    assert set(algos) == {"mappo", "happo"} and len(algos["mappo"]) == 6
-    first = algos["mappo"]["m0_seed_1"]
+    assert set(algos) == {"mappo", "happo"} and list(algos["mappo"]) == list(algos["happo"]) == [f"run_{i}" for i in range(6)]
+    # run_<i>: run folders sorted, then their seeds (m0 seed 0, m0 seed 1, m1 seed 0, ...)
+    first = algos["mappo"]["run_1"]
     z = np.load(root / "smax-3m" / "m0" / "eval" / "greedy.npz")
     assert first["step_1"]["return"] == pytest.approx(z["returns"][1, 1].tolist())
     assert first["step_1"]["win_rate"] == pytest.approx([z["won"][1, 1].mean()])
-    assert first["absolute_metrics"]["return"] == first["step_1"]["return"]
     assert [first[f"step_{k}"]["step_count"] for k in range(2)] == z["env_steps"].tolist()
+    # absolute_metrics: RUN/eval/absolute.npz (the best step on 10x the episodes), not a copy of the last step
+    a = np.load(root / "smax-3m" / "m0" / "eval" / "absolute.npz")
+    assert first["absolute_metrics"]["return"] == pytest.approx(a["returns"][1].tolist()) and len(a["returns"][1]) == 60
+    assert first["absolute_metrics"]["win_rate"] == pytest.approx([a["won"][1].mean()])
+    runs_map = pd.read_csv(out / "marl_eval_runs.csv")
+    row = runs_map[(runs_map.algorithm == "mappo") & (runs_map.run == "run_1")].iloc[0]
+    assert row.folder.endswith("m0") and row.seed == 1 and row.absolute_episodes == 60 and row.interval == 640
+    assert row.absolute_step == z["steps"][best_steps(z)[1]]
+    assert "## marl-eval export" in (out / "report.md").read_text()
     # training source: final score = mean of the last 10% of updates (here the last one)
     out2 = tmp_path / "rep2"
     assert main(["report", str(root / "smax-3m" / "m0"), str(root / "smax-3m" / "m1"), "--source", "train",
@@ -191,9 +218,20 @@ def test_report_errors(tmp_path, capsys):
 def test_eval_all_steps_then_report(tiny_run, tmp_path, capsys):
     run = tmp_path / "a"
     shutil.copytree(tiny_run, run)
+    assert "--all-steps` first" in _error(capsys, ["eval", str(run), "--absolute"])
     assert main(["eval", str(run), "--all-steps", "--episodes", "4"]) == 0
     z = np.load(run / "eval" / "greedy.npz")
     assert z["steps"].tolist() == [2, 4] and z["returns"].shape == (2, 2, 4) and z["won"].dtype == bool
+    # Mava's absolute metric: each seed's best step (highest mean return over its 4 episodes) on 40 new episodes
+    assert main(["eval", str(run), "--absolute"]) == 0
+    a = np.load(run / "eval" / "absolute.npz")
+    best = z["returns"].mean(-1).argmax(0)
+    assert a["steps"].tolist() == z["steps"][best].tolist() and a["env_steps"].tolist() == z["env_steps"][best].tolist()
+    assert a["episodes"] == 40 and a["returns"].shape == a["won"].shape == a["lengths"].shape == (2, 40)
+    assert a["source_steps"].tolist() == [2, 4] and a["source_episodes"] == 4 and a["seeds"].tolist() == [0, 1]
+    assert a["source_return"] == pytest.approx(z["returns"].mean(-1)[best, [0, 1]])
+    assert "run folder" in _error(capsys, ["eval", f"{run}/checkpoints/2", "--absolute"])
+    assert "drop --json and --sample" in _error(capsys, ["eval", str(run), "--absolute", "--sample"])
     assert main(["eval", f"{run}/checkpoints/4#1", "--episodes", "4", "--json", str(tmp_path / "e.json")]) == 0
     one = np.load(tmp_path / "e.npz")
     assert one["returns"].shape == (1, 1, 4) and one["seeds"].tolist() == [1]
@@ -213,8 +251,82 @@ def test_eval_all_steps_then_report(tiny_run, tmp_path, capsys):
     data = json.loads(js.read_text())
     check_marl_eval_layout(data)
     assert set(data["smax"]["3m"]) == {"lr=0.002", "lr=0.001"}
+    entry = data["smax"]["3m"]["lr=0.001"]["run_1"]  # folder b, seed 1
+    assert entry["absolute_metrics"]["return"] == pytest.approx(a["returns"][1].tolist())
+    assert [entry[k]["step_count"] for k in ("step_0", "step_1")] == [256, 512]
+    md = (tmp_path / "rep" / "report.md").read_text()
+    assert f"| smax | 3m | lr=0.001 | run_1 | {other.resolve()} | 1 | 2 x 256 | {a['steps'][1]} (" in md
+    assert "| 40 |" in md
     assert (tmp_path / "rep" / "curves.png").exists() and "IQM" in (tmp_path / "rep" / "report.md").read_text()
     assert "--all-steps evaluates every" in _error(capsys, ["eval", f"{run}/checkpoints/2", "--all-steps"])
+
+
+def test_marl_eval_steps_on_a_uniform_grid_and_absolute_from_the_best_step(tmp_path, capsys):
+    from marl.analysis.report import build_report
+    from marl.analysis.report.export import grid_warning
+
+    assert [on_grid(x) for x in ([2, 4, 6], [2, 4, 5], [2], [12, 14, 16], [2, 4, 8], [2, 4, 6, 7], [0, 2])] == \
+        [3, 2, 1, None, None, 3, None]
+    assert grid_warning("r", [2, 4, 6]) is None
+    assert "leaves it out" in grid_warning("r", [2, 4, 5]) and "refuses" in grid_warning("r", [12, 14, 16])
+    # a final checkpoint off the grid (num_updates not a multiple of the checkpoint interval): left out, one warning
+    root = tmp_path / "a"
+    for name, algo in (("m0", {}), ("h0", {"algo": "happo", "share_actor": False})):
+        fake_run(root / name, updates=10, eval_steps=[4, 8, 10], **algo)
+    rep = build_report([root], num_boot=20, marl_eval=True)
+    check_marl_eval_layout(rep.marl_eval)
+    assert [rep.marl_eval["smax"]["3m"]["mappo"]["run_0"][k]["step_count"] for k in ("step_0", "step_1")] == [512, 1024]
+    assert len(rep.warnings) == 1 and "final checkpoint of 2 run(s)" in rep.warnings[0]
+    # absolute_metrics come from the best step (by mean return over its episodes) on 10x the episodes
+    z, a = read_outcomes(outcomes_path(root / "m0", True)), read_outcomes(absolute_path(root / "m0"))
+    assert a["steps"].tolist() == z["steps"][z["returns"].mean(-1).argmax(0)].tolist()
+    assert [r["absolute_episodes"] for r in rep.marl_eval_runs] == [60] * 4
+    # checkpoints not evenly spaced from 0 (keep_last): refused, saying what to do
+    fake_run(tmp_path / "b" / "m0", updates=10, eval_steps=[6, 8, 10])
+    err = _error(capsys, ["report", str(tmp_path / "b"), "--marl-eval-json", str(tmp_path / "b.json"), "--out",
+                          str(tmp_path / "rb")])
+    assert "not evenly spaced" in err and "keep_every" in err and "--all-steps" in err
+    # no absolute evaluation: a one-line error naming the command, never a copy of the last step
+    fake_run(tmp_path / "c" / "m0", absolute=False)
+    err = _error(capsys, ["report", str(tmp_path / "c"), "--marl-eval-json", str(tmp_path / "c.json"), "--out",
+                          str(tmp_path / "rc")])
+    assert "no absolute evaluation" in err and f"marl eval {(tmp_path / 'c' / 'm0').resolve()} --absolute" in err
+    # an absolute.npz chosen from an older greedy table: refused
+    run = fake_run(tmp_path / "d" / "m0")
+    z = read_outcomes(outcomes_path(run, True))
+    write_outcomes(outcomes_path(run, True), {**z, "eval_seed": np.int64(7)})
+    err = _error(capsys, ["report", str(run), "--marl-eval-json", str(tmp_path / "d.json"), "--out", str(tmp_path / "rd")])
+    assert "--absolute` again" in err
+
+
+def test_layout_warnings_catch_what_marl_eval_chokes_on():
+    import copy
+
+    def entry(grid=(100, 200), **extra):
+        steps = {f"step_{k}": {"step_count": c, "return": [1.0, 2.0], "win_rate": [0.5]} for k, c in enumerate(grid)}
+        return {**steps, "absolute_metrics": {"return": [1.5], "win_rate": [0.5]}, **extra}
+
+    good = {"smax": {t: {a: {f"run_{i}": entry() for i in range(2)} for a in ("mappo", "happo")} for t in ("3m", "2s3z")}}
+    assert layout_warnings(good) == []
+    cases = {
+        "different run keys": lambda d: d["smax"]["3m"]["happo"].pop("run_1"),
+        "run keys (": lambda d: d["smax"]["2s3z"].update(mappo={f"spread-a_seed_{i}": entry() for i in range(2)}),
+        "different algorithms": lambda d: d["smax"]["2s3z"].pop("happo"),
+        "different numbers of evaluation steps": lambda d: d["smax"]["3m"]["mappo"].update(run_0=entry((100, 200, 300))),
+        "not evaluated every interval": lambda d: d["smax"]["3m"]["mappo"].update(run_0=entry((100, 150))),
+        "different intervals": lambda d: d["smax"]["2s3z"]["mappo"].update(run_0=entry((50, 100))),
+        "no absolute_metrics": lambda d: d["smax"]["3m"]["mappo"]["run_0"].pop("absolute_metrics"),
+        "other than step_k": lambda d: d["smax"]["3m"]["mappo"].update(run_0=entry(meta={"seed": [1]})),
+        "not finite": lambda d: d["smax"]["3m"]["mappo"]["run_0"]["step_0"].update({"return": [float("nan")]}),
+        "different metrics": lambda d: d["smax"]["3m"]["mappo"]["run_0"]["step_1"].pop("win_rate"),
+        "differ only in case": lambda d: [d["smax"][t].update(MAPPO=d["smax"][t]["mappo"]) for t in ("3m", "2s3z")],
+        "comma": lambda d: [d["smax"][t].update({"lr=1,2": d["smax"][t]["mappo"]}) for t in ("3m", "2s3z")],
+    }
+    for want, change in cases.items():
+        data = copy.deepcopy(good)
+        change(data)
+        got = layout_warnings(data)
+        assert any(want in w for w in got), (want, got)
 
 
 def test_build_report_returns_the_tables_write_report_writes(tmp_path):
@@ -237,6 +349,9 @@ def test_build_report_returns_the_tables_write_report_writes(tmp_path):
     for name, rows in (("curves.csv", rep.curves), ("final.csv", rep.final), ("improvement.csv", rep.improvement),
                        ("profiles.csv", rep.profiles), ("runs.csv", rep.per_run)):
         pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "out" / name), pd.DataFrame(rows), check_dtype=False)
+    pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "out" / "marl_eval_runs.csv"), pd.DataFrame(rep.marl_eval_runs),
+                                  check_dtype=False)
+    assert [r["run"] for r in rep.marl_eval_runs if r["algorithm"] == "happo"] == ["run_0", "run_1", "run_2", "run_3"]
     assert lines[0].startswith("# Report: return") and "## Every run" not in lines[0]
     assert lines[-1].startswith(f"wrote {tmp_path / 'out'}/report.md") and lines[-1].endswith(str(tmp_path / "me.json"))
 

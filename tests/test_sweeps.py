@@ -90,12 +90,109 @@ def _write(tmp_path, text, name="s.toml"):
     ("num_cpus = 1", "num_cpu = 1", "did you mean 'num_cpus'"),
     ("episodes = 4", "episodes = \"many\"", "episodes must be an integer"),
     ('histories = ["shared", "continued"]', 'histories = "shared"', "histories must be a non-empty list of names"),
+    # did-you-mean everywhere: top-level keys, table keys, grid keys, env names, config aliases
+    ('histories = ["shared", "continued"]', 'histries = ["shared", "continued"]', "unknown key 'histries'; did you mean 'histories'"),
+    ("[resources]\n", "[resorces]\n", "unknown key 'resorces'; did you mean 'resources'"),
+    ("boot = 20", "boots = 20", r"\[probe\]: unknown key 'boots'; did you mean 'boot'"),
+    ('b = "shared"', 'b = "shared"\nseed = "across"', r"\[\[pairs\]\]: unknown key 'seed'; did you mean 'seeds'"),
+    ("[report]\n", "[report]\ntitel = \"x\"\n", r"\[report\]: unknown key 'titel'; did you mean 'title'"),
+    ("lr = [1e-3, 2e-3]", "hidden = [16, 32]", r"\[grid\]: unknown config key 'hidden'; did you mean 'network.hidden'"),
+    ("lr = [1e-3, 2e-3]", "learning_rate = [1e-3]", r"\[grid\]: unknown config key 'learning_rate'; did you mean 'lr'"),
+    ("[resources]\n", "[env.\"smax:3n\"]\nlr = 1e-3\n\n[resources]\n", "names an env that is not in envs; did you mean 'smax:3m'"),
+    ("[resources]\n", "[probe.env.\"smax:3n\"]\nboot = 3\n\n[resources]\n", "names an env that is not in envs; did you mean 'smax:3m'"),
+    ("[resources]\n", "[variants.fine]\ninit_from = \"fin\"\n\n[resources]\n", "did you mean 'fine'"),
+    # a history fixes algo and share_actor: the same key anywhere in the file is a contradiction
+    ("lr = [1e-3, 2e-3]", 'algo = ["mappo", "happo"]', r"\[grid\] sets algo, but each history fixes algo and share_actor"),
+    ("seed = 5", "seed = 5\nshare_actor = false", r"\[config\] sets share_actor, but each history fixes"),
+    ("[grid]\n", '[grid]\nenv = ["smax:3m"]\n', "the envs are given twice"),
 ])
 def test_sweep_schema_errors(tmp_path, old, new, match):
     text = new if old is None else SWEEP.replace(old, new)
     assert text != SWEEP
     with pytest.raises(UserError, match=match):
         plan(load_sweep(_write(tmp_path, text)))
+
+
+PLAIN = """
+envs = ["smax:3m", "mpe:simple_spread"]
+
+[config]
+total_steps = 64
+num_envs = 4
+rollout_len = 8
+updates_per_chunk = 2
+epochs = 1
+minibatches = 1
+
+[config.network]
+hidden = 8
+critic_hidden = 8
+
+[grid]
+algo = ["mappo", "happo"]
+"""
+
+
+def test_no_histories_plans_plain_runs(tmp_path):
+    from sweeps.report import report_keys
+
+    runs = plan(load_sweep(_write(tmp_path, PLAIN)), tmp_path / "o")
+    assert [r.name for r in runs] == ["smax-3m/algo-mappo", "smax-3m/algo-happo",
+                                      "mpe-simple_spread/algo-mappo", "mpe-simple_spread/algo-happo"]
+    for r in runs:
+        assert r.out == tmp_path / "o" / r.name and r.root == tmp_path / "o"
+        assert r.history == "" and r.init_from is None and r.config.seed == 0 and r.config.total_steps == 64
+        assert (r.config.algo, r.config.share_actor) == (r.name.split("algo-")[1], r.name.endswith("mappo"))  # happo: separate
+    assert report_keys(load_sweep(_write(tmp_path, PLAIN)), runs) == ["algo"]
+    # [grid] env is envs; a later layer may still set share_actor; the plan needs no histories, grid or variants
+    alias = PLAIN.replace('envs = ["smax:3m", "mpe:simple_spread"]\n', "").replace(
+        "[grid]\n", '[grid]\nenv = ["smax:3m", "mpe:simple_spread"]\n')
+    assert [r.config for r in plan(load_sweep(_write(tmp_path, alias)), tmp_path / "o")] == [r.config for r in runs]
+    mappo_sep = plan(load_sweep(_write(tmp_path, PLAIN)), tmp_path / "o", ["algo=mappo", "share_actor=false"])
+    assert {(r.config.algo, r.config.share_actor) for r in mappo_sep} == {("mappo", False)}
+    (single,) = plan(load_sweep(_write(tmp_path, PLAIN.split("[grid]")[0].replace(', "mpe:simple_spread"', ""))), tmp_path / "o")
+    assert (single.name, single.out, single.config.algo) == ("smax-3m", tmp_path / "o" / "smax-3m", "mappo")
+    # variants with a warm-start edge, and a grid that varies: the report groups by what varies
+    text = PLAIN + 'lr = [1e-3, 2e-3]\nseed = [0, 1]\n\n[variants.pre]\nent_coef = 0.01\n\n[variants.fine]\ninit_from = "pre"\nent_coef = 0.02\n'
+    sweep = load_sweep(_write(tmp_path, text))
+    runs = plan(sweep, tmp_path / "o")
+    by = {r.name: r for r in runs}
+    fine = by["smax-3m/fine/algo-happo+lr-0.001+seed-1"]
+    assert fine.init_from == str(tmp_path / "o" / "smax-3m" / "pre" / "algo-happo+lr-0.001+seed-1") and len(runs) == 32
+    assert report_keys(sweep, runs) == ["algo", "lr", "ent_coef"]  # seeds are pooled, not groups
+
+
+@pytest.mark.parametrize("text,match", [
+    (PLAIN + "\n[history.happo]\nlr = 1e-3\n", r"\[history.happo\] sets keys for a history, but the sweep has no histories"),
+    (PLAIN + '\n[[pairs]]\na = "happo"\nb = "happo"\n', r"\[\[pairs\]\] compare the runs of two histories"),
+    (PLAIN + '\n[report]\ntitle = "x"\n', r"\[report\] sets up the probe report, which needs \[\[pairs\]\]"),
+    (PLAIN.replace("envs = [", "# envs = ["), r"envs must be a non-empty list of names \(or write \[grid\] env"),
+    (PLAIN.replace("[grid]", "[grid]\nnum_env = [4, 8]"), r"unknown config key 'num_env'; did you mean 'num_envs'"),
+])
+def test_plain_sweep_errors(tmp_path, text, match):
+    with pytest.raises(UserError, match=match):
+        plan(load_sweep(_write(tmp_path, text)))
+
+
+def test_algo_grid_with_histories_is_one_line_exit_2(tmp_path, capsys):
+    f = _write(tmp_path, PLAIN.replace("[config]", 'histories = ["shared"]\n\n[config]'))
+    assert main(["sweep", str(f), "--out", str(tmp_path / "o"), "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "[grid] sets algo, but each history fixes algo and share_actor" in err
+    assert "shared: mappo" in err and "drop histories" in err
+    f = _write(tmp_path, SWEEP)
+    assert main(["sweep", str(f), "--out", str(tmp_path / "o"), "--dry-run", "algo=happo"]) == 2
+    assert "algo=happo on the command line, but each history fixes algo" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+
+
+def test_probe_stage_names_get_did_you_mean(tmp_path):
+    for old, new, match in (('seeds = [[0, 1]]', 'seeds = "acros"', "did you mean 'across'"),
+                            ('out = "REPORT"', 'out = "REPORT"\nseparated = ["continued x share"]',
+                             r"\[report\] names pair group 'continued x share'.*did you mean 'continued x shared'")):
+        sweep = load_sweep(_write(tmp_path, SWEEP.replace(old, new)))
+        with pytest.raises(UserError, match=match):
+            plan_probes(sweep, plan(sweep))
 
 
 def test_grid_and_variants_plan(tmp_path):
@@ -253,8 +350,34 @@ def test_rerun_trains_nothing_and_another_config_is_refused(swept, capsys):
     assert main(["sweep", str(f), "--out", str(swept / "local"), "--quiet", "ent_coef=0.02"]) == 2
     assert "holds a run with another config" in capsys.readouterr().err
     after = {p: p.stat().st_mtime_ns for p in (swept / "local").rglob("*") if p.is_file()}
-    changed = [p for p in before if after.get(p) != before[p] and not p.name.endswith(".config.toml")]
+    changed = [p for p in before if after.get(p) != before[p] and not p.name.endswith(".config.toml")
+               and (swept / "local" / "report") not in p.parents]  # the training report is written again
     assert not changed and set(after) >= set(before)  # probes reused too (sweep_job.json kept)
+
+
+@pytest.mark.slow  # a Ray instance
+def test_ray_prints_progress_between_submitted_and_done(tmp_path, ray_local, monkeypatch):
+    from sweeps.executors import Task, train_ray
+
+    monkeypatch.chdir(tmp_path)  # the tasks' cwd: `python -m` finds the stand-in trainers here
+    (tmp_path / "slow_ok.py").write_text("import time\ntime.sleep(3)\n")
+    (tmp_path / "fails.py").write_text("raise SystemExit('marl: error: no such thing')\n")
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "metrics.jsonl").write_text('{"update": 1}\n')
+    py = sys.executable
+    tasks = [Task("a", [py, "-m", "slow_ok"], (), run, 2), Task("b", [py, "-m", "fails"], (), tmp_path / "b", 2),
+             Task("c", [py, "-m", "slow_ok"], ("b",), tmp_path / "c", 2)]
+    lines = []
+    failed = train_ray(tasks, {"num_cpus": 1, "num_gpus": 0, "retries": 0}, echo=lines.append, every=0)
+    assert set(failed) == {"b", "c"} and "no such thing" in failed["b"]
+    assert lines[:3] == ["submitted a", "submitted b", "submitted c (after b)"]
+    import re
+
+    assert any(re.fullmatch(r"\[1/3\] done a \(\d+\.\d s, [0-2] left\)", ln) for ln in lines), lines
+    assert any(re.match(r"\[[01]/3\] failed b \(\d+\.\d s, [0-2] left\): .*no such thing", ln) for ln in lines), lines
+    assert any(re.match(r"\[[01]/3\] failed c \(.*left\)", ln) for ln in lines), lines
+    assert any(re.match(r"\[[01]/3\] after \d+ s: training .*queued$", ln) for ln in lines), lines  # periodic
 
 
 # -- a killed sweep, rerun ------------------------------------------------------------------------
@@ -339,6 +462,25 @@ def test_sigkill_driver_then_rerun_completes_every_run_once(tmp_path):
     assert [e["mode"] for e in runlock.read_log(c_run) if e["event"] == "acquire"] == ["new", "resume"]
 
 
+@pytest.mark.slow  # subprocesses (one marl.worker per run)
+def test_plain_algo_grid_sweep_trains_and_reports(tmp_path, capsys):
+    # MPE's episodes last 25 steps: 32 steps per env end one, so the report has a score on both envs
+    f = _write(tmp_path, PLAIN + '\n[env."mpe:simple_spread"]\ntotal_steps = 128\n')
+    out = tmp_path / "o"
+    assert main(["sweep", str(f), "--out", str(out), "--quiet", "--jobs", "2"]) == 0
+    printed = capsys.readouterr().out
+    for name in ("smax-3m/algo-mappo", "smax-3m/algo-happo", "mpe-simple_spread/algo-mappo", "mpe-simple_spread/algo-happo"):
+        assert (out / name / "DONE").exists() and f"done {name} (" in printed
+    assert (out / "smax-3m" / "algo-happo" / "config.toml").read_text().count("share_actor = false") == 1
+    md = (out / "report" / "report.md").read_text()
+    assert "mappo" in md and "happo" in md and (out / "report" / "final.csv").exists()
+    assert f"report {out / 'report' / 'report.md'}" in printed and "sweep done: 4 run(s), 0 probe job(s)" in printed
+    import pandas as pd
+
+    final = pd.read_csv(out / "report" / "final.csv")
+    assert set(final.group) == {"mappo", "happo"} and "mpe:simple_spread" in set(final.task)
+
+
 def test_status_table_lines_and_progress(tmp_path):
     from sweeps.executors import Status, Task, fraction_done
 
@@ -352,8 +494,21 @@ def test_status_table_lines_and_progress(tmp_path):
         st.set("env/x", "training")
         st.set("env/x", "training")  # no change, no line
         st.set("env/x", "done")
-    assert lines[0] == "[0/1] training env/x" and lines[1].startswith("[1/1] done env/x (")
+    assert lines[0] == "[0/1] training env/x" and lines[1].startswith("[1/1] done env/x (") and lines[1].endswith(" s, 0 left)")
     assert len(lines) == 2
+    # plain lines: every `every` seconds one line with each training task's progress
+    two = [task, Task("env/y", [], (), tmp_path / "none", 8)]
+    lines.clear()
+    plain = Status(two, live=False, echo=lines.append, every=0)
+    plain.set("env/x", "training")
+    plain.refresh()
+    assert lines[-1].startswith("[0/2] after ") and lines[-1].endswith("training env/x 25% (0 s); 1 queued")
+    plain.set("env/y", "failed", "boom", since=time.time() - 5)
+    assert lines[-1].startswith("[0/2] failed env/y (5.") and lines[-1].endswith(" s, 1 left): boom")
+    plain = Status(two, live=False, echo=lines.append, every=3600)
+    n = len(lines)
+    plain.refresh()
+    assert len(lines) == n  # not yet
     from rich.console import Console
 
     console = Console(record=True, width=100)

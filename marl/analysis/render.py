@@ -1,8 +1,9 @@
 """``marl render RUN[#SEED] --episodes 1 --out ep.gif``: episodes of a trained team as a GIF.
 
-Drawn by jaxmarl's own visualisers (``jaxmarl.viz.visualizer.SMAXVisualizer``, which expands every env
-step into the simulator's sub-steps, and ``jaxmarl.environments.mpe.MPEVisualizer``), written with
-matplotlib's Pillow writer. The team acts greedily unless ``--sampled``; a latent-conditioned team
+SMAX frames are drawn here (``SmaxDrawing``) from the world state's arrays: the simulator's W sub-steps of
+every env step come out of the same compiled step that plays the episode (``smax_sub_steps``, jaxmarl's
+``expand_state_seq`` for one step), so nothing runs jax per frame (jaxmarl's ``SMAXVisualizer`` took about
+a second per frame). MPE frames are jaxmarl's ``MPEVisualizer``. Written with matplotlib's Pillow writer. The team acts greedily unless ``--sampled``; a latent-conditioned team
 takes ``--latent`` (comma-separated values shared by every agent, or an ``.npy`` of [d] or [N, d]).
 """
 
@@ -38,9 +39,11 @@ def parse_latent(text: str | None, num_agents: int, latent_dim: int):
     return np.broadcast_to(z, (num_agents, latent_dim)).copy()
 
 
-def play(env, team, key, greedy: bool, latent, episodes: int, max_steps: int | None = None) -> list:
-    """Run ``episodes`` episodes one env step at a time; returns [(key, jaxmarl state, actions dict)] per
-    step (the state before the step, the key and actions given to jaxmarl's step), episodes in order."""
+def play(env, team, key, greedy: bool, latent, episodes: int, max_steps: int | None = None, sub_steps=None) -> list:
+    """Run ``episodes`` episodes one env step at a time; returns [(key, jaxmarl state, actions dict, sub)] per
+    step (the state before the step, the key and actions given to jaxmarl's step, episodes in order), all
+    on the host. ``sub(key, inner_state, actions)``, when given, runs inside the same compiled step and its
+    result (e.g. the simulator's sub-step states) is ``sub``; else ``sub`` is None."""
     import jax
     import jax.numpy as jnp
 
@@ -53,8 +56,9 @@ def play(env, team, key, greedy: bool, latent, episodes: int, max_steps: int | N
     def act_and_step(carry, ts, state, reset, k_act, k_env):  # one compiled program per env step
         carry, logits = team_step(spec, net, team.params, carry, ts.obs, reset, jnp.asarray(latent), ids=team.ids)
         actions = ppo.sample(k_act, ppo.masked_logits(logits, ts.avail), greedy)
+        extra = None if sub_steps is None else sub_steps(k_env, state.inner, actions)
         ts, state = env.step(k_env, state, actions)
-        return carry, actions, ts, state
+        return carry, actions, ts, state, extra
 
     reset_fn = jax.jit(env.reset)
     seq = []
@@ -66,37 +70,137 @@ def play(env, team, key, greedy: bool, latent, episodes: int, max_steps: int | N
         for t in range(limit):
             k_act, k_env = jax.random.split(jax.random.fold_in(k_ep, t + 1))
             inner = jax.device_get(state.inner)
-            carry, actions, ts, state = act_and_step(carry, ts, state, jnp.asarray(t == 0), k_act, k_env)
+            carry, actions, ts, state, extra = act_and_step(carry, ts, state, jnp.asarray(t == 0), k_act, k_env)
             a = np.asarray(actions)
-            seq.append((k_env, inner, {name: int(a[i]) for i, name in enumerate(env.agents)}))
+            seq.append((k_env, inner, {name: int(a[i]) for i, name in enumerate(env.agents)}, jax.device_get(extra)))
             if bool(ts.done):
                 break
     return seq
 
 
+def smax_sub_steps(env):
+    """``sub(key, inner_state, actions [N])``: the simulator's world states inside one env step (jaxmarl's
+    ``expand_state_seq`` for one step, as arrays with a leading sub-step axis and the same key and actions
+    as the env step: ``MultiAgentEnv.step`` splits its key before ``step_env``)."""
+    import jax
+    import jax.numpy as jnp
+
+    inner = env.inner
+    num_actions = [int(inner.action_spaces[a].n) for a in env.agents]
+
+    def sub(key, state, actions):
+        act = {a: jnp.minimum(actions[i], k - 1) for i, (a, k) in enumerate(zip(env.agents, num_actions))}
+        return inner.step_env(jax.random.split(key)[0], state, act, get_state_sequence=True)
+
+    return sub
+
+
+def _smax_frames(seq) -> list:
+    """[(world state, sub-step s, env step t, the step's sub-step states)] per frame: each env step is the
+    state before it and its W simulator sub-steps (W + 1 frames, as jaxmarl's SMAX visualiser shows them)."""
+    import jax
+
+    frames = []
+    for _, inner, _, sub in seq:
+        t = int(inner.state.step)
+        w = np.asarray(sub.unit_positions).shape[0]
+        frames.append((inner.state, 0, t, sub))
+        frames += [(jax.tree.map(lambda x, s=s: np.asarray(x)[s], sub), s + 1, t, sub) for s in range(w)]
+    return frames
+
+
+class SmaxDrawing:
+    """Draws SMAX frames from the world state's arrays (matplotlib patches moved in place, no jax): units as
+    circles coloured by team (allies blue, enemies red) with their type letter and a health bar, dead units
+    as a grey cross where they fell, and a shot as a grey square on its way from shooter to target."""
+
+    ALLY, ENEMY, DEAD = "tab:blue", "tab:red", "0.6"
+
+    def __init__(self, env, fig, ax):
+        from matplotlib.patches import Circle, Rectangle
+
+        e = env.inner
+        self.env, self.fig, self.ax = env, fig, ax
+        self.n_allies, self.n_move = int(e.num_allies), int(e.num_movement_actions)
+        self.w = int(e.world_steps_per_env_step)
+        self.radius = np.asarray(e.unit_type_radiuses, np.float32)
+        self.health = np.asarray(e.unit_type_health, np.float32)
+        self.range = np.asarray(e.unit_type_attack_ranges, np.float32)
+        self.letters = list(e.unit_type_shorthands)
+        units = int(e.num_allies) + int(e.num_enemies)
+        ax.set_xlim(0.0, float(e.map_width))
+        ax.set_ylim(0.0, float(e.map_height))
+        ax.set_aspect("equal")
+        ax.set_xticks([])
+        ax.set_yticks([])
+        self.title = ax.set_title("")
+        self.circles = [ax.add_patch(Circle((0, 0), 0.5, color=self.ALLY if u < self.n_allies else self.ENEMY))
+                        for u in range(units)]
+        self.bars = [ax.add_patch(Rectangle((0, 0), 1.0, 0.25, color="tab:green")) for _ in range(units)]
+        self.labels = [ax.text(0, 0, "", fontsize="xx-small", color="white", ha="center", va="center")
+                       for _ in range(units)]
+        self.dead = ax.plot([], [], "x", color=self.DEAD, ms=6)[0]
+        self.shots = [ax.add_patch(Rectangle((0, 0), 0.5, 0.5, color="0.3")) for _ in range(units)]
+
+    def target(self, u: int, action: int) -> int:
+        k = action - self.n_move
+        return k + self.n_allies if u < self.n_allies else self.n_allies - 1 - k
+
+    def draw(self, frame) -> list:
+        state, s, t, sub = frame
+        pos = np.asarray(state.unit_positions, np.float32)
+        alive = np.asarray(state.unit_alive, bool)
+        types = np.asarray(state.unit_types, np.int32)
+        frac = np.clip(np.asarray(state.unit_health, np.float32) / self.health[types], 0.0, 1.0)
+        attack = np.asarray(sub.prev_attack_actions)[-1]  # the attack actions of this env step
+        for u, (c, bar, lab, shot) in enumerate(zip(self.circles, self.bars, self.labels, self.shots)):
+            r = float(self.radius[types[u]])
+            c.set_center(pos[u])
+            c.set_radius(r)
+            c.set_visible(bool(alive[u]))
+            bar.set_xy((pos[u, 0] - r, pos[u, 1] + r + 0.15))
+            bar.set_width(2 * r * float(frac[u]))
+            bar.set_visible(bool(alive[u]))
+            lab.set_position(pos[u])
+            lab.set_text(self.letters[types[u]] if alive[u] else "")
+            a = int(attack[u])
+            v = self.target(u, a) if a >= self.n_move else -1
+            firing = 0 <= v < len(alive) and alive[u] and alive[v] and \
+                np.linalg.norm(pos[u] - pos[v]) < self.range[types[u]]
+            if firing:
+                p = (1 - s / self.w) * pos[u] + (s / self.w) * pos[v]
+                shot.set_xy((p[0] - 0.25, p[1] - 0.25))
+            shot.set_visible(bool(firing))
+        self.dead.set_data(pos[~alive, 0], pos[~alive, 1])
+        self.title.set_text(f"{self.env.spec.name}  step {t}  ({s}/{self.w})   "
+                            f"allies {int(alive[:self.n_allies].sum())}, enemies {int(alive[self.n_allies:].sum())}")
+        return self.circles + self.bars + self.labels + self.shots + [self.dead, self.title]
+
+
 def animate(env, seq: list, out: Path, fps: int) -> int:
-    """Write the GIF with jaxmarl's visualiser for the env's family; returns the number of frames."""
+    """Write the GIF (SMAX: drawn here from the world states, W + 1 frames per env step; MPE: jaxmarl's
+    ``MPEVisualizer``, one frame per env step); returns the number of frames."""
+    import matplotlib
+
+    matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib import animation
 
-    family = env.spec.name.split(":")[0]
-    with contextlib.redirect_stdout(io.StringIO()):  # the MPE visualiser prints its settings
-        if family == "smax":
-            from jaxmarl.viz.visualizer import SMAXVisualizer
+    if env.spec.name.split(":")[0] == "smax":
+        fig, ax = plt.subplots(1, 1, figsize=(5, 5))
+        drawing, frames = SmaxDrawing(env, fig, ax), _smax_frames(seq)
+        update = lambda i: drawing.draw(frames[i])
+    else:
+        from jaxmarl.environments.mpe import MPEVisualizer
 
-            viz = SMAXVisualizer(env.inner, seq)
-            viz.expand_state_seq()
-            frames, init = len(viz.state_seq), viz.init
-        else:
-            from jaxmarl.environments.mpe import MPEVisualizer
-
-            viz = MPEVisualizer(env.inner, [s for _, s, _ in seq])
-            frames, init = len(viz.state_seq), None
-    ani = animation.FuncAnimation(viz.fig, viz.update, frames=frames, init_func=init, blit=False, interval=1000 // fps)
+        with contextlib.redirect_stdout(io.StringIO()):  # the MPE visualiser prints its settings
+            viz = MPEVisualizer(env.inner, [s for _, s, _, _ in seq])
+        fig, frames, update = viz.fig, viz.state_seq, viz.update
+    ani = animation.FuncAnimation(fig, update, frames=len(frames), blit=False, interval=1000 // fps, repeat=False)
     out.parent.mkdir(parents=True, exist_ok=True)
     ani.save(out, writer=animation.PillowWriter(fps=fps))
-    plt.close(viz.fig)
-    return frames
+    plt.close(fig)
+    return len(frames)
 
 
 def render(ref: str, out: str | Path, *, episodes: int = 1, sampled: bool = False, latent: str | None = None,
@@ -119,6 +223,7 @@ def render(ref: str, out: str | Path, *, episodes: int = 1, sampled: bool = Fals
     loaded = load(ref)
     team, env, source = loaded.team, loaded.env, loaded.source
     z = parse_latent(latent, team.num_agents, team.network.latent_dim)
-    seq = play(env, team, jax.random.PRNGKey(eval_seed), not sampled, z, episodes, max_steps)
+    sub = smax_sub_steps(env) if env.spec.name.startswith("smax:") else None
+    seq = play(env, team, jax.random.PRNGKey(eval_seed), not sampled, z, episodes, max_steps, sub)
     frames = animate(env, seq, out, fps)
     return {"source": source, "env_steps": len(seq), "frames": frames}

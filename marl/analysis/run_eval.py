@@ -172,3 +172,90 @@ def evaluate_run(ref, *, episodes: int = EPISODES, greedy: bool = True, eval_see
         write_outcomes(npz, merge_outcomes(read_outcomes(npz), report.arrays()))
     echo(f"per-episode outcomes: {npz}")
     return dataclasses.replace(report, outcomes=npz)
+
+
+# -- Mava's absolute metric ------------------------------------------------------------------------
+# A run's score in marl-eval's ``absolute_metrics``: its best checkpoint (the highest mean return over
+# the episodes it was evaluated on) evaluated again on ten times as many new episodes.
+
+ABSOLUTE_FACTOR = 10  # episodes of the absolute evaluation: this many times those the best step was chosen on
+ABSOLUTE_KEY_INDEX = 1  # its episode key: fold_in(PRNGKey(eval_seed), 1), never the choosing key PRNGKey(eval_seed)
+
+
+def absolute_path(run: Path) -> Path:
+    """The run folder's absolute-metric outcomes (``evaluate_absolute``)."""
+    return Path(run) / EVAL_DIR / "absolute.npz"
+
+
+def best_steps(out: dict) -> np.ndarray:
+    """Per seed of an outcomes table, the index (into ``out["steps"]``) of its best checkpoint: the highest
+    mean return over that step's episodes, the earliest among ties."""
+    return np.argmax(np.asarray(out["returns"], np.float64).mean(-1), axis=0)
+
+
+def absolute_is_current(absolute: dict, source: dict) -> bool:
+    """Whether ``absolute`` (an absolute.npz) was chosen from ``source`` (the greedy table as it is now): the
+    same steps, seeds, episodes and eval seed, and the same best step per seed."""
+    same = all(np.array_equal(absolute[f"source_{k}"], source[k]) for k in ("steps", "episodes", "eval_seed"))
+    return (same and np.array_equal(absolute["seeds"], source["seeds"])
+            and np.array_equal(absolute["steps"], source["steps"][best_steps(source)]))
+
+
+def absolute_table(source: dict, returns, won, lengths, eval_seed: int) -> dict:
+    """absolute.npz's arrays: per seed of the greedy table ``source``, the outcomes ``returns``, ``won``,
+    ``lengths`` [S, E] of its best checkpoint (``best_steps``) on new episodes (key from ``eval_seed``)."""
+    best = best_steps(source)
+    return {"seeds": source["seeds"], "steps": source["steps"][best], "env_steps": source["env_steps"][best],
+            "returns": np.asarray(returns, np.float32), "won": np.asarray(won, bool),
+            "lengths": np.asarray(lengths, np.int32), "episodes": np.int64(np.shape(returns)[-1]),
+            "eval_seed": np.int64(eval_seed), "greedy": np.bool_(True), "source_steps": source["steps"],
+            "source_episodes": source["episodes"], "source_eval_seed": source["eval_seed"],
+            "source_return": np.asarray(source["returns"], np.float64).mean(-1)[best, np.arange(len(best))]}
+
+
+def evaluate_absolute(ref, *, eval_seed: int = EVAL_SEED, save: bool = True, echo=_quiet) -> dict:
+    """Mava's absolute metric for every seed of the run ``ref`` (the folder): its best checkpoint in
+    ``RUN/eval/greedy.npz`` (``best_steps``), evaluated greedily on ``ABSOLUTE_FACTOR`` times that table's
+    episodes with the episode key ``fold_in(PRNGKey(eval_seed), ABSOLUTE_KEY_INDEX)``: new episodes, not
+    those the step was chosen on. Returns the arrays (``save``: also written to ``RUN/eval/absolute.npz``):
+    ``seeds [S]``, ``steps [S]`` and ``env_steps [S]`` (each seed's best checkpoint), ``returns``, ``won``,
+    ``lengths [S, E]``, ``episodes``, ``eval_seed``, ``greedy``, and what the choice was made on:
+    ``source_steps [K]``, ``source_episodes``, ``source_eval_seed``, ``source_return [S]`` (the best mean)."""
+    import jax
+
+    text = str(ref)
+    ref = parse_ref(text)
+    if ref.step is not None or "#" in text:
+        raise UserError("--absolute takes the run folder RUN (each seed's best checkpoint is chosen from "
+                        f"{EVAL_DIR}/greedy.npz), not a checkpoint or a seed")
+    src = read_outcomes(outcomes_path(ref.run, True))
+    if src is None:
+        raise UserError(f"run {ref.run} has no evaluated checkpoints to choose the best from "
+                        f"({outcomes_path(ref.run, True)}); run `marl eval {ref.run} --all-steps` first")
+    seeds, best = [int(s) for s in src["seeds"]], best_steps(src)
+    episodes = ABSOLUTE_FACTOR * int(src["episodes"])
+    key = jax.random.fold_in(jax.random.PRNGKey(eval_seed), ABSOLUTE_KEY_INDEX)
+    fn, outs = None, {}
+    for k in sorted(set(best.tolist())):
+        which = [seeds[i] for i in np.flatnonzero(best == k)]
+        loaded = load_actors(CheckpointRef(ref.run, int(src["steps"][k]), which[0]), seeds=which)
+        if fn is None:  # one compiled program for every best step (same config)
+            first = loaded
+            check_memory(4 * episodes * (state_bytes(jax.eval_shape(first.env.reset, jax.random.PRNGKey(0)))
+                                         + 4 * first.spec.num_agents * (first.net.hidden + first.spec.num_actions)),
+                         f"evaluating {episodes:,} episodes at once", "evaluate the best steps on fewer episodes "
+                         "(`marl eval RUN --all-steps --episodes N` chooses on N, the absolute metric uses 10N)")
+            fn = jax.jit(lambda params, kk: evaluate(first.env, first.team(params), kk, episodes, True))
+        for s in which:
+            outs[s] = jax.device_get(fn(jax.tree.map(lambda x: x[s], loaded.actor_params), key))
+            r = mean_ci(outs[s].returns)
+            echo(f"seed {s}: best checkpoint update {int(src['steps'][k])} ({int(src['env_steps'][k]):,} env steps, "
+                 f"mean return {float(src['returns'][k, seeds.index(s)].mean()):.3f} over {int(src['episodes'])} "
+                 f"episodes); on {episodes} new episodes: return {r[0]:.3f} [{r[1]:.3f}, {r[2]:.3f}]")
+    data = absolute_table(src, np.stack([np.asarray(outs[s].returns, np.float32) for s in seeds]),
+                          np.stack([np.asarray(outs[s].won, bool) for s in seeds]),
+                          np.stack([np.asarray(outs[s].lengths, np.int32) for s in seeds]), eval_seed)
+    if save:
+        write_outcomes(absolute_path(ref.run), data)
+        echo(f"absolute outcomes: {absolute_path(ref.run)}")
+    return data

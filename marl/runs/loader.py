@@ -35,12 +35,11 @@ def run_env(config: TrainConfig) -> Env:
 
 
 @dataclasses.dataclass(frozen=True)
-class LoadedState:
-    """A checkpoint's whole TrainState (leading seed axis), verified, with what it was trained with."""
+class _Loaded:
+    """What every loaded checkpoint carries: the config and env spec it was trained with, its meta and step."""
 
     config: TrainConfig
     spec: EnvSpec
-    state: TrainState
     meta: dict
     step: int
 
@@ -57,32 +56,22 @@ class LoadedState:
         return run_env(self.config)
 
     def team(self, actor_params) -> Team:
-        """The Team of one seed's actor params (e.g. ``jax.tree.map(lambda x: x[s], state.actor_params)``)."""
+        """The Team of one seed's actor params (e.g. ``jax.tree.map(lambda x: x[s], actor_params)``)."""
         return make_team(actor_params, self.spec, self.net, self.shared)
 
 
 @dataclasses.dataclass(frozen=True)
-class LoadedActors:
+class LoadedState(_Loaded):
+    """A checkpoint's whole TrainState (leading seed axis), verified."""
+
+    state: TrainState = None
+
+
+@dataclasses.dataclass(frozen=True)
+class LoadedActors(_Loaded):
     """A checkpoint's actor parameters (leading seed axis), for acting only."""
 
-    config: TrainConfig
-    spec: EnvSpec
-    actor_params: Any
-    meta: dict
-    step: int
-    shared: bool
-
-    @property
-    def net(self) -> NetworkConfig:
-        return self.config.network
-
-    @property
-    def env(self) -> Env:
-        return run_env(self.config)
-
-    def team(self, actor_params) -> Team:
-        """The Team of one seed's actor params (``jax.tree.map(lambda x: x[s], self.actor_params)``)."""
-        return make_team(actor_params, self.spec, self.net, self.shared)
+    actor_params: Any = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,7 +95,7 @@ def load_state(ref: CheckpointRef | str, seeds: list[int] | None = None) -> Load
     check_seeds(ref, seeds, config.num_seeds)
     env = run_env(config)
     state, meta = ckpt.restore_checked(ref.run, step, abstract_state(config, env), meta, seeds)
-    return LoadedState(config, env.spec, state, meta, step)
+    return LoadedState(config=config, spec=env.spec, meta=meta, step=step, state=state)
 
 
 def load_actors(ref: CheckpointRef | str, seeds: list[int] | None = None) -> LoadedActors:
@@ -125,13 +114,14 @@ def load_actors(ref: CheckpointRef | str, seeds: list[int] | None = None) -> Loa
     if meta.get("format_version", 1) == ckpt.FORMAT_VERSION:
         full = load_state(dataclasses.replace(ref, step=step), seeds=[])
         ckpt.check_finite(full.state.actor_params, where, seeds)
-        return LoadedActors(full.config, full.spec, full.state.actor_params, full.meta, full.step, full.shared)
+        return LoadedActors(config=full.config, spec=full.spec, meta=full.meta, step=full.step,
+                            actor_params=full.state.actor_params)
     if meta.get("format_version", 1) not in ckpt.ACTOR_FORMATS:
         ckpt.check_format(meta, where)
     spec = run_env(config).spec
     actor = ckpt.restore_actor_params(ref.run, step, abstract_actor_params(config, spec))
     ckpt.check_finite(actor, where, seeds)
-    return LoadedActors(config, spec, actor, meta, step, config.share_actor)
+    return LoadedActors(config=config, spec=spec, meta=meta, step=step, actor_params=actor)
 
 
 def load_team(ref: CheckpointRef | str) -> LoadedTeam:

@@ -296,7 +296,7 @@ def _run_chunks(trainer: Trainer, config: TrainConfig, out: Path, opts: TrainOpt
     t_start = time.time() - metrics_log.elapsed(out)  # elapsed carries over a resume
     loggers = []
     try:
-        loggers = make_loggers(list(opts.log), out, config)
+        loggers = make_loggers(list(opts.log), out, config, trainer.spec, start_update * config.steps_per_update)
         mngr = ckpt.manager(out, create=True, keep_last=config.keep_last, keep_every=config.keep_every)
         with bar:
             for c in range(start_chunk, config.num_chunks):
@@ -345,19 +345,26 @@ def _run_chunks(trainer: Trainer, config: TrainConfig, out: Path, opts: TrainOpt
 
 
 class _Progress:
-    """Progress: env steps, steps/s, return and win rate (mean over seeds, last update), as a rich bar
-    on a terminal and as one plain line per chunk otherwise (batch jobs, pipes)."""
+    """Progress: env steps, steps/s, return and win rate (mean over seeds, last update), elapsed time and
+    time remaining, as a rich bar on a terminal and as one plain line per chunk otherwise (batch jobs,
+    pipes). The plain ETA is the mean duration of the chunks this process trained, the first one (it
+    includes compilation) left out, times the chunks left: ``eta ?`` until a second chunk is done."""
 
     def __init__(self, config: TrainConfig, enabled: bool, start_update: int, has_win: bool):
         self.config = config
         self.has_win = has_win
         self.enabled = enabled
+        self.chunk_s: list[float] = []  # the durations of the chunks trained by this process
         self.bar = None
         if enabled and sys.stdout.isatty():
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+            from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+                                       TimeRemainingColumn)
 
+            # rich's speed leaves out the interval before its first sample (here: compilation), like the
+            # plain ETA; an unbounded estimate period keeps its samples when a chunk takes over 30 s.
             self.bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                TextColumn("{task.fields[stats]}"), TimeElapsedColumn(), transient=False)
+                                TextColumn("{task.fields[stats]}"), TimeElapsedColumn(), TimeRemainingColumn(),
+                                transient=False, speed_estimate_period=float("inf"))
             self.task = self.bar.add_task(config.env, total=config.num_updates * config.steps_per_update,
                                           completed=start_update * config.steps_per_update, stats="compiling...")
 
@@ -374,6 +381,7 @@ class _Progress:
         if not self.enabled:
             return
         c = self.config
+        self.chunk_s.append(seconds)
         ret, win = (_last_mean(metrics[k]) for k in ("return", "win_rate"))
         sps = c.updates_per_chunk * c.steps_per_update * c.num_seeds / max(seconds, 1e-9)
         stats = f"{sps:,.0f} steps/s  return {ret:.3f}" + (f"  win {win:.2f}" if self.has_win else "")
@@ -381,7 +389,16 @@ class _Progress:
             self.bar.update(self.task, completed=update * c.steps_per_update, stats=stats)
         else:  # no terminal (a batch job, a pipe): one plain line per chunk
             print(f"update {update}/{c.num_updates}  env steps {update * c.steps_per_update:,}/"
-                  f"{c.num_updates * c.steps_per_update:,}  {stats}  elapsed {elapsed:.0f} s", flush=True)
+                  f"{c.num_updates * c.steps_per_update:,}  {stats}  elapsed {elapsed:.0f} s  "
+                  f"eta {self.eta(update)}", flush=True)
+
+    def eta(self, update: int) -> str:
+        """Seconds left after ``update`` (``?`` while only the first chunk, with compilation, is timed)."""
+        left = -(-(self.config.num_updates - update) // self.config.updates_per_chunk)  # chunks, rounded up
+        if left <= 0:
+            return "0 s"
+        timed = self.chunk_s[1:]
+        return f"{left * sum(timed) / len(timed):.0f} s" if timed else "?"
 
 
 def _last_mean(x) -> float:

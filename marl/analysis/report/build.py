@@ -6,7 +6,7 @@ import dataclasses
 
 from common import stats
 from common.errors import UserError
-from marl.analysis.report.export import layout_warnings, marl_eval_data
+from marl.analysis.report.export import marl_eval_export
 from marl.analysis.report.runs import Run, load_runs
 from marl.analysis.report.tables import curves, final_table, improvements, normalise, per_run, profiles
 
@@ -18,8 +18,10 @@ class Report:
     ``curves`` (group, task, env_steps, runs, iqm, lo, hi), ``final`` (group, task: a task or "pooled",
     runs, iqm, lo, hi, mean), ``improvement`` (x, y, p_x_better, lo, hi), ``profiles`` (group, tau,
     fraction, lo, hi), ``per_run`` (run, seed, group, task, final). ``marl_eval``: marl-eval's
-    raw-experiment data from the unnormalised per-episode values (None unless asked for), ``warnings``:
-    what marl-eval's tools would refuse in it."""
+    raw-experiment data from the unnormalised per-episode values (None unless asked for), ``marl_eval_runs``:
+    its run keys mapped to run folders, seeds and the absolute metric's step and episodes
+    (``export.MarlEvalExport.runs``), ``warnings``: what the export left out and what marl-eval's tools
+    would refuse in it."""
 
     runs: tuple[Run, ...]
     metric: str
@@ -33,6 +35,7 @@ class Report:
     profiles: list[dict]
     per_run: list[dict]
     marl_eval: dict | None = None
+    marl_eval_runs: tuple[dict, ...] = ()
     warnings: tuple[str, ...] = ()
 
     @property
@@ -58,12 +61,14 @@ def build_report(paths, group_by: list[str] | None = None, metric: str = "return
     required when the runs are of more than one env); ``metric``: return or win_rate; ``source``: eval
     (``marl eval``'s per-episode outcomes), train (metrics.jsonl) or auto (eval when every run has it);
     ``num_boot`` bootstrap resamples with ``seed``; ``marl_eval``: also build marl-eval's JSON data (every
-    run needs per-episode outcomes). Raises UserError with a one-line message for what cannot be reported.
+    run needs per-episode outcomes on a uniform step grid and its absolute metric, ``marl eval RUN
+    --all-steps --absolute``: ``export.marl_eval_export``). Raises UserError with a one-line message for
+    what cannot be reported.
     """
     if num_boot < 1:
         raise UserError(f"--boot must be >= 1, got {num_boot}")
     runs = load_runs(paths, metric, source, group_by)
-    data = marl_eval_data(runs) if marl_eval else None  # before normalising: raw per-episode values
+    export = marl_eval_export(runs) if marl_eval else None  # before normalising: raw per-episode values
     normed = normalise(runs, metric)
     curve_rows = curves(runs, num_boot, seed)
     final = final_table(runs, seed)
@@ -71,5 +76,5 @@ def build_report(paths, group_by: list[str] | None = None, metric: str = "return
     prof = profiles(runs, num_boot, seed)
     return Report(runs=tuple(runs), metric=metric, group_by=tuple(group_by or ["algo"]), num_boot=num_boot, seed=seed,
                   normalised=normed, curves=curve_rows, final=final, improvement=poi, profiles=prof,
-                  per_run=per_run(runs), marl_eval=data,
-                  warnings=tuple(layout_warnings(data)) if data is not None else ())
+                  per_run=per_run(runs), marl_eval=export.data if export else None,
+                  marl_eval_runs=tuple(export.runs) if export else (), warnings=tuple(export.warnings) if export else ())

@@ -3,55 +3,205 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import math
+import re
 from pathlib import Path
+
+import numpy as np
 
 from common.errors import UserError
 from marl.analysis.report.runs import Run
 
 TABLE_FILES = ("curves.csv", "final.csv", "improvement.csv", "profiles.csv", "runs.csv")
+MARL_EVAL_RUNS = "marl_eval_runs.csv"  # with --marl-eval-json: which run folder and seed each run_<i> is
 
 
-def marl_eval_data(runs: list[Run]) -> dict:
-    """marl-eval's raw-experiment layout: env -> task -> algorithm -> run -> step_k -> {step_count, metric
-    lists}, plus ``absolute_metrics`` (here: the final checkpoint's episodes). Returns are per-episode
-    lists; the win rate, computed over a step's episodes, is a one-element list (as marl-eval documents)."""
+GRID_HINT = ("keep the checkpoints on a grid (keep_last=0, or keep_every=N, a multiple of updates_per_chunk x "
+             "checkpoint_every, with total_steps a multiple of N) and evaluate them all with `marl eval RUN --all-steps`")
+
+
+def on_grid(env_steps) -> int | None:
+    """How many leading evaluations of a run lie on marl-eval's step grid g, 2g, ..., Kg (g the first
+    evaluated env steps): marl-eval takes one evaluation interval per env (the mean step between
+    evaluations, counted from 0) and draws evaluation k at k intervals. All of them; all but the last when
+    only the final checkpoint falls short of the grid (a run whose updates are not a multiple of the
+    checkpoint interval); None when the evaluations are not evenly spaced from 0."""
+    x = np.asarray(env_steps, np.int64)
+    if x.size == 0 or x[0] <= 0:
+        return None
+    grid = x[0] * np.arange(1, x.size + 1)
+    if np.array_equal(x, grid):
+        return int(x.size)
+    if x.size >= 2 and np.array_equal(x[:-1], grid[:-1]) and x[-2] < x[-1] < grid[-1]:
+        return int(x.size - 1)
+    return None
+
+
+def grid_warning(run, env_steps) -> str | None:
+    """One line on what ``marl report --marl-eval-json`` will do with a run evaluated at ``env_steps`` (None:
+    a uniform grid, nothing to say)."""
+    x = [int(v) for v in env_steps]
+    n = on_grid(x)
+    if n == len(x):
+        return None
+    if n is None:
+        return (f"{run}: the evaluated checkpoints are not evenly spaced from 0 (env steps {_steps_text(x)}), which "
+                f"`marl report --marl-eval-json` refuses (marl-eval would draw them at the wrong env steps); {GRID_HINT}")
+    return (f"{run}: the final checkpoint ({x[-1]:,} env steps) is off the {x[0]:,}-env-step grid of the others; "
+            f"`marl report --marl-eval-json` leaves it out of the steps (total_steps a multiple of {x[0]} keeps it)")
+
+
+def _steps_text(x: list[int]) -> str:
+    return ", ".join(map(str, x[:6])) + (f", ... ({len(x)} steps)" if len(x) > 6 else "")
+
+
+@dataclasses.dataclass(frozen=True)
+class MarlEvalExport:
+    """marl-eval's raw-experiment ``data``; ``runs``: one row per run key (env, task, algorithm, run, folder,
+    seed, steps, interval, absolute_step, absolute_env_steps, absolute_episodes, absolute_return), the map
+    from marl-eval's ``run_<i>`` back to a run folder's seed and where its ``absolute_metrics`` came from
+    (the JSON itself holds only what marl-eval reads: any other key breaks its pipeline); ``warnings``:
+    what was left out, and what marl-eval's tools would choke on (``layout_warnings``)."""
+
+    data: dict
+    runs: list[dict]
+    warnings: list[str]
+
+
+def marl_eval_export(runs: list[Run]) -> MarlEvalExport:
+    """marl-eval's raw-experiment layout: env -> task -> algorithm -> ``run_<i>`` -> ``step_k`` ->
+    {step_count, metric lists}, plus ``absolute_metrics``. Run keys are ``run_0``, ``run_1``, ... per
+    algorithm and task (run folders sorted, then their seeds), the same keys for every algorithm, as
+    marl-eval looks every algorithm's runs up under the first one's. Steps: the evaluations on the run's
+    uniform grid (``on_grid``; a final checkpoint off it is left out with a warning, an uneven run is
+    refused). ``absolute_metrics``: Mava's, from ``RUN/eval/absolute.npz`` (``marl eval RUN --absolute``:
+    the best checkpoint on 10x the episodes). Returns are per-episode lists; the win rate, computed over a
+    step's episodes, is a one-element list (as marl-eval documents). One-line UserErrors name the command
+    that makes what is missing."""
+    from marl.analysis.run_eval import absolute_is_current, absolute_path, outcomes_path, read_outcomes
+
     data: dict = {}
+    rows, short = [], []
+    groups: dict = {}
     for r in runs:
         if r.outcomes is None:
             raise UserError(f"run {r.path} has no per-episode evaluation, which --marl-eval-json needs; run "
-                            f"`marl eval {r.path} --all-steps` first")
+                            f"`marl eval {r.path} --all-steps --absolute` first")
         family, _, task = r.task.partition(":")
-        algo = data.setdefault(family, {}).setdefault(task, {}).setdefault(r.group, {})
-        o = r.outcomes
-        has_win = r.config.env.startswith("smax")
-        for si, seed in enumerate(o["seeds"]):
-            entry = {}
-            for k in range(len(o["steps"])):
-                step = {"step_count": int(o["env_steps"][k]), "return": [float(v) for v in o["returns"][k, si]]}
-                if has_win:
-                    step["win_rate"] = [float(o["won"][k, si].mean())]
-                entry[f"step_{k}"] = step
-            last = {m: v for m, v in entry[f"step_{len(o['steps']) - 1}"].items() if m != "step_count"}
-            entry["absolute_metrics"] = last
-            algo[f"{r.path.name}_seed_{int(seed)}"] = entry
-    return data
+        groups.setdefault((family, task, r.group), []).append(r)
+    for (family, task, group), members in groups.items():
+        algo = data.setdefault(family, {}).setdefault(task, {}).setdefault(group, {})
+        for r in sorted(members, key=lambda m: str(m.path)):
+            o, n = r.outcomes, on_grid(r.outcomes["env_steps"])
+            if n is None:
+                raise UserError(f"run {r.path}: its evaluated checkpoints are not evenly spaced from 0 (env steps "
+                                f"{_steps_text([int(v) for v in o['env_steps']])}), so marl-eval would draw them at the "
+                                f"wrong env steps; {GRID_HINT} (delete {outcomes_path(r.path, True)} first to drop "
+                                f"other steps)")
+            if n < len(o["steps"]):
+                short.append(r.path.name)
+            a = read_outcomes(absolute_path(r.path))
+            if a is None:
+                raise UserError(f"run {r.path} has no absolute evaluation ({absolute_path(r.path)}), which marl-eval's "
+                                f"absolute_metrics are; run `marl eval {r.path} --absolute` first (each seed's best "
+                                f"checkpoint on 10x the episodes)")
+            if not absolute_is_current(a, o):
+                raise UserError(f"run {r.path}: {absolute_path(r.path)} was chosen from another "
+                                f"{outcomes_path(r.path, True).name} (its steps, seeds or episodes have changed since); "
+                                f"run `marl eval {r.path} --absolute` again")
+            has_win = r.config.env.startswith("smax")
+            for si, seed in enumerate(o["seeds"]):
+                entry = {}
+                for k in range(n):
+                    entry[f"step_{k}"] = {"step_count": int(o["env_steps"][k]), **_metrics(o, (k, si), has_win)}
+                entry["absolute_metrics"] = _metrics(a, (si,), has_win)
+                key = f"run_{len(algo)}"
+                algo[key] = entry
+                rows.append({"env": family, "task": task, "algorithm": group, "run": key, "folder": str(r.path),
+                             "seed": int(seed), "steps": n, "interval": int(o["env_steps"][0]),
+                             "absolute_step": int(a["steps"][si]), "absolute_env_steps": int(a["env_steps"][si]),
+                             "absolute_episodes": int(a["episodes"]),
+                             "absolute_return": float(np.mean(a["returns"][si]))})
+    warnings = []
+    if short:
+        warnings.append(f"the final checkpoint of {len(short)} run(s) ({', '.join(short[:4])}"
+                        f"{', ...' if len(short) > 4 else ''}) is off their evaluation grid and left out of marl-eval's "
+                        "steps (total_steps a multiple of the checkpoint interval keeps it)")
+    return MarlEvalExport(data, rows, warnings + layout_warnings(data))
+
+
+def _metrics(out: dict, at: tuple, has_win: bool) -> dict:
+    """The metric lists of one (step, seed) or (seed,) of an outcomes table: per-episode returns and, with a
+    win flag, the win rate over those episodes as a one-element list."""
+    m = {"return": [float(v) for v in out["returns"][at]]}
+    if has_win:
+        m["win_rate"] = [float(np.mean(out["won"][at]))]
+    return m
+
+
+def marl_eval_data(runs: list[Run]) -> dict:
+    """marl-eval's raw-experiment data of ``runs`` (``marl_eval_export(runs).data``)."""
+    return marl_eval_export(runs).data
 
 
 def layout_warnings(data: dict) -> list[str]:
-    """What marl-eval's tools would refuse: unequal runs per algorithm or steps per run within an env."""
+    """What marl-eval 0.0.4's ``data_process_pipeline``, ``create_matrices_for_rliable`` and plots would choke
+    on, one line each: per env they take the algorithms of the first task, the run keys of its first
+    algorithm and the step keys of its first run, and look every other task, algorithm and run up under
+    them; one evaluation interval (the mean step between evaluations, from 0) for the x-axis; names
+    lower-cased, no comma in an algorithm; run entries holding only ``step_k`` and ``absolute_metrics``."""
     out = []
     for env, tasks in data.items():
-        n_runs = {(t, a): len(runs) for t, algos in tasks.items() for a, runs in algos.items()}
-        if len(set(n_runs.values())) > 1:
-            out.append(f"{env}: algorithms have different numbers of runs ({n_runs}); marl-eval needs equal counts")
-        n_steps = {len([k for k in run if k != "absolute_metrics"]) for algos in tasks.values() for runs in algos.values()
-                   for run in runs.values()}
-        if len(n_steps) > 1:
-            out.append(f"{env}: runs have different numbers of evaluation steps ({sorted(n_steps)})")
-        algos = {frozenset(a) for a in tasks.values()}
-        if len(algos) > 1:
-            out.append(f"{env}: tasks have different algorithms; marl-eval compares the overlapping ones")
+        algo_sets = {t: sorted(a) for t, a in tasks.items()}
+        if len({tuple(a) for a in algo_sets.values()}) > 1:
+            out.append(f"{env}: tasks have different algorithms ({algo_sets}); marl-eval looks every task up under "
+                       "the first task's algorithms (KeyError)")
+        runs = [(t, a, k, entry) for t, algos in tasks.items() for a, rs in algos.items() for k, entry in rs.items()]
+        run_keys = {(t, a): sorted(rs) for t, algos in tasks.items() for a, rs in algos.items()}
+        if len({tuple(k) for k in run_keys.values()}) > 1:
+            counts = {f"{t}/{a}": len(k) for (t, a), k in run_keys.items()}
+            out.append(f"{env}: algorithms or tasks have different run keys ({counts} runs); marl-eval looks every "
+                       "algorithm's runs up under the first one's keys (KeyError): give each the same number of runs")
+        extra = sorted({k for *_, entry in runs for k in entry if k != "absolute_metrics" and not re.fullmatch(r"step_\d+", k)})
+        if extra:
+            out.append(f"{env}: run entries hold keys other than step_k and absolute_metrics ({', '.join(extra[:4])}), "
+                       "which marl-eval reads as evaluation steps")
+        if any("absolute_metrics" not in entry for *_, entry in runs):
+            out.append(f"{env}: some runs have no absolute_metrics, which create_matrices_for_rliable needs")
+        grids = {tuple(entry[k]["step_count"] for k in sorted((k for k in entry if k.startswith("step_")),
+                                                              key=lambda k: int(k.split("_")[1])))
+                 for *_, entry in runs}
+        if len({len(g) for g in grids}) > 1:
+            out.append(f"{env}: runs have different numbers of evaluation steps ({sorted({len(g) for g in grids})}); "
+                       "marl-eval looks every run up under the first run's steps (KeyError)")
+        if any(on_grid(g) != len(g) for g in grids):
+            out.append(f"{env}: some runs are not evaluated every interval from 0 (step k at k x interval); "
+                       "marl-eval's sample-efficiency x-axis assumes it")
+        elif len({g[0] for g in grids if g}) > 1:
+            out.append(f"{env}: runs are evaluated at different intervals ({sorted({g[0] for g in grids if g})} env "
+                       "steps); marl-eval draws every curve of an env at one (mean) interval")
+        metric_sets = {frozenset(m for m in v if m != "step_count") for *_, entry in runs for v in entry.values()
+                       if isinstance(v, dict)}
+        if len(metric_sets) > 1:
+            out.append(f"{env}: steps or absolute_metrics hold different metrics ({sorted(map(sorted, metric_sets))}); "
+                       "marl-eval needs the same in every one")
+        values = [x for *_, entry in runs for v in entry.values() if isinstance(v, dict) for m, xs in v.items()
+                  if m != "step_count" for x in (xs if isinstance(xs, list) else [xs])]
+        if not all(isinstance(x, (int, float)) and math.isfinite(x) for x in values):
+            out.append(f"{env}: some metric values are not finite numbers; marl-eval's min-max normalisation turns "
+                       "them all into NaN")
+        names = [("task", list(tasks))] + [("algorithm", list({a for algos in tasks.values() for a in algos}))]
+        for what, keys in names:
+            lower = {}
+            for k in keys:
+                lower.setdefault(k.lower(), []).append(k)
+            clash = [v for v in lower.values() if len(v) > 1]
+            if clash:
+                out.append(f"{env}: {what} names {clash[0]} differ only in case; marl-eval lower-cases every name")
+        commas = sorted({a for algos in tasks.values() for a in algos if "," in a})
+        if commas:
+            out.append(f"{env}: algorithm names hold a comma ({commas}), which marl-eval refuses")
     return out
 
 
@@ -73,6 +223,9 @@ def write_tables(report, out: Path) -> list[Path]:
                                         report.per_run)):
         write_csv(out / name, rows)
         paths.append(out / name)
+    if report.marl_eval_runs:  # marl-eval's run keys -> run folders (the JSON holds only what marl-eval reads)
+        write_csv(out / MARL_EVAL_RUNS, list(report.marl_eval_runs))
+        paths.append(out / MARL_EVAL_RUNS)
     return paths
 
 
@@ -97,8 +250,27 @@ def markdown_lines(report, figures: list[Path]) -> list[str]:
                   for p in report.improvement]
     lines += ["", "## Every run", "", "| run | seed | group | task | final |", "|---|---|---|---|---|"]
     lines += [f"| {r['run']} | {r['seed']} | {r['group']} | {r['task']} | {f3(r['final'])} |" for r in report.per_run]
+    lines += marl_eval_lines(report.marl_eval_runs)
     lines += ["", "Files: final.csv, improvement.csv, curves.csv, profiles.csv, runs.csv, "
-              + ", ".join(p.name for p in figures) + "."]
+              + (f"{MARL_EVAL_RUNS}, " if report.marl_eval_runs else "") + ", ".join(p.name for p in figures) + "."]
+    return lines
+
+
+def marl_eval_lines(rows) -> list[str]:
+    """report.md's section on the marl-eval JSON: each run key's folder and seed, its steps, and the step and
+    episodes of its ``absolute_metrics`` (none without an export)."""
+    if not rows:
+        return []
+    lines = ["", "## marl-eval export", "",
+             "Run keys run_0, run_1, ... per algorithm and task (run folders sorted, then seeds); steps every "
+             "`interval` env steps from 0; absolute_metrics: the run's best checkpoint (highest mean return over "
+             "its evaluation episodes) evaluated again on new episodes (`marl eval RUN --absolute`, "
+             "RUN/eval/absolute.npz).", "",
+             "| env | task | algorithm | run | folder | seed | steps x interval | absolute: update (env steps) | "
+             "episodes | return |", "|---|---|---|---|---|---|---|---|---|---|"]
+    lines += [f"| {r['env']} | {r['task']} | {r['algorithm']} | {r['run']} | {r['folder']} | {r['seed']} | "
+              f"{r['steps']} x {r['interval']:,} | {r['absolute_step']} ({r['absolute_env_steps']:,}) | "
+              f"{r['absolute_episodes']} | {_f3(r['absolute_return'])} |" for r in rows]
     return lines
 
 

@@ -9,10 +9,13 @@ instance on fresh episode keys from the same initial state.
 from __future__ import annotations
 
 import dataclasses
+import time
+from functools import partial
 from typing import Callable
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from envs import Env
 from marl.analysis.search.strategies import Strategy
@@ -41,6 +44,58 @@ class SearchResult:
         return jax.lax.cummax(self.returns, axis=1)
 
 
+def search_init(strategy: Strategy, key: jax.Array, num_instances: int, repeats: int = 1):
+    """The search's starting carry (strategy states [I, ...], best return [I], best latent [I, R, d]) and its
+    keys (generation keys, noise key, the common episode keys [I, m, 2])."""
+    k_init, k_loop, k_noise = jax.random.split(key, 3)
+    state = jax.vmap(strategy.init)(jax.random.split(k_init, num_instances))
+    common = jax.random.split(k_noise, num_instances * repeats).reshape(num_instances, repeats, -1)  # [I, m, 2]
+    best = jnp.full((num_instances,), -jnp.inf)
+    best_z = jnp.zeros((num_instances, strategy.rows, strategy.dim))
+    return (state, best, best_z), (k_loop, k_noise, common)
+
+
+def search_ask(strategy: Strategy, state, keys, g):
+    """Generation ``g``: candidates [I, P, R, d], their latents clipped to the box, the episode keys
+    [I, P, m, 2] they are scored on, and the strategy states after asking."""
+    k_loop, k_noise, common = keys
+    num_instances, repeats = common.shape[:2]
+    pop = strategy.pop
+    kg = jax.random.fold_in(k_loop, g)
+    cands, state = jax.vmap(strategy.ask)(jax.random.split(kg, num_instances), state)
+    z = jnp.clip(cands, -1.0, 1.0)
+    if strategy.common_noise:
+        ep_keys = jnp.broadcast_to(common[:, None], (num_instances, pop) + common.shape[1:])
+    else:
+        ep_keys = jax.random.split(jax.random.fold_in(k_noise, g), num_instances * pop * repeats).reshape(
+            num_instances, pop, repeats, -1)
+    return cands, z, ep_keys, state
+
+
+def search_tell(strategy: Strategy, carry, cands, z, ret):
+    """Tell the strategies the candidates' scores ``ret`` [I, P] and keep the best latent seen."""
+    state, best, best_z = carry
+    state = jax.vmap(strategy.tell)(cands, ret, state)
+    j = jnp.argmax(ret, axis=1)
+    gen_best = jnp.take_along_axis(ret, j[:, None], axis=1)[:, 0]
+    gen_z = jnp.take_along_axis(z, j[:, None, None, None], axis=1)[:, 0]
+    better = gen_best > best
+    best = jnp.where(better, gen_best, best)
+    best_z = jnp.where(better[:, None, None], gen_z, best_z)
+    return state, best, best_z
+
+
+def _result(rets, best, best_z, repeats: int) -> SearchResult:
+    """``rets`` [G, I, P] -> the episode-ordered returns [I, G * P * m]."""
+    gens, num_instances, pop = rets.shape
+    returns = jnp.repeat(jnp.swapaxes(rets, 0, 1).reshape(num_instances, gens * pop), repeats, axis=1)
+    return SearchResult(returns=returns, best_return=best, best_latent=best_z)
+
+
+def generations(strategy: Strategy, budget: int, repeats: int = 1) -> int:
+    return max(1, budget // (strategy.pop * repeats))
+
+
 def run_search(strategy: Strategy, fitness: FitnessFn, key: jax.Array, num_instances: int,
                budget: int, repeats: int = 1) -> SearchResult:
     """Spend ``budget`` episodes per instance in generations of ``strategy.pop`` candidates, each
@@ -51,38 +106,68 @@ def run_search(strategy: Strategy, fitness: FitnessFn, key: jax.Array, num_insta
     call: it is where the episodes run (``episode_fitness``) or an injected test function. With
     ``repeats`` m > 1 it is vmapped over m keys and averaged; under common noise every candidate of
     an instance is scored on the same m keys, so candidates are compared on identical noise.
+    ``run_search_compiled`` gives the same numbers with the episodes compiled once for all methods.
     """
-    pop = strategy.pop
-    gens = max(1, budget // (pop * repeats))
-    k_init, k_loop, k_noise = jax.random.split(key, 3)
-    state = jax.vmap(strategy.init)(jax.random.split(k_init, num_instances))
-    common = jax.random.split(k_noise, num_instances * repeats).reshape(num_instances, repeats, -1)  # [I, m, 2]
+    carry, keys = search_init(strategy, key, num_instances, repeats)
     mean_fitness = jax.vmap(fitness, in_axes=(None, 2))  # keys [I, P, m, 2] -> returns [m, I, P]
 
     def generation(carry, g):
-        state, best, best_z = carry
-        kg = jax.random.fold_in(k_loop, g)
-        cands, state = jax.vmap(strategy.ask)(jax.random.split(kg, num_instances), state)
-        z = jnp.clip(cands, -1.0, 1.0)
-        if strategy.common_noise:
-            ep_keys = jnp.broadcast_to(common[:, None], (num_instances, pop) + common.shape[1:])
-        else:
-            ep_keys = jax.random.split(jax.random.fold_in(k_noise, g), num_instances * pop * repeats).reshape(
-                num_instances, pop, repeats, -1)
+        cands, z, ep_keys, state = search_ask(strategy, carry[0], keys, g)
         ret = mean_fitness(z, ep_keys).mean(axis=0)  # [I, P]
-        state = jax.vmap(strategy.tell)(cands, ret, state)
-        j = jnp.argmax(ret, axis=1)
-        gen_best = jnp.take_along_axis(ret, j[:, None], axis=1)[:, 0]
-        gen_z = jnp.take_along_axis(z, j[:, None, None, None], axis=1)[:, 0]
-        better = gen_best > best
-        best = jnp.where(better, gen_best, best)
-        best_z = jnp.where(better[:, None, None], gen_z, best_z)
-        return (state, best, best_z), ret
+        return search_tell(strategy, (state,) + carry[1:], cands, z, ret), ret
 
-    init = (state, jnp.full((num_instances,), -jnp.inf), jnp.zeros((num_instances, strategy.rows, strategy.dim)))
-    (_, best, best_z), rets = jax.lax.scan(generation, init, jnp.arange(gens))
-    returns = jnp.repeat(jnp.swapaxes(rets, 0, 1).reshape(num_instances, gens * pop), repeats, axis=1)
-    return SearchResult(returns=returns, best_return=best, best_latent=best_z)
+    (_, best, best_z), rets = jax.lax.scan(generation, carry, jnp.arange(generations(strategy, budget, repeats)))
+    return _result(rets, best, best_z, repeats)
+
+
+class Programs:
+    """Compiled programs by name and argument shapes: each is compiled once (ahead of time, so the time
+    spent compiling is known: ``compile_s``) and reused by every later call with the same shapes."""
+
+    def __init__(self):
+        self._compiled, self.compile_s = {}, 0.0
+
+    def __call__(self, name, fn: Callable, *args):
+        leaves, tree = jax.tree.flatten(args)
+        sig = (name, tree, tuple((np.shape(x), np.result_type(x)) for x in leaves))
+        exe = self._compiled.get(sig)
+        if exe is None:
+            t = time.perf_counter()
+            exe = self._compiled[sig] = jax.jit(fn).lower(*args).compile()
+            self.compile_s += time.perf_counter() - t
+        return exe(*args)
+
+
+def run_search_compiled(strategy: Strategy, score: Callable, key: jax.Array, num_instances: int, budget: int,
+                        repeats: int, num_agents: int, programs: Programs) -> SearchResult:
+    """``run_search`` with the generations driven from the host: the strategy's init, ask and tell are
+    compiled once per strategy, the episodes by ``score(z [I, P, N, d], keys [I, P, m, 2]) -> [I, P]``,
+    one compiled program that every method with the same shapes shares (shared latents are broadcast to
+    the N agents, which is what the actor does with them). Same numbers as ``run_search``."""
+    rows, dim = strategy.rows, strategy.dim
+
+    def ask(state, keys, g):
+        cands, z, ep_keys, state = search_ask(strategy, state, keys, g)
+        return cands, z, jnp.broadcast_to(z, z.shape[:2] + (num_agents, dim)), ep_keys, state
+
+    def step(carry, keys, g, ret):  # VARIANT B: the generation of run_search with its scores given
+        cands, z, ep_keys, state = search_ask(strategy, carry[0], keys, g)
+        return search_tell(strategy, (state,) + carry[1:], cands, z, ret)
+
+    import os
+    variant = os.environ.get("SEARCH_VARIANT", "A")
+    carry, keys = programs(("init", strategy), lambda k: search_init(strategy, k, num_instances, repeats), key)
+    rets = []
+    for g in range(generations(strategy, budget, repeats)):
+        cands, z, z_all, ep_keys, state = programs(("ask", strategy), ask, carry[0], keys, np.int32(g))
+        ret = score(z_all, ep_keys)
+        if variant == "B":
+            carry = programs(("step", strategy), step, carry, keys, np.int32(g), ret)
+        else:
+            carry = programs(("tell", strategy), partial(search_tell, strategy), (state,) + carry[1:], cands, z, ret)
+        rets.append(np.asarray(ret))
+    assert carry[2].shape[1:] == (rows, dim)
+    return _result(np.stack(rets), carry[1], carry[2], repeats)
 
 
 class FixedResetEnv:
@@ -119,3 +204,40 @@ def reevaluate(env: Env, team: Team, instance_keys, latents, key, episodes: int,
     one = lambda ik, z, ek: episode_return(env, team, ik, z, ek, greedy)
     rets = jax.vmap(jax.vmap(one, in_axes=(None, None, 0)))(instance_keys, latents, keys)
     return rets.mean(axis=1)
+
+
+def scorer(env: Env, team: Team, instance_keys, greedy: bool, programs: Programs, width: int | None = None) -> Callable:
+    """``score(z [I, P, N, d], keys [I, P, m, 2]) -> [I, P]``: each candidate's mean return over its m episodes.
+
+    The episodes are one compiled program per env, network and shape, shared by every method and row
+    that uses it: the team (params included), the instance keys and ``greedy`` are its arguments, not
+    constants. With ``width`` the P candidates go through it in blocks of ``width`` (the last padded
+    with copies of the last candidate), so budget-1 rows and re-evaluations reuse the search's program;
+    a candidate's episodes do not depend on the others in its block."""
+    def fn(tm, ik, z, keys, g):
+        return jax.vmap(episode_fitness(env, tm, ik, g), in_axes=(None, 2))(z, keys).mean(axis=0)
+
+    greedy = np.bool_(greedy)
+
+    def score(z, keys):
+        z, keys = np.asarray(z), np.asarray(keys)
+        p = z.shape[1]
+        w = width or p
+        n = -(-p // w) * w
+        if n != p:
+            z = np.concatenate([z, np.repeat(z[:, -1:], n - p, axis=1)], axis=1)
+            keys = np.concatenate([keys, np.repeat(keys[:, -1:], n - p, axis=1)], axis=1)
+        out = [np.asarray(programs(("score", env), fn, team, instance_keys, z[:, i:i + w], keys[:, i:i + w], greedy))
+               for i in range(0, n, w)]
+        return np.concatenate(out, axis=1)[:, :p]
+
+    return score
+
+
+def reevaluate_scored(score: Callable, latents, key, episodes: int, num_agents: int, programs: Programs) -> jax.Array:
+    """``reevaluate`` through a ``scorer``'s program: mean return of ``episodes`` fresh episodes per instance
+    at its latent [I, R, d] -> [I] (the same keys and numbers)."""
+    num_instances, _, dim = latents.shape
+    keys = jax.random.split(key, num_instances * episodes).reshape(num_instances, episodes, 1, -1)
+    z = np.broadcast_to(np.asarray(latents)[:, None], (num_instances, episodes, num_agents, dim))
+    return programs("mean", lambda r: r.mean(axis=1), score(z, keys))

@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# Does `marl report --marl-eval-json` really load in marl-eval? Runs marl-eval 0.0.4's OWN
+# data_process_pipeline, create_matrices_for_rliable and its four plots (performance profiles, aggregate
+# scores, probability of improvement, sample-efficiency curves) on our export, with no key edits.
+#
+#   1. a venv of its own ($VENV, default /tmp/marl-eval-venv): id-marl-eval 0.0.4 (--no-deps: it pins
+#      pandas 1.4.4 and pulls neptune) and what it imports, pinned below;
+#   2. tiny runs of mappo and happo (3 seeds each) on smax:3m, smax:2s3z (marl-eval env "smax", 2 tasks)
+#      and mpe:simple_spread (env "mpe"): 16 updates, a checkpoint every 2 (8 evaluation steps);
+#   3. `marl eval RUN --all-steps --absolute` (16 episodes per step; the absolute metric: each seed's best
+#      step on 160 new episodes), then `marl report RUNS --group-by algo --marl-eval-json FILE`;
+#   4. in the marl-eval venv: load the JSON as it is, run marl-eval per env, save every plot, and check
+#      what it computed against our files (the x-axis interval, the absolute matrices, the run keys).
+#
+# Usage: bench/marl_eval_check.sh [WORK_DIR]   (default /tmp/marl-eval-check; about 20-30 minutes on 2
+# busy CPU cores, mostly compiling). Needs the suite's `marl` (its venv active, or MARL=path/to/marl).
+# Exits non-zero when anything fails or warns; the plots and tables are left in WORK_DIR/marl_eval/.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+work=${1:-/tmp/marl-eval-check}
+venv=${VENV:-/tmp/marl-eval-venv}
+marl=${MARL:-$(command -v marl || echo "$root/.venv/bin/marl")}
+tiny="num_envs=8 rollout_len=16 updates_per_chunk=2 epochs=1 minibatches=2 network.hidden=16 network.critic_hidden=16"
+export PYTHONWARNINGS=ignore JAX_COMPILATION_CACHE_DIR=${JAX_COMPILATION_CACHE_DIR:-$work/xla-cache}
+
+if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import marl_eval, rliable" 2>/dev/null; then
+  echo "== marl-eval venv: $venv"
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install -q "numpy==1.26.4" "pandas==2.2.3" "matplotlib==3.9.4" "scipy==1.13.1" "seaborn==0.13.2" \
+    "colorcet==3.0.0" "colorama==0.4.6" "rliable==1.2.0" "arch==7.2.0" "absl-py==2.5.1"
+  "$venv/bin/pip" install -q --no-deps "id-marl-eval==0.0.4"
+fi
+"$venv/bin/pip" freeze | grep -iE "^(id-marl-eval|rliable|arch|numpy|pandas|matplotlib|scipy|seaborn|colorcet)=="
+
+mkdir -p "$work/runs"
+for task in smax:3m smax:2s3z mpe:simple_spread; do
+  for algo in mappo happo; do
+    run="$work/runs/${task//:/-}-$algo"
+    if [ ! -f "$run/eval/absolute.npz" ]; then
+      echo "== $run"
+      rm -rf "$run"
+      "$marl" train --env "$task" --algo "$algo" --seeds 3 --total-steps 2048 $tiny --quiet --out "$run"
+      "$marl" eval "$run" --all-steps --absolute --episodes 16 | grep -E "^(seed .*best|per-episode|absolute)"
+    fi
+  done
+done
+
+echo "== marl report"
+rm -rf "$work/report"
+"$marl" report "$work/runs" --group-by algo --boot 200 --out "$work/report" --marl-eval-json "$work/report/marl_eval.json" \
+  | tee "$work/report.log" | tail -n 3
+if grep -q "^warning:" "$work/report.log"; then echo "marl report warned about the marl-eval layout"; exit 1; fi
+
+echo "== marl-eval 0.0.4 on $work/report/marl_eval.json (no key edits)"
+rm -rf "$work/marl_eval"
+mkdir -p "$work/marl_eval"
+"$venv/bin/python" - "$work/report/marl_eval.json" "$work/report/marl_eval_runs.csv" "$work/marl_eval" <<'PY'
+import copy, csv, json, sys, warnings
+from pathlib import Path
+
+import matplotlib
+matplotlib.use("Agg")
+import numpy as np
+from marl_eval.plotting_tools.plotting import (aggregate_scores, performance_profiles, probability_of_improvement,
+                                               sample_efficiency_curves)
+from marl_eval.utils.data_processing_utils import create_matrices_for_rliable, data_process_pipeline
+
+warnings.simplefilter("ignore")
+src, runs_csv, out = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
+raw = json.loads(src.read_text())  # exactly as exported
+ours = list(csv.DictReader(runs_csv.open()))
+norm = ["return"]
+for env in sorted(raw):
+    # marl-eval's create_matrices_for_rliable rewrites the processed data's shared "extra" for the env it
+    # is given, so a second env needs a fresh data_process_pipeline (marl-eval's own usage: one env a call)
+    processed = data_process_pipeline(raw_data=copy.deepcopy(raw), metrics_to_normalize=norm)
+    assert "extra" in processed, "data_process_pipeline refused the file (it prints why and returns it unchanged)"
+    matrices, curves = create_matrices_for_rliable(data_dictionary=processed, environment_name=env,
+                                                   metrics_to_normalize=norm)
+    tasks, algos = list(raw[env]), list(raw[env][next(iter(raw[env]))])
+    mine = [r for r in ours if r["env"] == env]
+    interval = {int(r["interval"]) for r in mine}
+    assert curves["extra"]["evaluation_interval"] == interval.pop() and not interval, curves["extra"]
+    n_runs = len({r["run"] for r in mine})
+    for algo in algos:
+        m = matrices["mean_norm_return"][algo]
+        assert m.shape == (n_runs, len(tasks)) and np.isfinite(m).all(), m.shape
+        assert curves["mean_norm_return"][algo].shape == (n_runs, len(tasks), int(mine[0]["steps"]))
+        # the absolute matrix is the mean of our absolute_metrics (min-max normalised as marl-eval does)
+        for j, task in enumerate(tasks):
+            for i in range(n_runs):
+                want = np.mean(processed[env][task][algo][f"run_{i}"]["absolute_metrics"]["norm_return"])
+                assert np.isclose(m[i, j], want), (env, task, algo, i)
+                row = next(r for r in mine if (r["task"], r["algorithm"], r["run"]) == (task, algo, f"run_{i}"))
+                got = np.mean(raw[env][task][algo][f"run_{i}"]["absolute_metrics"]["return"])
+                assert np.isclose(got, float(row["absolute_return"]), atol=1e-6), row
+    metrics = ["return"] + (["win_rate"] if "mean_win_rate" in matrices else [])
+    for metric in metrics:
+        tag = f"{env}_{metric}"
+        performance_profiles(matrices, metric_name=metric, metrics_to_normalize=norm).savefig(
+            out / f"{tag}_performance_profile.png", bbox_inches="tight")
+        fig, scores, _ = aggregate_scores(matrices, metric_name=metric, metrics_to_normalize=norm,
+                                          tabular_results_file_path=str(out / f"{env}_aggregated_score"))
+        fig.savefig(out / f"{tag}_aggregate_scores.png", bbox_inches="tight")
+        probability_of_improvement(matrices, metric_name=metric, metrics_to_normalize=norm,
+                                   algorithms_to_compare=[[algos[0], algos[1]]]).savefig(
+            out / f"{tag}_prob_of_improvement.png", bbox_inches="tight")
+        fig, iqm, _ = sample_efficiency_curves(curves, metric_name=metric, metrics_to_normalize=norm)
+        fig.savefig(out / f"{tag}_sample_efficiency.png", bbox_inches="tight")
+        print(f"{tag}: IQM " + ", ".join(f"{a} {v['IQM']:.3f}" for a, v in scores.items())
+              + f"; x-axis every {curves['extra']['evaluation_interval']} env steps, {len(next(iter(iqm.values())))} points")
+    print(f"{env}: tasks {tasks}, algorithms {algos}, {n_runs} runs each (run_0..run_{n_runs - 1})")
+for f in sorted(out.iterdir()):
+    print(f"  {f.name} ({f.stat().st_size:,} bytes)")
+PY
+echo "marl-eval check: ok"
