@@ -11,7 +11,7 @@
   (one-line error), or loaded with every array equal to the saved one (the bit is never read), or
   loaded changed (undetected); plus truncations and 4 KB garbles.
 - divergence: the issue's lr=1e3 command.
-- bad inputs: the cases of tests/test_faults.py (``bad_input_cases`` here is a copy): one line ``marl: error:``,
+- bad inputs: the cases of tests/data/bad_inputs.toml (tests/test_faults.py runs them too): one line ``marl: error:``,
   exit 2, nothing modified.
 """
 
@@ -29,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import tomllib
 from pathlib import Path
 
 import jax
@@ -45,6 +46,7 @@ from marl.runs.loop import train_run
 from marl.runs.metrics_log import TIMING_KEYS
 
 ROOT = Path(__file__).resolve().parent.parent
+BAD_INPUTS = ROOT / "tests" / "data" / "bad_inputs.toml"  # the cases tests/test_faults.py runs
 
 CFG = TrainConfig(env="smax:3m", num_envs=8, rollout_len=16, total_steps=8 * 16 * 4, updates_per_chunk=2, epochs=1,
                   minibatches=2, num_seeds=2, network=NetworkConfig(hidden=16, critic_hidden=16))
@@ -163,53 +165,14 @@ def snapshot(folder: Path) -> dict:
             for p in sorted(folder.rglob("*")) if p.name != LOG_FILE}
 
 
-def bad_input_cases(run: Path, a_file: Path, sweep: Path, new: Path, tmp_path: Path) -> list[tuple[tuple, str]]:
-    """(argv, expected message) pairs: a copy of the cases of
-    tests/test_faults.py::test_bad_inputs_one_line_exit_2_nothing_modified (keep the two in step)."""
-    tiny = ["num_envs=8", "rollout_len=16", "epochs=1", "minibatches=2", "network.hidden=16", "network.critic_hidden=16"]
-    cases = [
-        (("train", "--env", "smax:3m", "--out", "/proc/x", *tiny), "cannot write in /proc"),
-        (("train", "--env", "smax:3m", "--out", a_file, *tiny), "exists and is not a folder"),
-        (("train", "--env", "smax:3m", "--out", a_file / "sub", *tiny), "is a file, not a folder"),
-        (("probe", "weights", run, "--out", "/proc/x"), "cannot write in /proc"),
-        (("probe", "barrier", run, run, "--out", a_file), "exists and is not a folder"),
-        (("search", run, "--out", "/proc/x"), "cannot write in /proc"),
-        (("search", run, "--sigma", "nan", "--out", new), "--sigma must be a finite number > 0, got nan"),
-        (("sweep", sweep, "--out", a_file, "--dry-run"), "exists and is not a folder"),
-        (("eval", run, "--json", "/proc/x.json"), "cannot write in /proc"),
-        (("eval", run, "--json", tmp_path), "is a folder; name a file"),
-        (("eval", f"{run}#7"), "seed 7 does not exist"),
-        (("train", "--init-from", f"{run}#7", "--out", new, *tiny), "seed 7 does not exist"),
-        (("train", "--env", "smax:3m", "--total-steps", "inf", "--out", new), "total_steps must be a finite integer"),
-        (("train", "--env", "smax:3m", "total_steps=inf", "--out", new), "total_steps must be a finite integer"),
-        (("train", "--env", "smax:3m", "total_steps=nan", "--out", new), "total_steps must be a finite integer"),
-        (("train", "--env", "smax:3m", "--total-steps", "1e12", "--out", new, "num_envs=16", "rollout_len=32"),
-         "overflow the int32 step counter"),
-        (("train", "--env", "smax:3m", "clip_eps=inf", "--out", new), "clip_eps must be a finite number, got inf"),
-        (("train", "--env", "smax:3m", "max_grad_norm=inf", "--out", new), "max_grad_norm must be a finite number"),
-        (("train", "--env", "smax:3m", "lr=nan", "--out", new), "lr must be a finite number, got nan"),
-        (("train", "--env", "smax:3m", "--out", new, "network.hidden=100000000"), "of memory and"),
-        (("eval", run, "--episodes", "1000000000"), "use fewer --episodes"),
-        (("train", "--env", "smax:3m", "--out", new, "num_envs=16", "--quiet", "bogus=1e-3"), "unknown key 'bogus'"),
-        (("train", "--seeds", "abc"), "invalid int value: 'abc'"),
-        (("train", "--resume", run, "lr=5", "--total-steps", "1e6"), "--resume cannot change lr (only total_steps"),
-        (("train", "--resume", run, "--total-steps", "256"), "is less than the 512 env steps"),
-        (("train", "--resume", f"{run}#1"), "not a seed"),
-        (("train", "--resume", run, "--init-from", run), "--init-from does not apply"),
-        (("train", "--resume", f"{run}/checkpoints/3"), "no checkpoint at step 3; available: 2, 4"),
-        (("train", "--env", "smax:3m", "--fallback", "--out", new, *tiny), "--fallback applies only with --resume"),
-        (("train", "--env", "smax:3m", "--out", run), "already exists"),
-    ]
-    return cases
-
-
 def bad_inputs(root: Path, ref: Path) -> tuple[int, int, bool]:
-    """(clear, tried, nothing modified) over ``bad_input_cases``."""
+    """(clear, tried, nothing modified) over the cases of ``tests/data/bad_inputs.toml``."""
     run = root / "A"
     shutil.copytree(ref, run)
     (root / "a_file").write_text("x")
     (root / "s.toml").write_text('out = "x"\nenvs = ["smax:3m"]\nhistories = ["shared"]\n')
-    cases = bad_input_cases(run, root / "a_file", root / "s.toml", root / "new", root)
+    paths = {"run": run, "a_file": root / "a_file", "sweep": root / "s.toml", "new": root / "new", "tmp": root}
+    cases = [(tuple(a.format(**paths) for a in c["argv"]), c["expect"]) for c in tomllib.loads(BAD_INPUTS.read_text())["case"]]
     before = snapshot(root)
     clear = 0
     for argv, msg in cases:

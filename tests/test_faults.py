@@ -16,6 +16,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import jax
@@ -36,6 +37,7 @@ from marl.runs.metrics_log import TIMING_KEYS
 from marl.core.trainer import NONFINITE, Trainer, seed_keys
 
 ROOT = Path(__file__).resolve().parent.parent
+BAD_INPUTS = ROOT / "tests" / "data" / "bad_inputs.toml"  # also run by bench/fault_injection.py
 
 
 def _leaves(run, step=None):
@@ -376,41 +378,9 @@ def test_bad_inputs_one_line_exit_2_nothing_modified(tiny_run, tmp_path, capsys)
     a_file.write_text("x")
     sweep = tmp_path / "s.toml"
     sweep.write_text('out = "x"\nenvs = ["smax:3m"]\nhistories = ["shared"]\n')
-    tiny = ["num_envs=8", "rollout_len=16", "epochs=1", "minibatches=2", "network.hidden=16", "network.critic_hidden=16"]
     new = tmp_path / "new"
-    cases = [
-        (("train", "--env", "smax:3m", "--out", "/proc/x", *tiny), "cannot write in /proc"),
-        (("train", "--env", "smax:3m", "--out", a_file, *tiny), "exists and is not a folder"),
-        (("train", "--env", "smax:3m", "--out", a_file / "sub", *tiny), "is a file, not a folder"),
-        (("probe", "weights", run, "--out", "/proc/x"), "cannot write in /proc"),
-        (("probe", "barrier", run, run, "--out", a_file), "exists and is not a folder"),
-        (("search", run, "--out", "/proc/x"), "cannot write in /proc"),
-        (("search", run, "--sigma", "nan", "--out", new), "--sigma must be a finite number > 0, got nan"),
-        (("sweep", sweep, "--out", a_file, "--dry-run"), "exists and is not a folder"),
-        (("eval", run, "--json", "/proc/x.json"), "cannot write in /proc"),
-        (("eval", run, "--json", tmp_path), "is a folder; name a file"),
-        (("eval", f"{run}#7"), "seed 7 does not exist"),
-        (("train", "--init-from", f"{run}#7", "--out", new, *tiny), "seed 7 does not exist"),
-        (("train", "--env", "smax:3m", "--total-steps", "inf", "--out", new), "total_steps must be a finite integer"),
-        (("train", "--env", "smax:3m", "total_steps=inf", "--out", new), "total_steps must be a finite integer"),
-        (("train", "--env", "smax:3m", "total_steps=nan", "--out", new), "total_steps must be a finite integer"),
-        (("train", "--env", "smax:3m", "--total-steps", "1e12", "--out", new, "num_envs=16", "rollout_len=32"),
-         "overflow the int32 step counter"),
-        (("train", "--env", "smax:3m", "clip_eps=inf", "--out", new), "clip_eps must be a finite number, got inf"),
-        (("train", "--env", "smax:3m", "max_grad_norm=inf", "--out", new), "max_grad_norm must be a finite number"),
-        (("train", "--env", "smax:3m", "lr=nan", "--out", new), "lr must be a finite number, got nan"),
-        (("train", "--env", "smax:3m", "--out", new, "network.hidden=100000000"), "of memory and"),
-        (("eval", run, "--episodes", "1000000000"), "use fewer --episodes"),
-        (("train", "--env", "smax:3m", "--out", new, "num_envs=16", "--quiet", "bogus=1e-3"), "unknown key 'bogus'"),
-        (("train", "--seeds", "abc"), "invalid int value: 'abc'"),
-        (("train", "--resume", run, "lr=5", "--total-steps", "1e6"), "--resume cannot change lr (only total_steps"),
-        (("train", "--resume", run, "--total-steps", "256"), "is less than the 512 env steps"),
-        (("train", "--resume", f"{run}#1"), "not a seed"),
-        (("train", "--resume", run, "--init-from", run), "--init-from does not apply"),
-        (("train", "--resume", f"{run}/checkpoints/3"), "no checkpoint at step 3; available: 2, 4"),
-        (("train", "--env", "smax:3m", "--fallback", "--out", new, *tiny), "--fallback applies only with --resume"),
-        (("train", "--env", "smax:3m", "--out", run), "already exists"),
-    ]
+    paths = {"run": run, "a_file": a_file, "sweep": sweep, "new": new, "tmp": tmp_path}
+    cases = [(tuple(a.format(**paths) for a in c["argv"]), c["expect"]) for c in tomllib.loads(BAD_INPUTS.read_text())["case"]]
     before = _snapshot(tmp_path)
     for argv, msg in cases:
         line = _one_error_line(capsys, *argv)
