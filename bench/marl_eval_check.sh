@@ -60,12 +60,22 @@ from pathlib import Path
 
 import matplotlib
 matplotlib.use("Agg")
+import matplotlib.pyplot
 import numpy as np
 from marl_eval.plotting_tools.plotting import (aggregate_scores, performance_profiles, probability_of_improvement,
                                                sample_efficiency_curves)
 from marl_eval.utils.data_processing_utils import create_matrices_for_rliable, data_process_pipeline
 
 warnings.simplefilter("ignore")
+
+
+def save(plot, path: Path) -> None:
+    """marl-eval returns a Figure or (probability of improvement, sample-efficiency: rliable's) an Axes."""
+    fig = plot if hasattr(plot, "savefig") else plot.figure
+    fig.savefig(path, bbox_inches="tight")
+    matplotlib.pyplot.close(fig)
+
+
 src, runs_csv, out = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
 raw = json.loads(src.read_text())  # exactly as exported
 ours = list(csv.DictReader(runs_csv.open()))
@@ -97,17 +107,17 @@ for env in sorted(raw):
     metrics = ["return"] + (["win_rate"] if "mean_win_rate" in matrices else [])
     for metric in metrics:
         tag = f"{env}_{metric}"
-        performance_profiles(matrices, metric_name=metric, metrics_to_normalize=norm).savefig(
-            out / f"{tag}_performance_profile.png", bbox_inches="tight")
+        save(performance_profiles(matrices, metric_name=metric, metrics_to_normalize=norm),
+             out / f"{tag}_performance_profile.png")
         fig, scores, _ = aggregate_scores(matrices, metric_name=metric, metrics_to_normalize=norm,
                                           tabular_results_file_path=str(out / f"{env}_aggregated_score"))
-        fig.savefig(out / f"{tag}_aggregate_scores.png", bbox_inches="tight")
-        probability_of_improvement(matrices, metric_name=metric, metrics_to_normalize=norm,
-                                   algorithms_to_compare=[[algos[0], algos[1]]]).savefig(
-            out / f"{tag}_prob_of_improvement.png", bbox_inches="tight")
+        save(fig, out / f"{tag}_aggregate_scores.png")
+        save(probability_of_improvement(matrices, metric_name=metric, metrics_to_normalize=norm,
+                                        algorithms_to_compare=[[algos[0], algos[1]]]),
+             out / f"{tag}_prob_of_improvement.png")
         fig, iqm, _ = sample_efficiency_curves(curves, metric_name=metric, metrics_to_normalize=norm)
-        fig.savefig(out / f"{tag}_sample_efficiency.png", bbox_inches="tight")
-        print(f"{tag}: IQM " + ", ".join(f"{a} {v['IQM']:.3f}" for a, v in scores.items())
+        save(fig, out / f"{tag}_sample_efficiency.png")
+        print(f"{tag}: IQM " + ", ".join(f"{a} {v['IQM']}" for a, v in scores.items())
               + f"; x-axis every {curves['extra']['evaluation_interval']} env steps, {len(next(iter(iqm.values())))} points")
     print(f"{env}: tasks {tasks}, algorithms {algos}, {n_runs} runs each (run_0..run_{n_runs - 1})")
 for f in sorted(out.iterdir()):

@@ -6,12 +6,13 @@ import argparse
 
 
 class DefaultsFormatter(argparse.HelpFormatter):
-    """Appends ``(default: X)`` to an option's help when it has a meaningful default (not None/False/[])."""
+    """Appends ``(default: X)`` to an option's help when it has a meaningful default (not None/False/[])
+    and the help does not already state one (``"(default)"``, ``"(default: ...)"``)."""
 
     def _get_help_string(self, action):
         text = action.help or ""
         default = action.default
-        if "%(default)" in text or default in (None, False, argparse.SUPPRESS) or default == [] or \
+        if "(default" in text or default in (None, False, argparse.SUPPRESS) or default == [] or \
                 isinstance(action, (argparse._HelpAction, argparse._SubParsersAction)):
             return text
         if isinstance(default, (list, tuple)):

@@ -17,23 +17,27 @@ def add_parser(subparsers) -> None:
                         f"one of {', '.join(PER_AGENT)}")
     p.add_argument("--source", metavar="RUN", help="RUN[#SEED] of the source policy P the latent run was fine-tuned "
                                                    "from: adds its greedy row on the same instances and keys")
+    p.add_argument("--random-policy", action="store_true",
+                   help="add the random-policy row: uniform random legal actions on the same instances and keys")
     p.add_argument("--population", type=int, default=16, help="candidates per generation")
     p.add_argument("--sigma", type=float, default=0.5, help="initial CMA-ES step size (latent box is [-1, 1])")
     p.add_argument("--repeats", type=int, default=1,
                    help="episodes per latent candidate, averaged (for stochastic envs such as SMAX)")
     p.add_argument("--reeval", type=int, default=16, help="fresh episodes to re-evaluate each best latent")
     p.add_argument("--seed", type=int, default=0, help="picks the instances and the search noise")
-    p.add_argument("--out", required=True, help="folder for summary.json, curves.csv, curves.png, table.txt")
+    p.add_argument("--out", required=True,
+                   help="folder for summary.json, curves.csv, pairwise.csv, curves.png, table.txt")
     p.set_defaults(func=_cmd_search)
 
 
 def _cmd_search(args) -> int:
     from marl import api
-    from marl.analysis.search import table
+    from marl.analysis.search import OUTPUT_FILES, table
 
     summary = api.search(args.run, instances=args.instances, budget=args.budget, methods=args.methods,
                          per_agent=args.per_agent, source=args.source, population=args.population, sigma=args.sigma,
-                         repeats=args.repeats, reeval=args.reeval, seed=args.seed, out=args.out, echo=print)
+                         repeats=args.repeats, reeval=args.reeval, seed=args.seed, random_policy=args.random_policy,
+                         out=args.out, echo=print)
     print(table(summary))
-    print(f"wrote {args.out}/summary.json, curves.csv, curves.png, table.txt")
+    print(f"wrote {args.out}/{', '.join(OUTPUT_FILES)} (every paired difference: pairwise.csv, table.txt)")
     return 0

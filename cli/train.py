@@ -37,12 +37,16 @@ def _cmd_train(args) -> int:
 
 
 def add_parser(sub) -> None:
+    from marl.core.config import TrainConfig  # no jax at module level: `marl --help` stays fast
+
     t = sub.add_parser("train", help="train MAPPO/HAPPO teams (seeds vmapped)")
     add_config_options(t)
     t.add_argument("--no-share", action="store_true", help="MAPPO with one actor per agent")
-    t.add_argument("--seeds", type=int, help="number of seeds trained at once")
-    t.add_argument("--seed", type=int, help="first seed")
-    t.add_argument("--total-steps", help="env steps per seed, e.g. 2e6")
+    t.add_argument("--seeds", type=int, help="number of seeds trained at once "
+                   f"(default: the config's num_seeds, {TrainConfig.num_seeds})")
+    t.add_argument("--seed", type=int, help=f"first seed (default: the config's seed, {TrainConfig.seed})")
+    t.add_argument("--total-steps", help="env steps per seed, e.g. 2e6 "
+                   f"(default: the config's total_steps, {TrainConfig.total_steps:,})")
     t.add_argument("--latent-dim", type=int, help="latent input size (latent-conditioned training)")
     t.add_argument("--latents", type=int, help="K latents per instance (best-of-K training)")
     t.add_argument("--history", help="a named training history (shared, continued, decoupled, happo-from-shared, happo)")

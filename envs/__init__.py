@@ -9,6 +9,7 @@ def _import_jaxmarl_quietly():
     level, so ``contextlib.redirect_stdout`` does not catch them); keep the CLI output clean."""
     sys.stdout.flush()
     saved = os.dup(1)
+    streams = sys.stdout, sys.stderr  # jaxmarl's mabrax module resets sys.stdout to sys.__stdout__
     try:
         with open(os.devnull, "w") as devnull:
             os.dup2(devnull.fileno(), 1)
@@ -18,6 +19,7 @@ def _import_jaxmarl_quietly():
     finally:
         os.dup2(saved, 1)
         os.close(saved)
+        sys.stdout, sys.stderr = streams
 
 
 _import_jaxmarl_quietly()

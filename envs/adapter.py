@@ -55,6 +55,7 @@ class Env:
         )
 
     def reset(self, key: jax.Array) -> tuple[TimeStep, EnvState]:
+        """Start an episode from ``key``: (first TimeStep, EnvState); obs [N, O], state [S]."""
         obs, inner = self.inner.reset(key)
         # jaxmarl leaves some reset leaves weakly typed; step makes them strong. Make them strong
         # here so a state's type never changes (no recompiles between training chunks).

@@ -27,10 +27,12 @@ class EnvSpec:
     has_win: bool = False
 
     def to_dict(self) -> dict:
+        """The fields as a plain dict (what checkpoints store)."""
         return dataclasses.asdict(self)
 
     @classmethod
     def from_dict(cls, d: dict) -> "EnvSpec":
+        """Inverse of ``to_dict``; keys that are not fields are ignored (older or newer checkpoints)."""
         return cls(**{f.name: d[f.name] for f in dataclasses.fields(cls) if f.name in d})
 
 
@@ -45,6 +47,7 @@ class EpisodeInfo:
 
 @struct.dataclass
 class TimeStep:
+    """What the team sees after a reset or step; shapes per env (N agents, O obs, S state, A actions)."""
     obs: jax.Array  # [N, O] float32
     state: jax.Array  # [S] float32, team-global state for the centralised critic (once per step: the
     #                   critic adds the seat and the time step itself, so memory stays O(N) beyond obs)
@@ -59,12 +62,14 @@ class TimeStep:
 
 @struct.dataclass
 class EnvState:
+    """The jaxmarl state plus the running return and length of the current episode (scalars)."""
     inner: object  # the jaxmarl state
     episode_return: jax.Array  # running return of the current episode
     episode_length: jax.Array
 
 
 def init_state(inner) -> EnvState:
+    """Wrap a freshly reset jaxmarl state: running return 0.0 (float32), length 0 (int32)."""
     return EnvState(inner=inner, episode_return=jnp.zeros((), jnp.float32), episode_length=jnp.zeros((), jnp.int32))
 
 

@@ -25,6 +25,8 @@ SCENARIOS = {
 
 
 def make_mpe(scenario: str, num_agents: int | None = None) -> Env:
+    """The MPE scenario ``scenario`` (a key of ``SCENARIOS``) as an ``Env``; ``num_agents`` only for
+    ``simple_spread``. Raises UserError on a bad scenario or team size."""
     kwargs = {}
     if num_agents is not None:
         if scenario != "simple_spread":

@@ -18,6 +18,7 @@ EXTRA_SCENARIOS = {
 
 
 def map_names() -> list[str]:
+    """Every SMAX map ``make_smax`` accepts, jaxmarl's and this suite's extra scenarios (sorted)."""
     return sorted(MAP_NAME_TO_SCENARIO) + sorted(EXTRA_SCENARIOS)
 
 
@@ -29,6 +30,7 @@ def _scenario(map_name: str) -> Scenario:
 
 
 def make_smax(map_name: str) -> Env:
+    """The SMAX map ``map_name`` against the heuristic enemy, as an ``Env``."""
     inner = jaxmarl.make(
         "HeuristicEnemySMAX",
         scenario=_scenario(map_name),

@@ -105,7 +105,7 @@ def probe_barrier(ref_a: str, ref_b: str, out: str | Path, alphas=defaults.ALPHA
     if not quiet:
         print(f"A {src_a['ref']} (update {src_a['step']})  B {src_b['ref']} (update {src_b['step']})  "
               f"{episodes} {'greedy' if greedy else 'sampled'} episodes x {len(grid)} alphas")
-        print(f"{'':10s}{'metric':10s}{'R(A)':>9s}{'R(B)':>9s}  {'cross-fitted barrier [95% CI]':>30s} {'at':>5s}  "
+        print(f"{'':10s}{'metric':10s}{'R(A)':>9s}{'R(B)':>9s}  {'cross-fitted barrier [95% CI]':>30s} {'at':>8s}  "
               f"{'midpoint [95% CI]':>28s}  {'max (biased up) [95% CI]':>28s}")
         for name, r in (("naive", rep), ("aligned", aligned)):
             if r is None:
@@ -114,7 +114,8 @@ def probe_barrier(ref_a: str, ref_b: str, out: str | Path, alphas=defaults.ALPHA
                 if m in r:
                     s = r[m]
                     print(f"{name:10s}{m:10s}{s['mean'][0]:9.3f}{s['mean'][-1]:9.3f}  "
-                          f"{_fmt_ci(s['barrier'], s['barrier_ci']):>30s} {s['barrier_alpha']:5.2f}  "
+                          f"{_fmt_ci(s['barrier'], s['barrier_ci']):>30s} "
+                          f"{format(s['barrier_alpha'], '.2f') if 0 < s['barrier_alpha'] < 1 else 'endpoint':>8s}  "
                           f"{_fmt_ci(s['midpoint'], s['midpoint_ci']):>28s}  {_fmt_ci(s['barrier_max'], s['barrier_max_ci']):>28s}")
         print("headline: cross-fitted barrier (calibrated: bench/results/barrier_calibration.md); the max is biased upward")
         print(f"wrote {out}/barrier.json, barrier.csv, barrier.png, barrier.npz")

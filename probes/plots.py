@@ -107,6 +107,10 @@ def weights_figure(report: dict, path: Path, title: str = "") -> Path:
         n, m = np.shape(p["all"]["l2"])
         _heat(axes[0, j], p["all"]["l2"], True, list(range(m)), list(range(n)), f"{t}: L2 distance", cmap="mako")
         _heat(axes[1, j], p["all"]["cosine"], True, list(range(m)), list(range(n)), f"{t}: cosine", cmap="vlag")
+        rows, cols = ("B", "B") if "within_b" in t else ("A", "B") if "A x B" in t else ("A", "A")
+        for ax in axes[:, j]:  # rows: agents of the first team, columns: of the second (whole actor, all layers)
+            ax.set_ylabel(f"agent of {rows}")
+            ax.set_xlabel(f"agent of {cols}")
     if title:
         fig.suptitle(title, fontsize=10)
     return _save(fig, path)

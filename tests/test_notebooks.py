@@ -1,8 +1,10 @@
-"""The analysis notebooks run top to bottom with papermill-style parameters and show their figures.
+"""The analysis notebooks run top to bottom with papermill-style parameters and show their figures, on
+SMAX and on MPE outputs.
 
-``tests/data/probe_out`` is a probe folder written by ``marl probe barrier --align``, ``teams`` and
-``weights`` between the two seeds of a tiny smax:3m run (3 alphas, 8 episodes): running the probes
-here would cost minutes of compiling.
+``tests/data/probe_out`` (smax:3m) and ``tests/data/probe_out_mpe`` (mpe:simple_spread) are probe folders
+written by ``marl probe barrier --align``, ``teams`` and ``weights`` between the two seeds of a tiny run
+(``tests.conftest.tiny_config``, shared actor; 3 alphas, 8 episodes, 50 bootstrap resamples; only the
+JSON and npz files kept): running the probes here would cost minutes of compiling.
 """
 
 import os
@@ -15,6 +17,7 @@ from nbclient import NotebookClient
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
 PROBE_OUT = Path(__file__).resolve().parent / "data" / "probe_out"
+PROBE_OUT_MPE = Path(__file__).resolve().parent / "data" / "probe_out_mpe"
 
 
 def execute(name: str, params: dict, monkeypatch) -> nbformat.NotebookNode:
@@ -37,6 +40,11 @@ def images(nb) -> int:
     return sum("image/png" in o.get("data", {}) for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
 
 
+def printed(nb) -> str:
+    return "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
+                   if o.get("output_type") == "stream")
+
+
 def test_every_notebook_has_parameters_and_no_backend():
     names = sorted(p.name for p in NOTEBOOKS.glob("*.ipynb"))
     assert names == ["checkpoint_analysis.ipynb", "probe_analysis.ipynb"]  # each is executed below
@@ -46,14 +54,38 @@ def test_every_notebook_has_parameters_and_no_backend():
         assert not any("matplotlib.use" in c.source for c in nb.cells)
 
 
-def test_checkpoint_notebook(tiny_run, monkeypatch):
-    nb = execute("checkpoint_analysis.ipynb", {"RUN": str(tiny_run), "EPISODES": 8}, monkeypatch)
-    assert images(nb) >= 2  # learning curve, agent-distance heatmap
+def test_checkpoint_notebook_reads_saved_outcomes_smax(tiny_run, tmp_path, monkeypatch):
+    """With ``RUN/eval/greedy.npz`` (what ``marl eval RUN --all-steps`` writes) the notebook reads it and
+    evaluates nothing; the shared actor gets a sentence, not an all-zero heatmap."""
+    import shutil
+
+    from marl import api
+    from marl.analysis.run_eval import outcomes_path, read_outcomes
+
+    run = tmp_path / "tiny"  # a copy: the session's run folder stays without an eval/ folder
+    shutil.copytree(tiny_run, run)
+    api.evaluate(run, all_steps=True, episodes=4)
+    saved = read_outcomes(outcomes_path(run, greedy=True))
+    assert saved["returns"].shape == (2, 2, 4)
+    nb = execute("checkpoint_analysis.ipynb", {"RUN": str(run), "EPISODES": 8}, monkeypatch)
+    text = printed(nb)
+    assert f"read {outcomes_path(run, True)}: 4 greedy episodes" in text and "evaluated every" not in text
+    assert "shared actor" in text and "0 by construction" in text
+    assert images(nb) == 2  # learning curve; greedy return and win rate per checkpoint (no heatmap: shared)
 
 
-@pytest.mark.parametrize("files", ["all", "barrier_only"])
-def test_probe_notebook(files, tmp_path, monkeypatch):
-    src = PROBE_OUT
+def test_checkpoint_notebook_evaluates_without_saved_outcomes_mpe(tiny_mpe_run, monkeypatch):
+    nb = execute("checkpoint_analysis.ipynb", {"RUN": str(tiny_mpe_run), "EPISODES": 4}, monkeypatch)
+    text = printed(nb)
+    assert "no saved outcomes" in text and "evaluated every checkpoint here on 4 greedy episodes" in text
+    assert "win_rate" not in text  # MPE has no win flag: no win-rate column or panel
+    assert "0 by construction" in text
+    assert images(nb) == 2
+
+
+@pytest.mark.parametrize("env,files", [("smax", "all"), ("smax", "barrier_only"), ("mpe", "all")])
+def test_probe_notebook(env, files, tmp_path, monkeypatch):
+    src = PROBE_OUT if env == "smax" else PROBE_OUT_MPE
     if files == "barrier_only":
         src = tmp_path / "probe"
         src.mkdir()
@@ -61,3 +93,10 @@ def test_probe_notebook(files, tmp_path, monkeypatch):
             (src / f).write_bytes((PROBE_OUT / f).read_bytes())
     nb = execute("probe_analysis.ipynb", {"PROBE_DIR": str(src), "BOOT": 200}, monkeypatch)
     assert images(nb) == (4 if files == "all" else 1)  # barrier curves, team heatmaps, mixed teams, weights
+    text = printed(nb)
+    if env == "mpe":
+        assert "has no win flag: the return is the only curve" in text
+    if files == "all":  # both fixtures compare two shared actors: their within-team distances are zero
+        assert "within_a: L2 distance (whole actor): all 0: A is one shared actor" in text
+    if env == "smax":  # the tiny SMAX run wins no episode
+        assert "no episode won at any alpha" in text

@@ -127,6 +127,7 @@ def test_search_methods_outputs(latent_team, tmp_path):
     assert data["methods"]["random-shared"]["curve_mean"][-1] == pytest.approx(rs["curve"][:, -1].mean())
     assert (tmp_path / "out" / "curves.png").stat().st_size > 1000
     assert len((tmp_path / "out" / "curves.csv").read_text().splitlines()) == 1 + 2 * 16
+    assert len((tmp_path / "out" / "pairwise.csv").read_text().splitlines()) == 1 + len(s["comparisons"])
 
 
 def test_cli_refuses_run_without_latent(tmp_path, capsys):
@@ -255,9 +256,11 @@ def test_search_run_summary_and_files(latent_team, tmp_path, monkeypatch):
         "run": str(ref.run), "step": 7, "seed": ref.seed, "algo": "mappo", "env_steps": 0, "shared": True}))
     lines = []
     s = search_run(lat, instances=2, budget=4, population=4, reeval=1, methods=["zero-shot", "random-per-agent"],
-                   per_agent="random-per-agent", source=src, out=tmp_path / "out", echo=lines.append)
+                   per_agent="random-per-agent", source=src, random_policy=True, out=tmp_path / "out",
+                   echo=lines.append)
     assert lines[0] == f"search {lat.resolve()} @ update 7 ({team.spec.name}, N=3, d=4): 2 instances, budget 4"
-    assert [ln.split()[0] for ln in lines[1:]] == ["zero-shot", "random-per-agent", "source"]
+    assert [ln.split()[0] for ln in lines[1:]] == ["zero-shot", "random-per-agent", "source", "random-policy"]
+    assert "random-policy" in s["methods"]
     assert s["run"]["run"] == str(lat.resolve()) and s["source"]["run"] == str(src.resolve())
     assert (s["instances"], s["budget"], s["population"], s["sigma"], s["reeval_episodes"], s["repeats"], s["seed"],
             s["per_agent"]) == (2, 4, 4, 0.5, 1, 1, 0, "random-per-agent")
@@ -266,3 +269,75 @@ def test_search_run_summary_and_files(latent_team, tmp_path, monkeypatch):
     assert json.loads((tmp_path / "out" / "summary.json").read_text())["comparisons"] == s["comparisons"]
     assert search_run(lat, instances=2, budget=4, population=4, reeval=1, methods=["random-per-agent"],
                       per_agent="random-per-agent", echo=lambda *a: None)["source"] is None
+
+
+def _fake_results(methods, instances=6, budget=8, seed=0):
+    """Per-method arrays shaped like ``search_methods``'s (no episodes run)."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for i, m in enumerate(methods):
+        curve = np.maximum.accumulate(rng.normal(i, 1.0, (instances, budget)), axis=1)
+        out[m] = {"curve": curve, "best_seen": curve[:, -1], "reeval": curve[:, -1] - rng.random(instances),
+                  "best_latent": np.zeros((instances, 1, 2)), "compile_s": 0.0, "search_s": 0.1}
+    return out
+
+
+def test_printed_table_is_per_method_rows_and_headline_pairs_go_to_files(tmp_path):
+    """The console gets the per-method table and the headline comparisons; every paired difference is in
+    pairwise.csv and table.txt; the figure and its file list are written."""
+    import csv
+
+    from marl.analysis.search import METHODS, OUTPUT_FILES, SOURCE, RANDOM_POLICY, table
+    from marl.analysis.search.output import BASELINES, FAMILIES, family, headline
+
+    s = summarize(_fake_results([*METHODS, SOURCE, RANDOM_POLICY]), per_agent="sep-cmaes-per-agent")
+    assert len(s["comparisons"]) >= 40  # the dump the console no longer prints
+    text = table(s).splitlines()
+    assert len(text) <= 1 + len(METHODS) + 2 + 2 + 2
+    assert headline(s) == ["sep-cmaes-per-agent - cmaes-shared (reeval)", "sep-cmaes-per-agent - sep-cmaes-shared (reeval)"]
+    assert [ln.split()[0] for ln in text[1:1 + len(METHODS) + 2]] == [*METHODS, SOURCE, RANDOM_POLICY]
+    assert sum(" - " in ln for ln in text) == 2
+    # named per-agent method absent: the shared-search headline instead
+    s2 = summarize(_fake_results(["zero-shot", "random-shared", "cmaes-shared"]))
+    assert headline(s2) == ["cmaes-shared - random-shared (reeval)", "cmaes-shared - zero-shot (reeval)"]
+    write_outputs(s, tmp_path)
+    assert all((tmp_path / f).stat().st_size > 0 for f in OUTPUT_FILES)
+    rows = list(csv.DictReader((tmp_path / "pairwise.csv").open()))
+    assert [r["comparison"] for r in rows] == list(s["comparisons"])
+    r = rows[0]
+    assert f"{r['a']} - {r['b']} ({r['score']})" == r["comparison"] and r["a"] in s["methods"] and r["b"] in s["methods"]
+    assert float(r["mean"]) == pytest.approx(s["comparisons"][r["comparison"]][0], rel=1e-5)
+    saved = (tmp_path / "table.txt").read_text()
+    assert saved.startswith(table(s)) and all(k in saved for k in s["comparisons"])
+    # the figure's panels: every method in one family; searches split by one latent vs one per agent
+    assert {m: family(m) for m in ("zero-shot", "sampling", SOURCE, RANDOM_POLICY)} == dict.fromkeys(
+        ("zero-shot", "sampling", SOURCE, RANDOM_POLICY), BASELINES)
+    shared, per_agent = FAMILIES.values()
+    assert set(shared) | set(per_agent) | {"zero-shot", "sampling"} == set(METHODS) and not set(shared) & set(per_agent)
+
+
+def test_cli_random_policy_flag_and_short_console(tmp_path, capsys, monkeypatch):
+    """``marl search --random-policy`` asks for the random-policy row; the console shows the per-method
+    table and the headline pairs, not every paired difference."""
+    from cli.main import main
+    from marl import api
+    from marl.analysis.search import RANDOM_POLICY
+
+    calls = []
+
+    def fake_search(ref, **kw):
+        calls.append(kw)
+        methods = ["zero-shot", "random-shared", "cmaes-shared", "sep-cmaes-shared", "sep-cmaes-per-agent"]
+        s = summarize(_fake_results(methods + ([RANDOM_POLICY] if kw["random_policy"] else [])),
+                      per_agent=kw["per_agent"])
+        write_outputs(s, kw["out"])
+        return s
+
+    monkeypatch.setattr(api, "search", fake_search)
+    for extra, want in (([], False), (["--random-policy"], True)):
+        assert main(["search", str(tmp_path / "run"), "--out", str(tmp_path / "o")] + extra) == 0
+        assert calls[-1]["random_policy"] is want
+        out = capsys.readouterr().out
+        assert (f"\n{RANDOM_POLICY} " in out) is want
+        assert sum(" - " in ln for ln in out.splitlines()) == 2  # the headline pairs only
+        assert "pairwise.csv" in out

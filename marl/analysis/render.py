@@ -116,7 +116,7 @@ class SmaxDrawing:
 
     ALLY, ENEMY, DEAD = "tab:blue", "tab:red", "0.6"
 
-    def __init__(self, env, fig, ax):
+    def __init__(self, env, fig, ax, frames):
         from matplotlib.patches import Circle, Rectangle
 
         e = env.inner
@@ -128,8 +128,11 @@ class SmaxDrawing:
         self.range = np.asarray(e.unit_type_attack_ranges, np.float32)
         self.letters = list(e.unit_type_shorthands)
         units = int(e.num_allies) + int(e.num_enemies)
-        ax.set_xlim(0.0, float(e.map_width))
-        ax.set_ylim(0.0, float(e.map_height))
+        pos = np.concatenate([np.asarray(f[0].unit_positions, np.float32).reshape(-1, 2) for f in frames])
+        mid, half = (pos.min(0) + pos.max(0)) / 2, max(float((pos.max(0) - pos.min(0)).max()) / 2 + 2.0, 4.0)
+        ax.set_xlim(mid[0] - half, mid[0] + half)  # the square around every unit of the episode(s)
+        ax.set_ylim(mid[1] - half, mid[1] + half)
+        ax.add_patch(Rectangle((0, 0), float(e.map_width), float(e.map_height), fill=False, ec="0.4"))  # the walls
         ax.set_aspect("equal")
         ax.set_xticks([])
         ax.set_yticks([])
@@ -140,7 +143,7 @@ class SmaxDrawing:
         self.labels = [ax.text(0, 0, "", fontsize="xx-small", color="white", ha="center", va="center")
                        for _ in range(units)]
         self.dead = ax.plot([], [], "x", color=self.DEAD, ms=6)[0]
-        self.shots = [ax.add_patch(Rectangle((0, 0), 0.5, 0.5, color="0.3")) for _ in range(units)]
+        self.shots = [ax.add_patch(Rectangle((0, 0), 0.3, 0.3, color="0.3")) for _ in range(units)]
 
     def target(self, u: int, action: int) -> int:
         k = action - self.n_move
@@ -169,7 +172,7 @@ class SmaxDrawing:
                 np.linalg.norm(pos[u] - pos[v]) < self.range[types[u]]
             if firing:
                 p = (1 - s / self.w) * pos[u] + (s / self.w) * pos[v]
-                shot.set_xy((p[0] - 0.25, p[1] - 0.25))
+                shot.set_xy((p[0] - 0.15, p[1] - 0.15))
             shot.set_visible(bool(firing))
         self.dead.set_data(pos[~alive, 0], pos[~alive, 1])
         self.title.set_text(f"{self.env.spec.name}  step {t}  ({s}/{self.w})   "
@@ -188,7 +191,8 @@ def animate(env, seq: list, out: Path, fps: int) -> int:
 
     if env.spec.name.split(":")[0] == "smax":
         fig, ax = plt.subplots(1, 1, figsize=(5, 5))
-        drawing, frames = SmaxDrawing(env, fig, ax), _smax_frames(seq)
+        frames = _smax_frames(seq)
+        drawing = SmaxDrawing(env, fig, ax, frames)
         update = lambda i: drawing.draw(frames[i])
     else:
         from jaxmarl.environments.mpe import MPEVisualizer

@@ -8,4 +8,5 @@ from marl.core.mappo import MAPPO
 
 
 def get_algo(config: TrainConfig):
+    """The actor algorithm (``MAPPO()`` or ``HAPPO()``) named by ``config.algo``."""
     return {"mappo": MAPPO, "happo": HAPPO}[config.algo]()  # TrainConfig validates algo

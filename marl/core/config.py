@@ -169,6 +169,7 @@ class TrainConfig:
     # -- derived quantities -------------------------------------------------------------------
     @property
     def steps_per_update(self) -> int:
+        """Env steps per seed in one update: ``num_envs * rollout_len``."""
         return self.num_envs * self.rollout_len
 
     @property
@@ -178,9 +179,11 @@ class TrainConfig:
 
     @property
     def num_chunks(self) -> int:
+        """Jitted chunks of ``updates_per_chunk`` updates that cover ``num_updates`` (the last may be short)."""
         return -(-self.num_updates // self.updates_per_chunk)
 
     def env_kwargs(self) -> dict:
+        """Keyword arguments of ``envs.make`` (``num_agents`` when set)."""
         return {"num_agents": self.num_agents} if self.num_agents else {}
 
     def make_env(self):
@@ -195,10 +198,13 @@ class TrainConfig:
 
     # -- (de)serialisation ---------------------------------------------------------------------
     def to_dict(self) -> dict:
+        """The config as nested plain data (``network`` a sub-dict), as written to ``config.toml``."""
         return dataclasses.asdict(self)
 
     @classmethod
     def from_dict(cls, d: dict) -> "TrainConfig":
+        """Build and validate a config from ``to_dict``'s form; unknown keys raise a UserError with a
+        did-you-mean, values are coerced to each field's type."""
         d = dict(d)
         net = d.pop("network", {}) or {}
         _reject_unknown(d, cls, "")
@@ -208,10 +214,12 @@ class TrainConfig:
         return cls(**d, network=NetworkConfig(**net))
 
     def to_toml(self, path: Path) -> None:
+        """Write the config to ``path`` as TOML (atomically)."""
         write_atomic(Path(path), tomli_w.dumps(self.to_dict()))
 
     @classmethod
     def from_toml(cls, path: Path) -> "TrainConfig":
+        """Read and validate a config file written by ``to_toml`` (or by hand)."""
         return cls.from_dict(read_toml(path, "config file"))
 
     def with_overrides(self, overrides: list[str] | dict) -> "TrainConfig":

@@ -14,6 +14,7 @@ from marl.core.team import Team, team_step
 
 @struct.dataclass
 class EvalResult:
+    """Per-episode outcomes of an evaluation over E episodes."""
     returns: jax.Array  # [E] team return of each episode
     won: jax.Array  # [E] bool
     lengths: jax.Array  # [E] int32

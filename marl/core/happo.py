@@ -87,9 +87,11 @@ class AgentBatch:
 
     @property
     def init_carry(self):
+        """[E, N, H] actor state at the start of the rollout (the wrapped batch's)."""
         return self.batch.init_carry
 
     def select(self, idx) -> "AgentBatch":
+        """The batch restricted to agents ``idx`` (on the agent axis), factors included."""
         return AgentBatch(batch=self.batch.select(idx), factor=jnp.take(self.factor, idx, axis=1))
 
 
@@ -102,6 +104,8 @@ def _set_row(tree, i, row):
 
 
 class HAPPO:
+    """HAPPO: agents updated one after another in a random order, each one's PPO objective
+    weighted by M, the product of the probability ratios of the agents updated before it (one actor per agent)."""
     name = "happo"
     extra_metric_keys = ("factor_std", "factor_min", "factor_max")  # logged per update (factor_stats)
 

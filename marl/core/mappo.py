@@ -15,10 +15,12 @@ from marl.core.team import team_unroll
 
 
 class MAPPO:
+    """MAPPO: every actor (shared, or one per agent) updated at once with the clipped PPO objective."""
     name = "mappo"
     extra_metric_keys = ()
 
     def init_opt(self, setup: ActorSetup, actor_params):
+        """Optimiser state for ``actor_params`` (shared actor: one; separate: stacked [N, ...])."""
         return init_opt(setup, actor_params)
 
     def update(self, setup: ActorSetup, params, opt, batch: Batch, key):

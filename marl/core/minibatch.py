@@ -44,6 +44,7 @@ class ActorSetup:
 
     @property
     def n(self) -> int:
+        """Number of agents N."""
         return self.spec.num_agents
 
 
@@ -63,6 +64,7 @@ def apply_updates(setup: ActorSetup, params, opt, grads):
 
 @struct.dataclass
 class Batch:
+    """One rollout's training data: transitions with advantages and value targets (T steps, E envs, N agents)."""
     tr: Transition  # [T, E, ...]
     init_carry: jax.Array  # [E, N, H] actor state at the start of the rollout
     advantages: jax.Array  # [T, E, N] GAE advantages, normalised once (``normalized_advantages``)

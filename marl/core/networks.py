@@ -52,6 +52,7 @@ class Actor(nn.Module):
     latent_dim: int = 0
 
     def setup(self):
+        """Create the layers (flax ``setup``): embedding, optional latent projection, GRU or dense, policy head."""
         h = self.hidden
         self.embed = _dense(h)
         if self.latent_dim:
@@ -147,16 +148,19 @@ class Critic(nn.Module):
 
 
 def make_actor(spec: EnvSpec, net: NetworkConfig) -> Actor:
+    """The ``Actor`` module for ``spec``'s actions and ``net``'s sizes (one actor, no agent axis)."""
     return Actor(num_actions=spec.num_actions, hidden=net.hidden, recurrent=net.recurrent,
                  activation=net.activation, latent_dim=net.latent_dim)
 
 
 def make_critic(spec: EnvSpec, net: NetworkConfig) -> Critic:
+    """The centralised ``Critic`` module for ``spec`` (values for all N seats from the global state)."""
     return Critic(num_agents=spec.num_agents, max_steps=spec.max_steps, hidden=net.critic_hidden,
                   activation=net.activation, time=net.critic_time)
 
 
 def actor_input_dim(spec: EnvSpec, net: NetworkConfig) -> int:
+    """Size of an actor's input: obs_dim, plus N for the one-hot agent id when ``net.agent_id``."""
     return spec.obs_dim + (spec.num_agents if net.agent_id else 0)
 
 
@@ -169,4 +173,5 @@ def init_actor(key: jax.Array, spec: EnvSpec, net: NetworkConfig):
 
 
 def init_critic(key: jax.Array, spec: EnvSpec, net: NetworkConfig):
+    """Parameters of the critic, initialised from ``key`` (state [S], time step [] int32)."""
     return make_critic(spec, net).init(key, jnp.zeros((spec.state_dim,)), jnp.zeros((), jnp.int32))

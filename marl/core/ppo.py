@@ -27,6 +27,7 @@ def log_prob(logits: jax.Array, actions: jax.Array) -> jax.Array:
 
 
 def entropy(logits: jax.Array) -> jax.Array:
+    """Entropy (nats) of the categorical ``logits`` [..., A] over the last axis (masked actions ignored) -> [...]."""
     logp = jax.nn.log_softmax(logits)
     return -jnp.sum(jnp.where(logp > NEG_INF / 2, jnp.exp(logp) * logp, 0.0), axis=-1)
 
@@ -93,22 +94,26 @@ def value_loss(values, old_values, targets, clip_eps: float, mask):
 # -- value normalisation (running mean/std of targets, debiased EMA as in MAPPO) -----------
 @struct.dataclass
 class ValueNorm:
+    """Running mean and variance of the value targets (debiased exponential averages, scalars)."""
     mean: jax.Array
     mean_sq: jax.Array
     debias: jax.Array
 
     @classmethod
     def create(cls) -> "ValueNorm":
+        """Empty statistics (all zero)."""
         z = jnp.zeros((), jnp.float32)
         return cls(mean=z, mean_sq=z, debias=z)
 
     def stats(self, eps: float = 1e-5):
+        """(mean, std) of the targets seen so far; the variance is floored at 1e-2."""
         d = jnp.maximum(self.debias, eps)
         mean = self.mean / d
         var = jnp.maximum(self.mean_sq / d - mean**2, 1e-2)
         return mean, jnp.sqrt(var)
 
     def update(self, x: jax.Array, beta: float = 0.99999) -> "ValueNorm":
+        """The statistics after the batch ``x`` (any shape; its mean and mean square), with decay ``beta``."""
         return ValueNorm(
             mean=beta * self.mean + (1 - beta) * x.mean(),
             mean_sq=beta * self.mean_sq + (1 - beta) * (x**2).mean(),
@@ -116,12 +121,14 @@ class ValueNorm:
         )
 
     def normalize(self, x, enabled: bool = True):
+        """``(x - mean) / std`` (``x`` unchanged when not ``enabled``)."""
         if not enabled:
             return x
         m, s = self.stats()
         return (x - m) / s
 
     def denormalize(self, x, enabled: bool = True):
+        """``x * std + mean``, the inverse of ``normalize`` (``x`` unchanged when not ``enabled``)."""
         if not enabled:
             return x
         m, s = self.stats()

@@ -29,6 +29,7 @@ class Runner:
 
 @struct.dataclass
 class Transition:
+    """One rollout of T steps in E envs of N agents, time-major."""
     obs: jax.Array  # [T, E, N, O]
     state: jax.Array  # [T, E, S] team-global state (once per env step)
     episode_step: jax.Array  # [T, E] int32, step of the episode the obs belongs to
@@ -45,6 +46,8 @@ class Transition:
 
 
 def reset_runner(env: Env, key: jax.Array, num_envs: int, hidden: int, latent_dim: int = 0) -> Runner:
+    """A ``Runner`` of ``num_envs`` freshly reset envs: zero GRU carry [E, N, hidden], zero latents
+    [E, N, latent_dim] (or None); every env starts an episode."""
     ts, state = jax.vmap(env.reset)(jax.random.split(key, num_envs))
     ts = ts.replace(done=jnp.ones_like(ts.done))  # first obs starts an episode
     n = env.spec.num_agents
@@ -110,6 +113,7 @@ class Continuous:
     extra_metric_keys: tuple[str, ...] = ()
 
     def start(self, key: jax.Array, runner: Runner) -> Runner:
+        """The runner unchanged: episodes continue across rollouts."""
         return runner
 
     def actor_weight(self, tr: Transition) -> jax.Array:
@@ -117,4 +121,5 @@ class Continuous:
         return tr.alive.astype(jnp.float32)
 
     def stats(self, tr: Transition) -> dict:
+        """Finished-episode statistics of the rollout (``episode_stats``)."""
         return episode_stats(tr)

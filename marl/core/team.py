@@ -25,6 +25,8 @@ from marl.core.networks import make_actor
 
 @struct.dataclass
 class Team:
+    """A team of N actors as one pytree: parameters stacked on a leading agent axis, with the env spec
+    and network config it was trained with."""
     params: dict  # actor params, every leaf [N, ...]
     spec: EnvSpec = struct.field(pytree_node=False)
     network: NetworkConfig = struct.field(pytree_node=False)
@@ -33,6 +35,7 @@ class Team:
 
     @property
     def num_agents(self) -> int:
+        """Number of agents (seats) N."""
         return self.spec.num_agents
 
     @property

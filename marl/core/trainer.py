@@ -38,6 +38,7 @@ METRIC_KEYS = ("episodes", "return", "win_rate", "length", "actor_loss", "entrop
 
 @struct.dataclass
 class TrainState:
+    """Everything one seed's training carries between updates (a pytree; seeds stack on a leading axis)."""
     actor_params: Any  # shared actor: one actor's params; separate actors: stacked [N, ...]
     critic_params: Any
     actor_opt: Any
@@ -55,9 +56,11 @@ class ActorAlgo(Protocol):
     name: str
     extra_metric_keys: tuple[str, ...]  # metrics logged besides METRIC_KEYS (per update, per seed)
 
-    def init_opt(self, setup: ActorSetup, actor_params): ...
+    def init_opt(self, setup: ActorSetup, actor_params):
+        """Optimiser state for ``actor_params``."""
 
-    def update(self, setup: ActorSetup, params, opt, batch: Batch, key) -> tuple[Any, Any, dict]: ...
+    def update(self, setup: ActorSetup, params, opt, batch: Batch, key) -> tuple[Any, Any, dict]:
+        """(params, opt, metrics) after the actor update on ``batch``."""
 
 
 class Rollout(Protocol):
@@ -66,11 +69,14 @@ class Rollout(Protocol):
     copies: int  # consecutive envs that share action and env-step noise (``marl.core.rollout.collect``)
     extra_metric_keys: tuple[str, ...]  # metrics its ``stats`` adds besides return/win/length
 
-    def start(self, key: jax.Array, runner: Runner) -> Runner: ...
+    def start(self, key: jax.Array, runner: Runner) -> Runner:
+        """The runner at the start of a rollout (e.g. reset, new latents)."""
 
-    def actor_weight(self, tr: Transition) -> jax.Array: ...
+    def actor_weight(self, tr: Transition) -> jax.Array:
+        """[T, E, N] float: which samples train the actor."""
 
-    def stats(self, tr: Transition) -> dict: ...
+    def stats(self, tr: Transition) -> dict:
+        """Scalar episode metrics of the rollout ``tr``."""
 
 
 def make_optimizers(config: TrainConfig):
@@ -84,6 +90,7 @@ def make_optimizers(config: TrainConfig):
 
 
 def make_actor_setup(config: TrainConfig, spec, tx) -> ActorSetup:
+    """The static actor-update settings of ``config`` for ``spec`` with optimiser ``tx``."""
     return ActorSetup(spec=spec, net=config.network, shared=config.share_actor, tx=tx, clip_eps=config.clip_eps,
                       ent_coef=config.ent_coef, epochs=config.epochs, minibatches=config.minibatches)
 
@@ -155,6 +162,7 @@ class Trainer:
 
     # -- state ------------------------------------------------------------------------------
     def init(self, key: jax.Array) -> TrainState:
+        """A fresh TrainState for one seed from ``key`` (parameters, optimisers, reset envs)."""
         return init_state(self.config, self.env, self.algo, self.actor_setup, self.critic_tx, key)
 
     def init_seeds(self, keys: jax.Array) -> TrainState:
@@ -166,9 +174,11 @@ class Trainer:
         return jax.lax.map(self.init, keys)
 
     def team(self, actor_params) -> Team:
+        """The ``Team`` of ``actor_params`` (a shared actor is tiled to [N, ...])."""
         return make_team(actor_params, self.spec, self.net, self.shared)
 
     def policy(self, actor_params):
+        """``(carry, obs, reset, latent) -> team_step(...)`` for ``actor_params``: the team's acting function."""
         return lambda carry, obs, reset, latent: team_step(self.spec, self.net, actor_params, carry, obs, reset,
                                                            latent, shared=self.shared)
 
@@ -236,6 +246,7 @@ class Trainer:
         return params, opt, {"value_loss": loss}
 
     def update(self, state: TrainState) -> tuple[TrainState, dict]:
+        """One PPO iteration: collect a rollout, update actors and critic; (new state, metrics of scalars)."""
         key, k_start, k_roll, k_actor, k_critic = jax.random.split(state.key, 5)
         start = state.replace(runner=self.rollout.start(k_start, state.runner))
         runner, tr = self.collect(start, k_roll)

@@ -43,6 +43,7 @@ def _ocp():
 
 
 def package_version() -> str:
+    """The installed marl-suite version (``0+unknown`` from a source tree), recorded in checkpoints."""
     try:
         return importlib_metadata.version("marl-suite")
     except importlib_metadata.PackageNotFoundError:  # pragma: no cover - running from a source tree
@@ -219,6 +220,8 @@ def restore_checked(run: Path, step: int, abstract_state, meta: dict | None = No
     return state, meta
 
 def make_meta(config: TrainConfig, spec: EnvSpec, update: int, parent: dict | None) -> dict:
+    """The checkpoint's ``meta`` dict: env spec, network, algorithm, update, versions and ``parent``
+    (where a warm start came from, or None)."""
     return {
         "env_spec": spec.to_dict(),
         "network": dataclasses.asdict(config.network),

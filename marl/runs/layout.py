@@ -25,6 +25,7 @@ START_FILE = "start.json"  # the exact warm-start source of a run (so a run with
 
 @dataclasses.dataclass(frozen=True)
 class CheckpointRef:
+    """``RUN[/checkpoints/STEP][#SEED]`` parsed: a run folder, a step (None: latest) and a seed."""
     run: Path
     step: int | None = None  # None: latest
     seed: int = 0
@@ -58,6 +59,7 @@ def parse_ref(ref: str | Path) -> CheckpointRef:
 
 
 def as_ref(ref: CheckpointRef | str | Path) -> CheckpointRef:
+    """``ref`` as a ``CheckpointRef`` (strings and paths are parsed with ``parse_ref``)."""
     return ref if isinstance(ref, CheckpointRef) else parse_ref(ref)
 
 
@@ -96,6 +98,7 @@ def set_aside(run: Path, keep_upto: int | None) -> list[str]:
 
 
 def resolve_step(ref: CheckpointRef) -> int:
+    """The checkpoint step ``ref`` names (its latest when None); UserError if there is none or it is missing."""
     available = steps(ref.run)
     if not available:
         raise UserError(f"run {ref.run} has no checkpoint yet; train it (or resume it) first")
@@ -107,10 +110,12 @@ def resolve_step(ref: CheckpointRef) -> int:
 
 
 def load_config(run: Path) -> TrainConfig:
+    """The ``TrainConfig`` of the run folder ``run`` (its ``config.toml``)."""
     return TrainConfig.from_toml(Path(run) / CONFIG_FILE)
 
 
 def check_seed(ref: CheckpointRef, num_seeds: int) -> None:
+    """UserError unless ``ref.seed`` is in ``0 .. num_seeds - 1``."""
     if not 0 <= ref.seed < num_seeds:
         raise UserError(f"run {ref.run} has seeds 0..{num_seeds - 1}; seed {ref.seed} does not exist")
 

@@ -77,6 +77,7 @@ def folder_state(out: Path, config: TrainConfig | None = None) -> str:
 
 
 def already_exists(out: Path) -> UserError:
+    """The one-line UserError for training into an existing run folder without ``--resume``."""
     return UserError(f"run folder {out} already exists; resume it with --resume {out} or pick another --out")
 
 
@@ -153,6 +154,7 @@ def _log(out: Path, event: str, **extra) -> None:
 
 
 def read_log(out: Path) -> list[dict]:
+    """The folder's lock log (one dict per event: acquire, reclaim, release, ...), oldest first; [] if none."""
     p = Path(out) / LOG_FILE
     return [json.loads(ln) for ln in p.read_text().splitlines() if ln.strip()] if p.exists() else []
 
@@ -170,6 +172,7 @@ class RunLock:
         self.finished = False
 
     def acquire(self) -> "RunLock":
+        """Take the lock (reclaiming a stale one) and return self; UserError naming a live holder."""
         self.out.mkdir(parents=True, exist_ok=True)
         me = {"host": socket.gethostname(), "pid": os.getpid(), "start": _pid_start(os.getpid()), "time": time.time()}
         for _ in range(2):
@@ -196,6 +199,7 @@ class RunLock:
         raise UserError(f"run folder {self.out}: could not take its lock {self.path}; another worker races for it")
 
     def heartbeat(self) -> None:
+        """Touch the lock file so that others see the holder is alive."""
         if self.held:
             os.utime(self.path)
 
@@ -205,6 +209,7 @@ class RunLock:
         self.finished = True
 
     def release(self) -> None:
+        """Log the release and remove the lock file (no-op when not held)."""
         if self.held:
             _log(self.out, "release", finished=self.finished)
             self.path.unlink(missing_ok=True)

@@ -63,6 +63,7 @@ def tb_seed_dir(out: Path, seed: int) -> Path:
 
 
 class TensorBoard:
+    """``--log tensorboard``: one event-file writer per seed under the run folder (tensorboardX)."""
     def __init__(self, out: Path, config, skip=(), start_step: int = 0):
         from tensorboardX import SummaryWriter
 
@@ -77,6 +78,7 @@ class TensorBoard:
             self.writers.append(w)
 
     def write(self, rows: list[dict]) -> None:
+        """Add every metric of ``rows`` (one per update and seed) at its ``env_steps``, then flush."""
         for row in rows:
             for w, scalars in zip(self.writers, seed_scalars(row, self.skip)):
                 for k, x in scalars.items():
@@ -85,6 +87,7 @@ class TensorBoard:
             w.flush()
 
     def close(self) -> None:
+        """Close the writers."""
         for w in self.writers:
             w.close()
 
@@ -103,6 +106,7 @@ def wandb_ids(out: Path, num_seeds: int) -> list[str]:
 
 
 class Wandb:
+    """``--log wandb``: one W&B run per seed (offline unless WANDB_MODE=online), resumable by id."""
     def __init__(self, out: Path, config, skip=(), start_step: int = 0):
         import wandb
 
@@ -129,11 +133,13 @@ class Wandb:
         return run
 
     def write(self, rows: list[dict]) -> None:
+        """Log every metric of ``rows`` (one per update and seed) with its ``env_steps``."""
         for row in rows:
             for run, scalars in zip(self.runs, seed_scalars(row, self.skip)):
                 run.log({"env_steps": row["env_steps"], **scalars})
 
     def close(self) -> None:
+        """Finish the W&B runs."""
         for run in self.runs:
             run.finish()
 

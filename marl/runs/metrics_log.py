@@ -24,6 +24,7 @@ TIMING_KEYS = ("time", "chunk_s")  # the fields of a metrics row that are wall-c
 
 
 def log_path(run: Path) -> Path:
+    """The run's ``metrics.jsonl``."""
     return Path(run) / METRICS_FILE
 
 
@@ -56,6 +57,7 @@ def start(run: Path) -> None:
 
 
 def append(run: Path, rows: list[dict]) -> None:
+    """Append ``rows`` to the run's ``metrics.jsonl`` (one JSON object a line)."""
     with log_path(run).open("a") as f:
         f.write("".join(json.dumps(r) + "\n" for r in rows))
 

@@ -146,8 +146,9 @@ def load_runs(paths, metric: str = "return", source: str = "auto", group_by: lis
         runs.append(Run(p, cfg, np.asarray(x), s, final, seeds, out, group_label(p, cfg, keys)))
     tasks = sorted({r.task for r in runs})
     if len(tasks) > 1 and not group_by:
-        raise UserError(f"the runs are of {len(tasks)} envs ({', '.join(tasks)}); pass --group-by (e.g. "
-                        "--group-by algo to aggregate over envs as tasks, or --group-by env,algo)")
+        raise UserError(f"the runs are of {len(tasks)} envs ({', '.join(tasks)}); pass --group-by env,algo for one "
+                        "group per env and algorithm (to aggregate over the envs as tasks instead, pass "
+                        "--group-by algo explicitly)")
     if source == "auto" and len({r.outcomes is None for r in runs}) > 1:
         missing = [str(r.path) for r in runs if r.outcomes is None]
         raise UserError(f"some runs have per-episode evaluations and some do not ({', '.join(missing)}); run "

@@ -34,16 +34,18 @@ def check_search_args(methods, per_agent: str, *, instances: int, budget: int, p
 def search_run(ref: str | Path | CheckpointRef, *, instances: int = 64, budget: int = 256, methods=METHODS,
                per_agent: str = DEFAULT_PER_AGENT, source: str | Path | CheckpointRef | None = None,
                population: int = 16, sigma: float = 0.5, repeats: int = 1, reeval: int = 16, seed: int = 0,
-               out: str | Path | None = None, echo=print) -> dict:
+               random_policy: bool = False, out: str | Path | None = None, echo=print) -> dict:
     """Latent search on the checkpoint ``ref`` (``RUN[/checkpoints/STEP][#SEED]`` of a latent-conditioned
     run): every method in ``methods`` spends ``budget`` episodes (population x repeats per generation) on
     each of ``instances`` fixed instances; the best latent per instance is re-evaluated on ``reeval``
     fresh episodes. ``per_agent``: the per-agent method the claims compare (named before the run);
     ``source``: ``RUN[#SEED]`` of the policy P the latent run was fine-tuned from (adds its greedy row on
-    the same instances and keys); ``seed`` picks the instances and the search noise.
+    the same instances and keys); ``random_policy``: adds the ``random-policy`` row (uniform random legal
+    actions on the same instances and keys: the floor); ``seed`` picks the instances and the search noise.
 
     Returns ``summarize``'s dict plus run, source, instances, budget, population, sigma, reeval_episodes,
-    repeats and seed; with ``out`` also writes summary.json, curves.csv, curves.png and table.txt there.
+    repeats and seed; with ``out`` also writes ``output.OUTPUT_FILES`` there (summary.json, curves.csv,
+    pairwise.csv, curves.png, table.txt).
     ``echo`` gets a header line and one progress line per method. Bad input raises UserError (one line),
     before any checkpoint is loaded where it can be told from the arguments and the run's config.
     """
@@ -68,7 +70,8 @@ def search_run(ref: str | Path | CheckpointRef, *, instances: int = 64, budget: 
     echo(f"search {info['run']} @ update {info['step']} ({team.spec.name}, N={team.num_agents}, "
          f"d={team.network.latent_dim}): {instances} instances, budget {budget}")
     results = search_methods(loaded.env, team, methods, instances, budget, seed=seed, pop=population, sigma=sigma,
-                             reeval_episodes=reeval, repeats=repeats, source=p_team, log=echo)
+                             reeval_episodes=reeval, repeats=repeats, source=p_team, random_policy=random_policy,
+                             log=echo)
     summary = summarize(results, per_agent=per_agent)
     summary.update(run=info, source=p_info, instances=instances, budget=budget, population=population,
                    sigma=sigma, reeval_episodes=reeval, repeats=repeats, seed=seed)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from functools import partial
 from typing import Callable
 
 import jax
@@ -140,33 +139,32 @@ class Programs:
 
 def run_search_compiled(strategy: Strategy, score: Callable, key: jax.Array, num_instances: int, budget: int,
                         repeats: int, num_agents: int, programs: Programs) -> SearchResult:
-    """``run_search`` with the generations driven from the host: the strategy's init, ask and tell are
-    compiled once per strategy, the episodes by ``score(z [I, P, N, d], keys [I, P, m, 2]) -> [I, P]``,
-    one compiled program that every method with the same shapes shares (shared latents are broadcast to
-    the N agents, which is what the actor does with them). Same numbers as ``run_search``."""
-    rows, dim = strategy.rows, strategy.dim
+    """``run_search`` with the generations driven from the host, and its numbers.
+
+    The episodes are ``score(z [I, P, N, d], keys [I, P, m, 2]) -> [I, P]``: one compiled program that
+    every method with the same shapes shares (shared latents are broadcast to the N agents, as the actor
+    does with them). Per strategy three small programs are compiled once: ``init``, ``ask`` (the
+    generation's latents and episode keys) and ``step`` (``run_search``'s generation with the scores
+    given: it asks again and tells). ``step`` repeats the ask rather than take the asked candidates as
+    input so that XLA compiles the CMA-ES arithmetic as it does inside ``run_search``'s scan: split at
+    the ask/tell boundary, its fused multiply-adds round differently (1 ulp in a latent)."""
+    dim = strategy.dim
 
     def ask(state, keys, g):
-        cands, z, ep_keys, state = search_ask(strategy, state, keys, g)
-        return cands, z, jnp.broadcast_to(z, z.shape[:2] + (num_agents, dim)), ep_keys, state
+        _, z, ep_keys, _ = search_ask(strategy, state, keys, g)
+        return jnp.broadcast_to(z, z.shape[:2] + (num_agents, dim)), ep_keys
 
-    def step(carry, keys, g, ret):  # VARIANT B: the generation of run_search with its scores given
-        cands, z, ep_keys, state = search_ask(strategy, carry[0], keys, g)
+    def step(carry, keys, g, ret):
+        cands, z, _, state = search_ask(strategy, carry[0], keys, g)
         return search_tell(strategy, (state,) + carry[1:], cands, z, ret)
 
-    import os
-    variant = os.environ.get("SEARCH_VARIANT", "A")
     carry, keys = programs(("init", strategy), lambda k: search_init(strategy, k, num_instances, repeats), key)
     rets = []
     for g in range(generations(strategy, budget, repeats)):
-        cands, z, z_all, ep_keys, state = programs(("ask", strategy), ask, carry[0], keys, np.int32(g))
-        ret = score(z_all, ep_keys)
-        if variant == "B":
-            carry = programs(("step", strategy), step, carry, keys, np.int32(g), ret)
-        else:
-            carry = programs(("tell", strategy), partial(search_tell, strategy), (state,) + carry[1:], cands, z, ret)
+        g = np.int32(g)
+        ret = score(*programs(("ask", strategy), ask, carry[0], keys, g))
+        carry = programs(("step", strategy), step, carry, keys, g, ret)
         rets.append(np.asarray(ret))
-    assert carry[2].shape[1:] == (rows, dim)
     return _result(np.stack(rets), carry[1], carry[2], repeats)
 
 

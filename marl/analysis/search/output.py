@@ -1,29 +1,82 @@
-"""A search summary as a text table, summary.json, curves.csv, table.txt and curves.png (seaborn;
-matplotlib, pandas and seaborn are imported when the figure is drawn)."""
+"""A search summary as text (the per-method table and the headline comparisons), summary.json, curves.csv,
+pairwise.csv, table.txt and curves.png (seaborn; matplotlib, pandas and seaborn are imported when the
+figure is drawn)."""
 
 from __future__ import annotations
 
 import csv
 import json
+import re
 from pathlib import Path
 
-OUTPUT_FILES = ("summary.json", "curves.csv", "curves.png", "table.txt")
+from marl.analysis.search.methods import MATCHED_SHARED, PER_AGENT, RANDOM_POLICY, SOURCE
+
+OUTPUT_FILES = ("summary.json", "curves.csv", "pairwise.csv", "curves.png", "table.txt")
+
+# the figure's panels: one per family of methods (the rows beside the searches are the baselines)
+SHARED = tuple(dict.fromkeys(("random-shared", "cmaes-shared", "sep-cmaes-shared", *MATCHED_SHARED.values())))
+FAMILIES = {"shared latent (one for the team)": SHARED, "per-agent latents": PER_AGENT}
+BASELINES = "baselines (no search over latents)"
+FIXED = ("zero-shot", SOURCE, RANDOM_POLICY)  # rows with budget 1 (compare.search_methods): a flat curve
+_COMPARISON = re.compile(r"^(\S+) - (\S+) \((\w+)\)$")  # summarize's keys: "A - B (best_seen|reeval)"
 
 
-def table(summary: dict) -> str:
+def family(method: str) -> str:
+    return next((name for name, members in FAMILIES.items() if method in members), BASELINES)
+
+
+def method_table(summary: dict) -> str:
     rows = [f"{'method':<20} {'best seen [95% CI]':>30} {'re-evaluated [95% CI]':>30} {'search s':>9}"]
     for m, s in summary["methods"].items():
         b, r = s["best_seen"], s["reeval"]
         rows.append(f"{m:<20} {b[0]:>10.3f} [{b[1]:8.3f}, {b[2]:8.3f}] {r[0]:>10.3f} [{r[1]:8.3f}, {r[2]:8.3f}] "
                     f"{s['search_s']:>9.2f}")
-    rows.append("")
-    for k, v in summary["comparisons"].items():
-        rows.append(f"{k:<60} {v[0]:>9.3f} [{v[1]:8.3f}, {v[2]:8.3f}]")
     return "\n".join(rows)
 
 
+def headline(summary: dict) -> list[str]:
+    """The comparisons the claims rest on, re-evaluated scores: the named per-agent method vs cmaes-shared
+    and vs the shared method with its own search algorithm; without a named per-agent method (or when
+    those were not run), cmaes-shared vs random-shared and vs zero-shot."""
+    pa = summary.get("per_agent")
+    pairs = [(pa, "cmaes-shared"), (pa, MATCHED_SHARED.get(pa))] if pa else []
+    keys = [f"{a} - {b} (reeval)" for a, b in dict.fromkeys(pairs)]
+    keys = [k for k in keys if k in summary["comparisons"]]
+    if not keys:
+        keys = [k for k in ("cmaes-shared - random-shared (reeval)", "cmaes-shared - zero-shot (reeval)")
+                if k in summary["comparisons"]]
+    return keys
+
+
+def _comparison_rows(summary: dict, keys) -> list[str]:
+    comp = summary["comparisons"]
+    return [f"{k:<60} {comp[k][0]:>9.3f} [{comp[k][1]:8.3f}, {comp[k][2]:8.3f}]" for k in keys]
+
+
+def table(summary: dict) -> str:
+    """What the command prints: the per-method table and the headline paired differences (every pair is in
+    pairwise.csv and table.txt)."""
+    rows = [method_table(summary)]
+    keys = headline(summary)
+    if keys:
+        rows += ["", "headline: paired difference, re-evaluated, mean [95% CI over instances]",
+                 *_comparison_rows(summary, keys)]
+    return "\n".join(rows)
+
+
+def pairwise_rows(summary: dict) -> list[dict]:
+    """Every paired difference of the summary as rows: comparison, a, b, score, mean, ci_lo, ci_hi."""
+    rows = []
+    for k, (mu, lo, hi) in summary["comparisons"].items():
+        m = _COMPARISON.match(k)
+        a, b, score = m.groups() if m else ("", "", "")
+        rows.append({"comparison": k, "a": a, "b": b, "score": score, "mean": mu, "ci_lo": lo, "ci_hi": hi})
+    return rows
+
+
 def write_outputs(summary: dict, out_dir, title: str = "") -> None:
-    """summary.json, curves.csv (method, budget, mean, lo, hi), table.txt and curves.png (seaborn)."""
+    """summary.json, curves.csv (method, budget, mean, lo, hi), pairwise.csv (every paired difference),
+    table.txt (the printed table, then every paired difference) and curves.png (one panel per family)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
@@ -33,11 +86,23 @@ def write_outputs(summary: dict, out_dir, title: str = "") -> None:
         for m, s in summary["methods"].items():
             for b, mu, lo, hi in zip(s["budget"], s["curve_mean"], s["curve_lo"], s["curve_hi"]):
                 w.writerow([m, b, f"{mu:.6g}", f"{lo:.6g}", f"{hi:.6g}"])
-    (out / "table.txt").write_text(table(summary) + "\n")
+    with (out / "pairwise.csv").open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["comparison", "a", "b", "score", "mean", "ci_lo", "ci_hi"])
+        for r in pairwise_rows(summary):
+            w.writerow([r["comparison"], r["a"], r["b"], r["score"],
+                        *(f"{r[k]:.6g}" for k in ("mean", "ci_lo", "ci_hi"))])
+    text = table(summary)
+    if summary["comparisons"]:
+        text += ("\n\nevery paired difference: mean [95% CI over instances] (also pairwise.csv)\n"
+                 + "\n".join(_comparison_rows(summary, summary["comparisons"])))
+    (out / "table.txt").write_text(text + "\n")
     plot_curves(summary, out / "curves.png", title)
 
 
 def plot_curves(summary: dict, path, title: str = "") -> None:
+    """Best return so far vs budget, one panel per method family (shared latent, per-agent latents,
+    baselines), on one y scale; zero-shot (L at z = 0) is drawn dotted in every panel as the common reference."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -45,16 +110,29 @@ def plot_curves(summary: dict, path, title: str = "") -> None:
     import pandas as pd
     import seaborn as sns
 
-    rows = [{"method": m, "budget (episodes)": b, "best return so far": mu, "lo": lo, "hi": hi}
+    rows = [{"method": m, "family": family(m), "budget (episodes)": b, "best return so far": mu, "lo": lo, "hi": hi}
             for m, s in summary["methods"].items()
             for b, mu, lo, hi in zip(s["budget"], s["curve_mean"], s["curve_lo"], s["curve_hi"])]
     df = pd.DataFrame(rows)
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    sns.lineplot(data=df, x="budget (episodes)", y="best return so far", hue="method", ax=ax)
-    for m, g in df.groupby("method"):
-        ax.fill_between(g["budget (episodes)"], g["lo"], g["hi"], alpha=0.15)
-    ax.set_xscale("log", base=2)
-    ax.set_title(title or "latent search: best return vs budget (mean, 95% CI over instances)")
+    panels = [f for f in (*FAMILIES, BASELINES) if f in set(df["family"])]
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4.5), sharey=True, squeeze=False)
+    ref = df[df["method"] == "zero-shot"]
+    for ax, fam in zip(axes[0], panels):
+        sub = df[df["family"] == fam]
+        sns.lineplot(data=sub, x="budget (episodes)", y="best return so far", hue="method", ax=ax)
+        for i, (_, g) in enumerate(sub.groupby("method", sort=False)):
+            ax.fill_between(g["budget (episodes)"], g["lo"], g["hi"], alpha=0.15, color=f"C{i}")
+        if len(ref) and fam != BASELINES:
+            ax.plot(ref["budget (episodes)"], ref["best return so far"], ":", color="gray",
+                    label="zero-shot (reference)")
+            ax.legend(fontsize=8)
+        flat = [m for m in dict.fromkeys(sub["method"]) if m in FIXED]
+        if flat:  # budget 1: their line is the one episode's return carried across the axis
+            ax.text(0.02, 0.02, f"{', '.join(flat)}: no search (budget 1), drawn flat", transform=ax.transAxes,
+                    fontsize=8, color="dimgray")
+        ax.set_xscale("log", base=2)
+        ax.set_title(fam)
+    fig.suptitle(title or "latent search: best return vs budget (mean, 95% CI over instances)")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
