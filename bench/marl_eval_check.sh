@@ -120,6 +120,17 @@ for env in sorted(raw):
         print(f"{tag}: IQM " + ", ".join(f"{a} {v['IQM']}" for a, v in scores.items())
               + f"; x-axis every {curves['extra']['evaluation_interval']} env steps, {len(next(iter(iqm.values())))} points")
     print(f"{env}: tasks {tasks}, algorithms {algos}, {n_runs} runs each (run_0..run_{n_runs - 1})")
+# control: the keys of the old export (`<run folder>_seed_<i>`, a different folder per algorithm) fail in
+# marl-eval's own code as users saw, so the run above would have caught them
+old = copy.deepcopy(raw)
+for task, algos in old["smax"].items():
+    for algo in algos:
+        algos[algo] = {f"smax-{task}-{algo}_seed_{k.split('_')[1]}": v for k, v in algos[algo].items()}
+try:
+    create_matrices_for_rliable(data_process_pipeline(old, norm), "smax", norm)
+    raise SystemExit("control failed: marl-eval accepted per-folder run keys")
+except KeyError as e:
+    print(f"control: per-folder run keys -> KeyError {e} in create_matrices_for_rliable (as reported)")
 for f in sorted(out.iterdir()):
     print(f"  {f.name} ({f.stat().st_size:,} bytes)")
 PY

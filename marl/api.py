@@ -174,9 +174,9 @@ def load(ref: str | Path):
 def search(ref: str | Path, *, out: str | Path | None = None, echo: Callable[[str], None] = _quiet, **settings) -> dict:
     """Inference-time latent search on a latent-conditioned checkpoint: every method spends the same
     budget on the same instances and episode keys; returns the summary (per-method rows, curves, paired
-    differences); with ``out`` also writes summary.json, curves.csv, curves.png, table.txt. ``settings``:
-    ``instances``, ``budget``, ``methods``, ``per_agent``, ``source``, ``population``, ``sigma``,
-    ``repeats``, ``reeval``, ``seed`` (``marl.analysis.search.search_run``)."""
+    differences); with ``out`` also writes summary.json, curves.csv, curves.png, table.txt, pairwise.csv.
+    ``settings``: ``instances``, ``budget``, ``methods``, ``per_agent``, ``source``, ``population``,
+    ``sigma``, ``repeats``, ``reeval``, ``seed``, ``random_policy`` (``marl.analysis.search.search_run``)."""
     from marl.analysis.search import search_run
 
     return search_run(ref, out=out, echo=echo, **settings)

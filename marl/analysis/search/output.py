@@ -125,7 +125,7 @@ def plot_curves(summary: dict, path, title: str = "") -> None:
         if len(ref) and fam != BASELINES:
             ax.plot(ref["budget (episodes)"], ref["best return so far"], ":", color="gray",
                     label="zero-shot (reference)")
-            ax.legend(fontsize=8)
+        ax.legend(fontsize=8)
         flat = [m for m in dict.fromkeys(sub["method"]) if m in FIXED]
         if flat:  # budget 1: their line is the one episode's return carried across the axis
             ax.text(0.02, 0.02, f"{', '.join(flat)}: no search (budget 1), drawn flat", transform=ax.transAxes,
