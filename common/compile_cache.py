@@ -9,8 +9,10 @@ that on through JAX's own environment variables before jax is imported (jax read
 - off switch: ``MARL_COMPILATION_CACHE=0`` (or ``false``/``no``/``off``) leaves JAX as it is;
 - a user's own ``JAX_COMPILATION_CACHE_DIR`` (and any ``JAX_PERSISTENT_CACHE_*`` they set) wins.
 
-Programs that compiled in at least ``MIN_COMPILE_SECS`` are written (JAX's default is 1 s; most of ours
-take 0.1-20 s on CPU). The folder can be deleted at any time; it is filled again on the next command.
+Every compiled program is written (``MIN_COMPILE_SECS`` = 0; JAX's default of 1 s would skip the many
+0.05-1 s programs a command builds, and a threshold makes what is kept depend on the machine's load).
+Programs with host callbacks are never written. The folder grows by what new configs and shapes compile
+(about 1 MB for a small command); it can be deleted at any time and is filled again on the next command.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import os
 import sys
 
 OFF_VALUES = frozenset({"0", "false", "no", "off"})
-MIN_COMPILE_SECS = "0.1"  # below this a cache read costs about what compiling does
+MIN_COMPILE_SECS = "0"
 
 
 def cache_dir(environ=None) -> str:
