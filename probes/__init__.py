@@ -1,15 +1,6 @@
-"""Coordination probes between trained teams: barrier, mixed teams, weight space (``probes.api``).
+"""Coordination probes between trained teams: barrier, mixed teams, weight space.
 
-``probes.barrier(...)``, ``probes.teams(...)`` and ``probes.weights(...)`` are ``probes.api``'s, loaded
-on first use so that importing the package stays cheap.
+The Python API is ``probes.api`` (``from probes import api``; ``api.barrier``, ``api.teams``,
+``api.weights``). The package itself exports nothing: ``probes.barrier`` and ``probes.weights`` are
+the modules that compute those probes.
 """
-
-_API = ("barrier", "teams", "weights")
-
-
-def __getattr__(name):
-    if name in _API:
-        from probes import api
-
-        return getattr(api, name)
-    raise AttributeError(f"module 'probes' has no attribute {name!r}")

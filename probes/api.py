@@ -1,8 +1,8 @@
 """The probes' Python API: each takes checkpoint references ``RUN[/checkpoints/STEP][#SEED]`` and an
 output folder, writes JSON, CSV, a figure and the per-episode outcomes there, and returns the report dict.
 
-    import probes
-    rep = probes.barrier("runs/S", "runs/D", "probes-out/", episodes=64)
+    from probes import api
+    rep = api.barrier("runs/S", "runs/D", "probes-out/", episodes=64)
     rep["return"]["barrier_xfit"], rep["return"]["barrier_xfit_ci"]
 
 Defaults are ``probes.defaults``'s (the same as ``marl probe``'s and a sweep file's).

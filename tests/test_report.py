@@ -218,6 +218,7 @@ def test_report_errors(tmp_path, capsys):
 def test_eval_all_steps_then_report(tiny_run, tmp_path, capsys):
     run = tmp_path / "a"
     shutil.copytree(tiny_run, run)
+    shutil.rmtree(run / "eval", ignore_errors=True)  # other tests of this worker may have evaluated tiny_run
     assert "--all-steps` first" in _error(capsys, ["eval", str(run), "--absolute"])
     assert main(["eval", str(run), "--all-steps", "--episodes", "4"]) == 0
     z = np.load(run / "eval" / "greedy.npz")
