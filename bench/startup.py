@@ -26,12 +26,12 @@ import tempfile
 import time
 from pathlib import Path
 
+from common.compile_cache import ENV_VARS as CACHE_VARS
+
 SUBCOMMANDS = ("envs", "train", "eval", "lineage", "probe", "probe barrier", "search", "sweep", "report", "render",
                "config", "config show")
 TINY = ["num_envs=8", "updates_per_chunk=2", "epochs=1", "minibatches=2", "network.hidden=16",
         "network.critic_hidden=16", "--quiet"]
-CACHE_VARS = ("JAX_COMPILATION_CACHE_DIR", "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS",
-              "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "MARL_COMPILATION_CACHE", "MARL_CACHE_DIR")
 
 
 def wall(cmd: list[str], env=None) -> float:
@@ -133,8 +133,9 @@ def main(argv=None) -> int:
         text += ["## Commands that compile: cold (empty compilation cache) and warm (second run)", "",
                  *command_table(marl, work), ""]
     end = os.getloadavg()
-    text += [f"{os.cpu_count()} CPU cores; load average (1 min) {load[0]:.1f} at the start, {end[0]:.1f} at the end "
-             f"(above the core count: other processes shared the cores)."]
+    shared = " (above the core count: other processes shared the cores)" if max(load[0], end[0]) > os.cpu_count() else ""
+    text.append(f"{os.cpu_count()} CPU cores; load average (1 min) {load[0]:.1f} at the start, {end[0]:.1f} at the "
+                f"end{shared}.")
     out = "\n".join(text) + "\n"
     if a.out:
         Path(a.out).write_text(out)

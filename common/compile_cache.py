@@ -21,6 +21,9 @@ import os
 import sys
 
 OFF_VALUES = frozenset({"0", "false", "no", "off"})
+# every variable that decides the cache of a process (tests and benchmarks clear them to start from a known state)
+ENV_VARS = ("JAX_COMPILATION_CACHE_DIR", "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS",
+            "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "MARL_COMPILATION_CACHE", "MARL_CACHE_DIR")
 MIN_COMPILE_SECS = "0"
 
 
@@ -36,7 +39,8 @@ def cache_dir(environ=None) -> str:
 def enable_compilation_cache(environ=None) -> str | None:
     """Point JAX's persistent compilation cache at ``cache_dir()`` unless switched off or set by the user;
     returns the folder in use (None when off). Call before jax is imported: jax reads these variables
-    when it starts (a jax already imported without a cache folder is configured directly)."""
+    when it starts. A jax already imported without a cache folder is configured directly, which takes
+    effect only if it has not compiled anything yet (jax decides once whether it uses a cache)."""
     env = os.environ if environ is None else environ
     if env.get("MARL_COMPILATION_CACHE", "1").strip().lower() in OFF_VALUES:
         return None

@@ -11,10 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from common.compile_cache import ENV_VARS as CACHE_VARS
 from common.compile_cache import cache_dir, enable_compilation_cache
-
-CACHE_VARS = ("JAX_COMPILATION_CACHE_DIR", "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS",
-              "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "MARL_COMPILATION_CACHE", "MARL_CACHE_DIR")
 
 
 def test_cache_settings():

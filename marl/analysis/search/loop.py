@@ -1,9 +1,12 @@
-"""The search loop and the episodes it scores: one jittable program per method.
+"""The search loop and the episodes it scores.
 
 An *instance* is a fixed reset key, hence a fixed initial state (``FixedResetEnv``). All instances and
-all P candidates of a generation are one vmapped program (``episode_fitness``); the whole search is a
-``lax.scan`` over the B / P generations (``run_search``). ``reevaluate`` scores the best latent per
-instance on fresh episode keys from the same initial state.
+all P candidates of a generation are one vmapped program (``episode_fitness``). ``run_search`` is the
+whole search as one pure, jittable ``lax.scan`` over the B / P generations; ``run_search_compiled`` gives
+the same numbers with the episodes in one compiled program (``scorer``) that every method, row and
+re-evaluation with the same shapes shares, and only each strategy's small init/ask/tell compiled per
+method (compiling the episodes is what costs: 5-40 s per program on CPU). ``reevaluate`` /
+``reevaluate_scored`` score the best latent per instance on fresh episode keys from the same initial state.
 """
 
 from __future__ import annotations
