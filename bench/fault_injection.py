@@ -45,6 +45,8 @@ from marl.runs.loader import load_state
 from marl.runs.loop import train_run
 from marl.runs.metrics_log import TIMING_KEYS
 
+from bad_input_files import make_bad_input_files  # bench/bad_input_files.py, beside this script
+
 ROOT = Path(__file__).resolve().parent.parent
 BAD_INPUTS = ROOT / "tests" / "data" / "bad_inputs.toml"  # the cases tests/test_faults.py runs
 
@@ -165,29 +167,39 @@ def snapshot(folder: Path) -> dict:
             for p in sorted(folder.rglob("*")) if p.name != LOG_FILE}
 
 
-def bad_inputs(root: Path, ref: Path) -> tuple[int, int, bool]:
-    """(clear, tried, nothing modified) over the cases of ``tests/data/bad_inputs.toml``."""
-    run = root / "A"
-    shutil.copytree(ref, run)
-    (root / "a_file").write_text("x")
-    (root / "s.toml").write_text('out = "x"\nenvs = ["smax:3m"]\nhistories = ["shared"]\n')
-    paths = {"run": run, "a_file": root / "a_file", "sweep": root / "s.toml", "new": root / "new", "tmp": root}
-    cases = [(tuple(a.format(**paths) for a in c["argv"]), c["expect"]) for c in tomllib.loads(BAD_INPUTS.read_text())["case"]]
+def bad_inputs(root: Path, ref: Path) -> dict:
+    """Per class of ``tests/data/bad_inputs.toml``: {class: [clear, tried, tracebacks, subcommands]}, and
+    whether every file was left as it was (``"untouched"``)."""
+    paths = make_bad_input_files(root, ref)  # the same files tests/test_faults.py makes
+    cases = tomllib.loads(BAD_INPUTS.read_text())["case"]
     before = snapshot(root)
-    clear = 0
-    for argv, msg in cases:
+    by_class: dict = {}
+    for c in cases:
+        argv = tuple(a.format(**paths) for a in c["argv"])
         err = io.StringIO()
-        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
-            try:
-                code = marl_main([str(a) for a in argv])
-            except SystemExit as e:
-                code = e.code
+        saved = {k: os.environ.get(k) for k in c.get("env", {})}
+        os.environ.update(c.get("env", {}))
+        try:
+            with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+                try:
+                    code = marl_main([str(a) for a in argv])
+                except SystemExit as e:
+                    code = e.code
+                except Exception:  # a traceback: counted, not raised
+                    code = "traceback"
+        finally:
+            for k, v in saved.items():
+                os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
         lines = err.getvalue().strip().splitlines()
-        ok = code == 2 and len(lines) == 1 and lines[0].startswith("marl: error: ") and msg in lines[0]
-        clear += ok
+        ok = code == 2 and len(lines) == 1 and lines[0].startswith("marl: error: ") and c["expect"] in lines[0]
+        row = by_class.setdefault(c["class"], [0, 0, 0, set()])
+        row[0] += ok
+        row[1] += 1
+        row[2] += code == "traceback" or code == 70 or "Traceback" in err.getvalue()
+        row[3].add(argv[0])
         if not ok:
             print("NOT CLEAR:", argv, code, err.getvalue()[:300])
-    return clear, len(cases), snapshot(root) == before
+    return {"classes": by_class, "untouched": snapshot(root) == before}
 
 
 def main() -> None:
@@ -227,7 +239,9 @@ def main() -> None:
     div_steps = layout.steps(root / "div")
     ev = subprocess.run([sys.executable, "-m", "cli.main", "eval", str(root / "div"), "--episodes", "4"], env=ENV,
                         capture_output=True, text=True)
-    clear, tried, untouched = bad_inputs(root, ref)
+    bad = bad_inputs(root, ref)
+    clear, tried = (sum(v[i] for v in bad["classes"].values()) for i in (0, 1))
+    tracebacks = sum(v[2] for v in bad["classes"].values())
 
     kills = [r for r in rows if r["signal"] == "SIGKILL" and r.get("sent")]
     stops = [r for r in rows if r["signal"] != "SIGKILL" and r.get("sent")]
@@ -246,8 +260,12 @@ def main() -> None:
              f"{dm['unchanged']} loaded unchanged (file or bytes never read), {dm['UNDETECTED']} loaded changed |",
              f"| lr=1e3 divergence (issue item 1) | exit {div.returncode}, checkpoints {div_steps} kept; "
              f"`{div.stderr.strip().splitlines()[-1][:150] if div.stderr.strip() else ''}`; eval exit {ev.returncode} |",
-             f"| bad inputs (tests/test_faults.py cases) | {clear} of {tried} one `marl: error:` line and exit 2; "
-             f"nothing modified: {untouched} |", "", "Per interruption:", "",
+             f"| bad inputs (tests/data/bad_inputs.toml, also run by tests/test_faults.py) | {clear} of {tried} one "
+             f"`marl: error:` line and exit 2; {tracebacks} tracebacks; every file unchanged: {bad['untouched']} |", "",
+             "Bad inputs by class:", "", "| class | cases | one line, exit 2 | tracebacks | subcommands |", "|---|---|---|---|---|"]
+    for name, (ok, n, tb, cmds) in sorted(bad["classes"].items()):
+        lines.append(f"| {name} | {n} | {ok} | {tb} | {', '.join(sorted(cmds))} |")
+    lines += ["", "Per interruption:", "",
              "| trial | signal | when | in write | steps before | exit | last stderr line | resumed bit for bit |",
              "|---|---|---|---|---|---|---|---|"]
     for r in rows:

@@ -11,6 +11,7 @@ class Parser(argparse.ArgumentParser):
     """argparse with the suite's error form: one line ``marl: error: ...``, exit code 2."""
 
     def error(self, message):
+        """Print ``marl: error: [SUBCOMMAND: ]MESSAGE`` on stderr and exit with code 2."""
         sub = " ".join(self.prog.split()[1:])
         print(f"marl: error: {sub + ': ' if sub else ''}{message}", file=sys.stderr)
         sys.exit(2)

@@ -44,6 +44,7 @@ def _cmd_show(args) -> int:
 
 
 def add_parser(subparsers) -> None:
+    """Add the ``config`` subcommand (its arguments and handler) to the ``marl`` subparsers."""
     p = subparsers.add_parser("config", help="print every config key with its default and description")
     sub = p.add_subparsers(dest="config_command", required=True)
     s = sub.add_parser("show", help="every TrainConfig and NetworkConfig key: value, type, description")

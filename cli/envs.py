@@ -13,4 +13,5 @@ def _cmd_envs(args) -> int:
 
 
 def add_parser(sub) -> None:
+    """Add the ``envs`` subcommand (its arguments and handler) to the ``marl`` subparsers."""
     sub.add_parser("envs", help="list environment names").set_defaults(func=_cmd_envs)

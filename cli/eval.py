@@ -30,6 +30,7 @@ def _cmd_eval(args) -> int:
 
 
 def add_parser(sub) -> None:
+    """Add the ``eval`` subcommand (its arguments and handler) to the ``marl`` subparsers."""
     e = sub.add_parser("eval", help="evaluate a run's teams with 95%% CIs")
     e.add_argument("run", help="RUN[/checkpoints/STEP][#SEED]")
     e.add_argument("--episodes", type=int, default=EPISODES, help="episodes per seed (one per parallel env)")

@@ -17,6 +17,7 @@ def _cmd_lineage(args) -> int:
 
 
 def add_parser(sub) -> None:
+    """Add the ``lineage`` subcommand (its arguments and handler) to the ``marl`` subparsers."""
     lin = sub.add_parser("lineage", help="print the chain of runs a run was started from")
     lin.add_argument("run", help="RUN[/checkpoints/STEP]")
     lin.set_defaults(func=_cmd_lineage)

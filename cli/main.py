@@ -2,7 +2,10 @@
 
 Building the parser imports no jax (``marl --help`` prints at once); a subcommand imports what it needs
 when it runs. Bad input ends with one line on stderr (``marl: error: ...``) and exit code 2, never a
-traceback. Every command runs with JAX's persistent compilation cache on (``common.compile_cache``).
+traceback; an unexpected error ends with one line naming it and a log file with the traceback, exit 70
+(``common.errors.run_guarded``). Before any subcommand the platform is checked (``JAX_ENABLE_X64``,
+``JAX_PLATFORMS``, ``XLA_FLAGS``: ``common.preflight.check_platform``), and every command runs with
+JAX's persistent compilation cache on (``common.compile_cache``).
 """
 
 from __future__ import annotations
@@ -15,13 +18,15 @@ from cli.args import Parser, parse_args
 from cli.doc import document
 from common.compile_cache import enable_compilation_cache
 from common.errors import run_guarded
+from common.preflight import check_platform
 
-__all__ = ["main", "make_parser", "parse_args"]
+__all__ = ["main", "make_parser", "parse_args", "run"]
 
 SUBCOMMANDS = (envs, train, eval, lineage, probe, search, sweep, report, render, config)  # in --help order
 
 
 def make_parser() -> argparse.ArgumentParser:
+    """The ``marl`` parser with every subcommand of ``SUBCOMMANDS`` (defaults shown in every help)."""
     p = Parser(prog="marl", description="Cooperative MARL experimentation suite")
     sub = p.add_subparsers(dest="command", required=True)
     for module in SUBCOMMANDS:
@@ -29,11 +34,23 @@ def make_parser() -> argparse.ArgumentParser:
     return document(p)
 
 
-def main(argv: list[str] | None = None) -> int:
+def _checked(args) -> int:
+    check_platform()
+    return args.func(args)
+
+
+def main(argv: list[str] | None = None, hard_exit: bool = False) -> int:
+    """Run the ``marl`` command on ``argv`` (default ``sys.argv[1:]``); returns the exit code.
+    ``hard_exit``: a process of its own (the console script), which ends at once after an error."""
     args = parse_args(make_parser(), argv)
     enable_compilation_cache()  # before a subcommand imports jax
-    return run_guarded("marl", args.func, args)
+    return run_guarded("marl", _checked, args, hard_exit=hard_exit)
+
+
+def run() -> None:
+    """The ``marl`` console script: ``main`` as a process of its own."""
+    sys.exit(main(hard_exit=True))
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

@@ -31,6 +31,7 @@ def _cmd_weights(args) -> int:
 
 
 def add_parser(subparsers) -> None:
+    """Add the ``probe`` subcommand (its arguments and handler) to the ``marl`` subparsers."""
     p = subparsers.add_parser("probe", help="coordination probes: barrier, mixed teams, weight space")
     sub = p.add_subparsers(dest="probe", required=True)
     ref = "RUN[/checkpoints/STEP][#SEED]"

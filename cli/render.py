@@ -15,6 +15,7 @@ def _cmd_render(args) -> int:
 
 
 def add_parser(subparsers) -> None:
+    """Add the ``render`` subcommand (its arguments and handler) to the ``marl`` subparsers."""
     p = subparsers.add_parser("render", help="episodes of a trained team as a GIF (SMAX frames drawn from unit positions; MPE by jaxmarl's visualiser)")
     p.add_argument("run", metavar="RUN[/checkpoints/STEP][#SEED]", help="the team to show (latest step, seed 0 by default)")
     p.add_argument("--episodes", type=int, default=1, help="episodes, one after the other")

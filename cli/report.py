@@ -13,6 +13,7 @@ def _cmd_report(args) -> int:
 
 
 def add_parser(subparsers) -> None:
+    """Add the ``report`` subcommand (its arguments and handler) to the ``marl`` subparsers."""
     p = subparsers.add_parser("report", help="aggregate runs over seeds and tasks: IQM, bootstrap CIs, "
                                              "probability of improvement, performance profiles")
     p.add_argument("paths", nargs="+", metavar="PATH", help="run folders, or folders holding runs (a sweep's out)")

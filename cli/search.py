@@ -4,6 +4,7 @@ from __future__ import annotations
 
 
 def add_parser(subparsers) -> None:
+    """Add the ``search`` subcommand (its arguments and handler) to the ``marl`` subparsers."""
     from marl.analysis.search import METHODS, PER_AGENT
 
     p = subparsers.add_parser("search", help="inference-time latent search (shared vs per-agent latents)")

@@ -8,7 +8,7 @@ def _cmd_sweep(args) -> int:
     from sweeps.runner import check_out, describe, load_sweep, plan, plan_probes, run_sweep, select
 
     if args.out:
-        from marl.runs.resources import check_out_dir
+        from common.preflight import check_out_dir
 
         check_out_dir(args.out)
     sweep = load_sweep(args.file)
@@ -36,6 +36,7 @@ def _cmd_sweep(args) -> int:
 
 
 def add_parser(subparsers) -> None:
+    """Add the ``sweep`` subcommand (its arguments and handler) to the ``marl`` subparsers."""
     p = subparsers.add_parser("sweep", help="run a sweep file (envs x [histories] x variants x grid; train -> report [-> probe -> probe report])")
     p.add_argument("file", help="sweep TOML, e.g. sweeps/histories.toml")
     p.add_argument("--out", help="root folder of the run folders (default: the file's `out`)")

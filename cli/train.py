@@ -13,6 +13,8 @@ def _cmd_train(args) -> int:
 
     if args.fallback and not args.resume:
         raise UserError("--fallback applies only with --resume")
+    if args.allow_log_gap and not args.resume:
+        raise UserError("--allow-log-gap applies only with --resume")
     if args.resume:
         from marl.runs.layout import parse_ref
 
@@ -21,7 +23,8 @@ def _cmd_train(args) -> int:
             if value and not (flag == "--out" and Path(value).resolve() == ref.run):
                 raise UserError(f"--resume continues {ref.run} as it was started; {flag} does not apply (drop it)")
         api.resume(args.resume, fallback=args.fallback, progress=not args.quiet, devices=args.devices,
-                   log=tuple(args.log), echo=print, overrides=config_flags(args), config=args.config)
+                   log=tuple(args.log), echo=print, overrides=config_flags(args), config=args.config,
+                   allow_log_gap=args.allow_log_gap)
         return 0
     init_from = args.init_from
     if args.history:
@@ -37,6 +40,7 @@ def _cmd_train(args) -> int:
 
 
 def add_parser(sub) -> None:
+    """Add the ``train`` subcommand (its arguments and handler) to the ``marl`` subparsers."""
     from marl.core.config import TrainConfig  # no jax at module level: `marl --help` stays fast
 
     t = sub.add_parser("train", help="train MAPPO/HAPPO teams (seeds vmapped)")
@@ -56,6 +60,8 @@ def add_parser(sub) -> None:
                         "checkpoints.discarded/); total_steps and keep_finite_seeds may be raised/set")
     t.add_argument("--fallback", action="store_true",
                    help="with --resume: if the latest checkpoint fails verification, resume from the newest that passes")
+    t.add_argument("--allow-log-gap", action="store_true",
+                   help="with --resume: go on although metrics.jsonl lacks rows up to the checkpoint (it was cut or removed)")
     t.add_argument("--keep-finite-seeds", action="store_true",
                    help="a seed that diverges (NaN/inf) is frozen and the others train on (default: the run stops)")
     t.add_argument("--init-from", metavar="RUN[/checkpoints/STEP][#SEED]", help="warm start from another run")

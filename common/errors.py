@@ -1,41 +1,114 @@
-"""The one exception type for bad user input anywhere in the suite.
+"""The one exception type for bad user input anywhere in the suite, and how a command ends.
 
 Raised with a one-line message that says what is wrong and what to do; the `marl` command prints
-it without a traceback and exits non-zero.
+it without a traceback and exits non-zero (``run_guarded``).
 """
+
+from __future__ import annotations
+
+EXIT_USER = 2  # bad input, an interruption, a full disk: one line saying what to do
+EXIT_INTERNAL = 70  # an unexpected error (EX_SOFTWARE): one line and a log file with the traceback
 
 
 class UserError(Exception):
     """Bad input from a user: unknown name, bad config value, incompatible or missing checkpoint."""
 
 
+class Interrupted(UserError):
+    """The command was stopped (Ctrl-C, SIGTERM); the message says how to go on."""
+
+
 def _interrupt(signum, frame):
     raise KeyboardInterrupt
 
 
-def run_guarded(prog: str, fn, *args) -> int:
-    """Call ``fn(*args)`` as a command: its return value is the exit code; a UserError, an interruption
-    (Ctrl-C or SIGTERM) or an out-of-memory inside a compiled program prints one line ``PROG: error: ...``
-    on stderr and returns 2. Used by the ``marl`` command and the sweep worker (``marl.worker``)."""
+def _disk_full(e: BaseException) -> bool:
+    import errno
+
+    text = str(e)
+    return (isinstance(e, OSError) and e.errno == errno.ENOSPC) or "No space left on device" in text or \
+        ("RESOURCE_EXHAUSTED" in text and "Error writing" in text)
+
+
+def _first_line(e: BaseException, width: int = 160) -> str:
+    text = str(e).strip()
+    return (text.splitlines()[0][:width] if text else type(e).__name__)
+
+
+def explain(e: BaseException) -> str | None:
+    """The one line for an error that is the machine's, not the program's (a full disk, an output
+    place that cannot be written, a device out of memory); None for anything else."""
+    if _disk_full(e):
+        where = getattr(e, "filename", None)
+        return (f"the disk is full{f' (writing {where})' if where else ''}: free some space (or pick an --out "
+                f"on another disk) and run the command again; a training run resumes from its last checkpoint")
+    if isinstance(e, OSError) and getattr(e, "filename", None) and e.strerror:
+        return f"{e.filename}: {e.strerror}; check the path and its permissions"
+    if "RESOURCE_EXHAUSTED" in str(e):
+        return f"out of memory ({_first_line(e)}); make the run, batch or --episodes smaller"
+    return None
+
+
+def _crash_report(prog: str, e: BaseException) -> str:
+    """Write the traceback to a log file; the one line that names the error and the file."""
+    import os
+    import tempfile
+    import time
+    import traceback
+
+    text = "".join(traceback.format_exception(e))
+    try:
+        fd, path = tempfile.mkstemp(prefix=f"{prog}-crash-{time.strftime('%Y%m%d-%H%M%S')}-", suffix=".log")
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+    except OSError:
+        path = None
+    where = f"the traceback is in {path}" if path else "the traceback could not be saved"
+    return (f"internal error: {type(e).__name__}: {_first_line(e, 120)}; {where}: please report it with that file "
+            f"(MARL_DEBUG=1 prints it here)")
+
+
+def run_guarded(prog: str, fn, *args, hard_exit: bool = False) -> int:
+    """Call ``fn(*args)`` as a command: its return value is the exit code.
+
+    A UserError, an interruption (Ctrl-C or SIGTERM), a full disk, an unwritable path or an
+    out-of-memory inside a compiled program prints one line ``PROG: error: ...`` on stderr and returns
+    2; any other exception prints one line naming it and a log file holding the traceback, and returns
+    70 (``MARL_DEBUG=1`` re-raises it instead). ``hard_exit`` (a process of its own, not a library
+    call): after an interruption or an error the process ends at once with that code (``os._exit``),
+    so no background thread of XLA or orbax prints at interpreter shutdown. Used by the ``marl`` command
+    and the sweep worker (``marl.worker``)."""
     import os
     import signal
     import sys
+    import warnings
 
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    warnings.filterwarnings("ignore", message="coroutine .* was never awaited", category=RuntimeWarning)
+    debug = os.environ.get("MARL_DEBUG", "").strip().lower() not in ("", "0", "false", "no", "off")
     old = signal.signal(signal.SIGTERM, _interrupt)  # SIGTERM stops like Ctrl-C: one line, exit 2
+    code = None
     try:
-        return fn(*args)
+        code = fn(*args)
+        return code
     except UserError as e:
         print(f"{prog}: error: {e}", file=sys.stderr)
-        return 2
+        code = EXIT_USER
+        return code
     except KeyboardInterrupt:  # outside a training loop (which says how to resume)
         print(f"{prog}: error: interrupted", file=sys.stderr)
-        return 2
-    except Exception as e:  # the backstop for running out of memory inside a compiled program
-        if "RESOURCE_EXHAUSTED" not in str(e):
+        code = EXIT_USER
+        return code
+    except Exception as e:
+        if debug:
             raise
-        print(f"{prog}: error: out of memory ({str(e).splitlines()[0][:160]}); make the run, batch or "
-              f"--episodes smaller", file=sys.stderr)
-        return 2
+        line = explain(e)
+        print(f"{prog}: error: {line or _crash_report(prog, e)}", file=sys.stderr)
+        code = EXIT_USER if line else EXIT_INTERNAL
+        return code
     finally:
         signal.signal(signal.SIGTERM, old)
+        if hard_exit and code not in (None, 0):
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)

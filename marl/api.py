@@ -17,12 +17,11 @@ from typing import Callable
 
 from common.errors import UserError
 from marl.analysis import defaults
-from marl.core.config import TrainConfig
+from marl.core.config import RESUME_SAFE, TrainConfig
 
 # What a resumed run may change: more env steps (the run continues; with anneal_lr the schedule is
 # stretched from the resume point), what to do when a seed diverges, and retention. Everything else would
 # make the resumed run a different run than the one its checkpoints belong to.
-RESUME_SAFE = ("total_steps", "keep_finite_seeds", "keep_last", "keep_every")
 
 
 def _quiet(_msg: str) -> None:
@@ -74,18 +73,34 @@ def train(config: TrainConfig | str | Path | None = None, out: str | Path | None
 def resume_config(run: str | Path, overrides: dict | list | None = None,
                   config: TrainConfig | str | Path | None = None) -> TrainConfig:
     """The saved config of ``run`` (or ``config`` in its place) with ``overrides`` applied; a change of any
-    key outside ``RESUME_SAFE`` is refused with a one-line error naming the keys."""
+    key outside ``RESUME_SAFE`` is refused with a one-line error naming the keys. The config is checked
+    against the one the checkpoint to resume from recorded: a config.toml edited since (another lr, a
+    seed) is refused unless ``overrides`` put those keys back to the checkpoint's values."""
+    from marl.runs import checkpoint as ckpt
     from marl.runs import layout
 
     ref = layout.parse_ref(run)
     saved = layout.load_config(ref.run)
     cfg = make_config(config if config is not None else saved, overrides)
-    a, b = saved.flat(), cfg.flat()
+    step = layout.resolve_step(ref) if ref.step is not None or layout.steps(ref.run) else 0
+    try:
+        trained = ckpt.trained_config(ckpt.read_meta(ref.run, step)) if step else None
+    except UserError:  # a damaged step: the resume names it (or --fallback passes it) once it restores
+        trained = None
+    if trained is not None:
+        edited = ckpt.config_changes(trained, saved)
+        left = {k: v for k, v in ckpt.config_changes(trained, cfg).items() if k in edited}
+        if left:
+            keys = ", ".join(f"{k} = {b!r} (the checkpoint: {a!r})" for k, (a, b) in left.items())
+            fix = " ".join(f"{k}={a}" for k, (a, _) in left.items())
+            raise UserError(f"{ref.run}/{layout.CONFIG_FILE} was edited after checkpoint {step} was saved: {keys}; "
+                            f"resume with `{fix}` (the values it trained with), or start a new run from it with "
+                            f"--init-from {ref.run}")
+    a, b = (trained or saved).flat(), cfg.flat()
     refused = [k for k in a if a[k] != b[k] and k not in RESUME_SAFE]
     if refused:
         raise UserError(f"--resume cannot change {', '.join(refused)} (only {', '.join(RESUME_SAFE)}); "
                         f"start a new run from it with --init-from {ref.run} instead")
-    step = ref.step if ref.step is not None else (layout.steps(ref.run) or [0])[-1]
     if cfg.num_updates < step:
         raise UserError(f"total_steps={cfg.total_steps} is less than the {step * cfg.steps_per_update:,} env steps "
                         f"{ref.run} has already trained; resume with more")
@@ -94,11 +109,12 @@ def resume_config(run: str | Path, overrides: dict | list | None = None,
 
 def resume(run: str | Path, *, fallback: bool = False, progress: bool = False, devices: int | None = None,
            log: tuple[str, ...] = (), echo: Callable[[str], None] = _quiet, overrides: dict | list | None = None,
-           config: TrainConfig | str | Path | None = None) -> Path:
+           config: TrainConfig | str | Path | None = None, allow_log_gap: bool = False) -> Path:
     """Continue a stopped run exactly: ``run`` is ``RUN`` (latest step) or ``RUN/checkpoints/STEP`` (later
     steps are moved to ``checkpoints.discarded/``). ``overrides`` may only raise ``total_steps`` or set
     the other ``RESUME_SAFE`` keys. ``fallback``: when the latest step fails verification, resume from the
-    newest that passes."""
+    newest that passes. ``allow_log_gap``: resume although metrics.jsonl lacks some rows up to the step
+    (else a one-line refusal)."""
     from marl.runs import layout
     from marl.runs.loop import train_run
 
@@ -106,10 +122,14 @@ def resume(run: str | Path, *, fallback: bool = False, progress: bool = False, d
         raise UserError(f"--resume takes RUN or RUN/{layout.CKPT_DIR}/STEP, not a seed: the run's seeds train together")
     ref = layout.parse_ref(run)
     cfg = resume_config(run, overrides, config)
-    echo(_describe(ref.run, cfg))
+    last = layout.steps(ref.run)
+    done = ref.step is None and bool(last) and last[-1] >= cfg.num_updates  # train_run says so, changes nothing
+    if not done:
+        echo(_describe(ref.run, cfg))
     train_run(cfg, ref.run, resume=True, resume_step=ref.step, fallback=fallback, progress=progress,
-              devices=devices, log=tuple(log))
-    echo(f"saved {ref.run}")
+              devices=devices, log=tuple(log), allow_log_gap=allow_log_gap)
+    if not done:
+        echo(f"saved {ref.run}")
     return ref.run
 
 

@@ -21,7 +21,7 @@ def barrier(ref_a: str, ref_b: str, out: str | Path, *, alphas=defaults.ALPHAS, 
     """Return (and win rate) along theta(alpha) = (1 - alpha) A + alpha B on common episodes, and the barrier
     (cross-fitted headline, max, midpoint) with bootstrap CIs; ``alphas``: an odd count or a list holding
     0, 0.5 and 1; ``align``: also B permutation-aligned to A."""
-    from marl.runs.resources import check_out_dir
+    from common.preflight import check_out_dir
     from probes.interpolate import parse_alphas
     from probes.pipeline import probe_barrier
 
@@ -36,7 +36,7 @@ def teams(ref_a: str, ref_b: str, out: str | Path, *, episodes: int = defaults.E
           seat_ids: bool = False, max_perms: int = defaults.MAX_PERMS, quiet: bool = True) -> dict:
     """Mixed teams, hot-swap, clone-all and role-swap between A and B, each with its paired difference to
     its base team on the same episodes."""
-    from marl.runs.resources import check_out_dir
+    from common.preflight import check_out_dir
     from probes.pipeline import probe_teams
 
     check_out_dir(out)
@@ -47,7 +47,7 @@ def teams(ref_a: str, ref_b: str, out: str | Path, *, episodes: int = defaults.E
 def weights(ref_a: str, ref_b: str | None, out: str | Path, *, reference: str | None = None, quiet: bool = True) -> dict:
     """Per-layer L2 distances and cosine similarities of actor parameters within and across teams (and of
     displacements from ``reference``)."""
-    from marl.runs.resources import check_out_dir
+    from common.preflight import check_out_dir
     from probes.pipeline import probe_weights
 
     check_out_dir(out)

@@ -18,12 +18,18 @@ from marl.core.evaluation import EvalResult, evaluate
 from marl.core.team import Team, check_compatible
 
 
+MAX_ALPHAS = 1001  # points on the line between two teams: each is a team evaluated on every episode
+
+
 def alpha_grid(alphas) -> np.ndarray:
     """An odd int K >= 3 -> linspace(0, 1, K); a sequence -> its sorted unique values, which must hold 0,
     0.5 and 1 (the endpoints of the line and the midpoint barrier). Bad grids raise a one-line UserError."""
     if isinstance(alphas, (int, np.integer)):
         if alphas < 3 or alphas % 2 == 0:
             raise UserError(f"--alphas must be an odd count >= 3 (so the grid holds 0, 0.5 and 1), got {alphas}")
+        if alphas > MAX_ALPHAS:  # refused before a grid of that size is made
+            raise UserError(f"--alphas {alphas} is more than {MAX_ALPHAS} points (each is a team played on every "
+                            f"episode); use fewer, e.g. 21")
         return np.linspace(0.0, 1.0, int(alphas))
     vals = np.asarray(list(alphas), np.float64)
     if not np.all(np.isfinite(vals)) or vals.min(initial=0) < 0 or vals.max(initial=0) > 1:

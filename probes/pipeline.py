@@ -16,6 +16,7 @@ import jax
 import numpy as np
 
 from common.errors import UserError
+from common.preflight import check_number, check_seed
 from marl.core.team import check_compatible
 import probes.defaults as defaults
 import probes.plots as plots
@@ -44,11 +45,26 @@ def _write_csv(path: Path, rows: list[dict]) -> None:
         w.writerows(rows)
 
 
-def _check_counts(episodes: int, team_batch: int = 0) -> None:
+def _check_counts(episodes: int, team_batch: int = 0, num_boot: int = defaults.BOOT,
+                  eval_seed: int = defaults.EVAL_SEED) -> None:
+    check_number(num_boot, "--boot", lo=2, integer=True)  # a bootstrap needs two resamples for a CI
+    check_seed(eval_seed, "--eval-seed")
     if episodes < 2:
         raise UserError(f"--episodes must be >= 2 (a bootstrap needs two episodes), got {episodes}")
     if team_batch < 0:
         raise UserError(f"--team-batch must be >= 0 (0 evaluates all teams at once), got {team_batch}")
+
+
+def _check_memory(env, team, episodes: int, teams: int, num_boot: int) -> None:
+    """Refuse (one line, before any program is compiled) episodes or bootstrap resamples that cannot fit
+    in memory: a program of that size aborts the process instead of raising."""
+    from marl.runs.resources import check_memory, state_bytes
+
+    per_episode = state_bytes(jax.eval_shape(env.reset, jax.random.PRNGKey(0))) + \
+        4 * env.spec.num_agents * (team.network.hidden + env.spec.num_actions)
+    check_memory(4 * per_episode * episodes * teams, f"playing {episodes:,} episodes for {teams} team(s) at once",
+                 "use fewer --episodes (or a smaller --team-batch)")
+    check_memory(8 * num_boot * episodes, f"{num_boot:,} bootstrap resamples of {episodes:,} episodes", "use a smaller --boot")
 
 
 def _load_pair(ref_a: str, ref_b: str):
@@ -67,8 +83,9 @@ def probe_barrier(ref_a: str, ref_b: str, out: str | Path, alphas=defaults.ALPHA
                   team_batch: int = defaults.TEAM_BATCH) -> dict:
     """Barrier between two checkpoints (and between A and permutation-aligned B with ``align``)."""
     grid = alpha_grid(alphas) if not isinstance(alphas, np.ndarray) else alphas
-    _check_counts(episodes, team_batch)
+    _check_counts(episodes, team_batch, num_boot, eval_seed)
     team_a, team_b, env, src_a, src_b = _load_pair(ref_a, ref_b)
+    _check_memory(env, team_a, episodes, min(team_batch, len(grid)) if team_batch else len(grid), num_boot)
     key = jax.random.PRNGKey(eval_seed)
     rep, eps = barrier_probe(env, team_a, team_b, grid, key, episodes, greedy, num_boot, team_batch=team_batch)
     report = {"probe": "barrier", "command": command or _command(), "a": src_a, "b": src_b, "env": src_a["env"],
@@ -128,10 +145,11 @@ def probe_teams(ref_a: str, ref_b: str, out: str | Path, episodes: int = default
                 max_perms: int = defaults.MAX_PERMS) -> dict:
     """Mixed teams, hot-swap, clone-all and role-swap between two checkpoints (ids move with the rows
     unless ``seat_ids``), each with its paired difference to the probe's base team."""
-    _check_counts(episodes, team_batch)
+    _check_counts(episodes, team_batch, num_boot, eval_seed)
     if max_perms < 1:
         raise UserError(f"--max-perms must be >= 1, got {max_perms}")
     team_a, team_b, env, src_a, src_b = _load_pair(ref_a, ref_b)
+    _check_memory(env, team_a, episodes, max(1, team_batch), num_boot)
     if seat_ids and not (team_a.shared and team_b.shared):
         print("warning: --seat-ids feeds moved actors the seat's id; only a shared actor was trained on every id",
               file=sys.stderr)

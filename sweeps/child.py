@@ -16,6 +16,8 @@ import sys
 
 
 def main(argv: list[str]) -> None:
+    """Run ``PPID -m MODULE ARGS...`` (``argv``) as ``python -m MODULE ARGS``, with SIGTERM asked for when the
+    parent dies; exits 143 if the parent ``PPID`` is already gone."""
     ppid, flag, module, *rest = argv
     if flag != "-m":
         raise SystemExit("usage: python -m sweeps.child PPID -m MODULE ARGS...")

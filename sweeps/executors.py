@@ -45,6 +45,9 @@ warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called", category=R
 
 @dataclasses.dataclass(frozen=True)
 class Task:
+    """One node of the sweep's task graph: a training command ``cmd`` writing to the run folder ``out``
+    (``num_updates`` updates), started after the tasks named in ``deps``."""
+
     name: str
     cmd: list
     deps: tuple  # names of the tasks it starts from (only those in this graph)

@@ -26,6 +26,9 @@ CONTINUATION_SEED_OFFSET = 1000
 
 @dataclass(frozen=True)
 class History:
+    """A training history: its name, algorithm, whether the actor is shared, whether it starts from the
+    shared history's checkpoint S, and a one-line description."""
+
     name: str
     algo: str
     share_actor: bool
@@ -45,6 +48,7 @@ SOURCE = "shared"
 
 
 def get_history(name: str) -> History:
+    """The ``History`` named ``name``; raises UserError (with a close match as a hint) for an unknown one."""
     for h in HISTORY_SPECS:
         if h.name == name:
             return h

@@ -75,6 +75,8 @@ def job_row(job) -> dict:
 
 
 def contrasts(rows: list[dict], separated, connected, metric: str = "barrier", seed: int = 0) -> list[dict]:
+    """Every separated pair group minus every connected one: IQM difference of ``metric`` with a bootstrap CI
+    stratified by env, as rows ``{contrast, diff, lo, hi}``."""
     envs = list(dict.fromkeys(r["env"] for r in rows))
 
     def groups(p):
@@ -89,6 +91,8 @@ def contrasts(rows: list[dict], separated, connected, metric: str = "barrier", s
 
 
 def verdict(agg: list[dict], cons: list[dict], connected, separated, threshold: float) -> tuple[str, list[str]]:
+    """("supports" | "refutes" | "inconclusive", the reasons): (a) pooled connected CIs below ``threshold``,
+    (b) pooled separated CIs above 0, (c) every contrast's CI above 0; all three support, (b) or (c) failing refutes."""
     pooled = {a["pair"]: a for a in agg if a["env"] == "pooled"}
     reasons = []
     a_ok = all(pooled[c]["hi"] < threshold for c in connected)

@@ -33,6 +33,7 @@ import sys
 from pathlib import Path
 
 from common.errors import UserError
+from common.preflight import check_inside, check_out_dir, check_path_name
 from marl.core.config import TrainConfig, flatten, split_override
 from marl.runs.lock import folder_state
 import probes.defaults as probe_defaults
@@ -41,10 +42,14 @@ from sweeps.schema import (HISTORY_KEYS, INIT_FROM, did_you_mean, load_sweep, re
                            variant_order)
 
 PROBE_DEFAULTS = probe_defaults.SWEEP
+MAX_RUNS = 10_000  # runs one sweep may plan: a larger grid is refused by counting it, before it is enumerated
 
 
 @dataclasses.dataclass(frozen=True)
 class PlannedRun:
+    """One training run of the plan: env, history, run folder ``out``, its TrainConfig, the run it starts
+    from (or None), its variant / grid point and its name below the sweep's root."""
+
     env: str
     history: str
     out: Path
@@ -66,6 +71,9 @@ class PlannedRun:
 
 @dataclasses.dataclass(frozen=True)
 class ProbeJob:
+    """One probe of a pair of runs' teams (``a`` seed ``seed_a`` vs ``b`` seed ``seed_b``) in pair group
+    ``pair``, written to ``out`` with its [probe] ``settings``."""
+
     env: str
     pair: str  # "A x B", the group the job belongs to
     a: PlannedRun
@@ -77,14 +85,17 @@ class ProbeJob:
 
     @property
     def align(self) -> bool:
+        """Whether the barrier probe also measures A vs permutation-aligned B (the ``align`` setting)."""
         return bool(self.settings["align"])
 
     @property
     def teams(self) -> bool:
+        """Whether the team probes (mixed teams, hot-swap, ...) run after the barrier (the ``teams`` setting)."""
         return bool(self.settings["teams"])
 
     @property
     def label(self) -> str:
+        """``HISTORY#SEED vs HISTORY#SEED``: the two teams the job compares."""
         return f"{self.a.history}#{self.seed_a} vs {self.b.history}#{self.seed_b}"
 
     @property
@@ -143,6 +154,7 @@ def plan(sweep: dict, out: str | Path | None = None, overrides: list[str] | tupl
         raise UserError(f"sweep: {', '.join(needs_source)} start from the {SOURCE!r} history's checkpoint; "
                         f"add {SOURCE!r} to histories")
     histories.sort(key=lambda h: (h != SOURCE, HISTORIES.index(h)))
+    count_runs(sweep)
     cli = implied(dict(split_override(o) for o in overrides))
     fixed = [k for k in HISTORY_KEYS if k in cli] if histories else []
     if fixed:
@@ -151,14 +163,17 @@ def plan(sweep: dict, out: str | Path | None = None, overrides: list[str] | tupl
     variants = sweep.get("variants", {})
     runs = []
     for env in sweep["envs"]:
-        env_dir = str(env).replace(":", "-")
+        env_dir = check_path_name(str(env).replace(":", "-"), "sweep env")
         for label, variant, glabel, keys in points(sweep):
+            for part in label.split("/") if label else []:
+                check_path_name(part, "sweep variant or grid point")
             folder = root / env_dir / label if label else root / env_dir
             for h in histories or [""]:
                 layers = {**implied(flatten(sweep.get("config", {}))), "env": env,
                           **implied(flatten(sweep.get("env", {}).get(env, {}))),
                           **flatten(sweep.get("history", {}).get(h, {})), **keys, **cli}
                 name = "/".join(x for x in (env_dir, label, h) if x)
+                check_inside(root / name, root, "sweep run folder")  # before any file is written
                 try:
                     base = TrainConfig().with_overrides(layers)
                 except UserError as e:
@@ -178,6 +193,18 @@ def plan(sweep: dict, out: str | Path | None = None, overrides: list[str] | tupl
         if r.init_from is not None and r.init_from not in known:  # (the schema makes this impossible)
             raise UserError(f"sweep run {r.name}: warm-start edge to {r.init_from}, which is not a run of this sweep")
     return runs
+
+
+def count_runs(sweep: dict) -> int:
+    """The number of runs the sweep plans (envs x variants x grid points x histories), counted from the
+    list lengths, without enumerating; more than ``MAX_RUNS`` is a UserError."""
+    n = len(sweep["envs"]) * max(1, len(sweep.get("variants", {}))) * max(1, len(sweep.get("histories", [])))
+    for values in flatten(sweep.get("grid", {})).values():
+        n *= len(values) if isinstance(values, list) else 1
+    if n > MAX_RUNS:
+        raise UserError(f"sweep: {n:,} runs (envs x variants x [grid] points x histories) is more than {MAX_RUNS:,}; "
+                        f"shorten the [grid] lists or split the sweep")
+    return n
 
 
 def source_of(run: PlannedRun, runs: list[PlannedRun]) -> PlannedRun | None:
@@ -260,12 +287,15 @@ def plan_probes(sweep: dict, runs: list[PlannedRun]) -> list[ProbeJob]:
             for sa, sb in _seed_pairs(p.get("seeds", "same"), n, p["a"] == p["b"], where):
                 budgets[(env, point, name)] = (budget(a, runs), budget(b, runs))
                 out = a.out.parent / "probes" / f"{a.history}-s{sa}_vs_{b.history}-s{sb}"
+                check_inside(out, a.root, "sweep probe folder")
                 settings = {**by_env[env], **{k: p[k] for k in ("align", "teams") if k in p}}
                 jobs.append(ProbeJob(env, name, a, b, sa, sb, out, settings))
     if pairs:
         from sweeps.report import check_groups
 
         check_groups(sweep.get("report", {}), [p.get("name", f"{p['a']} x {p['b']}") for p in pairs])
+        if "report" in sweep:
+            check_out_dir(sweep["report"]["out"], "sweep [report] out")
     if not sweep.get("allow_unequal_budgets", False):
         for (env, point, name), (ba, bb) in budgets.items():
             if ba != bb:
@@ -287,6 +317,7 @@ def probe_settings(sweep: dict, env: str) -> dict:
 
 
 def describe(run: PlannedRun) -> str:
+    """One plan line for a run: folder, env and history, algorithm, seeds, updates and its source run."""
     c = run.config
     src = f" from {run.init_from}" if run.init_from else ""
     return (f"{run.out}: {' '.join(x for x in (c.env, run.history) if x)} ({c.algo}{'' if c.share_actor else ', separate actors'}), "
@@ -343,6 +374,8 @@ def run_probe(job: ProbeJob, echo=print) -> Path:
 
 def check_out(runs: list[PlannedRun]) -> None:
     """Every run folder can be made: no file in the way, a writable folder above it."""
+    for root in dict.fromkeys(r.root for r in runs):
+        check_out_dir(root, "sweep out")
     for r in runs:
         for parent in (r.out, *r.out.parents):
             if parent.exists():

@@ -17,6 +17,7 @@ import difflib
 import typing
 
 from common.errors import UserError
+from common.preflight import check_number
 from marl.core.config import NetworkConfig, TrainConfig, field_types, flatten, read_toml, suggest
 from sweeps.histories import HISTORY_SPECS, get_history
 
@@ -114,6 +115,7 @@ def check_config_keys(table: dict, where: str, allow=()) -> dict:
 
 
 def check_value(key: str, value, where: str) -> None:
+    """Raise UserError when ``value`` is not of config key ``key``'s type (int, float, bool or str keys only)."""
     t = _field_type(config_fields()[key])
     if t in (int, float, bool, str) and not _is(value, t):
         raise UserError(f"{where}: {key} must be {_type_name(t)}, got {value!r}")
@@ -151,6 +153,8 @@ def load_sweep(path) -> dict:
     if histories:
         _check_history_keys(data, where)
     typed(data.get("resources", {}), RESOURCE_KEYS, f"{where}: [resources]")
+    for k, v in data.get("resources", {}).items():
+        check_number(v, f"{where}: [resources] {k}", lo=0, integer=k == "retries")
     probe = data.get("probe", {})
     known(probe, list(PROBE_SETTINGS) + ["env"], f"{where}: [probe]")
     typed({k: v for k, v in probe.items() if k != "env"}, PROBE_SETTINGS, f"{where}: [probe]")
@@ -260,5 +264,6 @@ def variant_order(variants: dict) -> list[str]:
 
 
 def resources(sweep: dict) -> dict:
+    """The sweep's [resources] table over ``RESOURCE_DEFAULTS`` (num_cpus, num_gpus, retries)."""
     return {**RESOURCE_DEFAULTS, **sweep.get("resources", {})}
 

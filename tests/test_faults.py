@@ -35,6 +35,7 @@ from marl.runs.loader import load_state
 from marl.runs.loop import train_run
 from marl.runs.metrics_log import TIMING_KEYS
 from marl.core.trainer import NONFINITE, Trainer, seed_keys
+from bench.bad_input_files import make_bad_input_files
 
 ROOT = Path(__file__).resolve().parent.parent
 BAD_INPUTS = ROOT / "tests" / "data" / "bad_inputs.toml"  # also run by bench/fault_injection.py
@@ -371,20 +372,21 @@ def test_eval_probe_and_warm_start_refuse_nonfinite_parameters(tiny_run, tmp_pat
 
 # -- bad input ------------------------------------------------------------------------------------
 
-def test_bad_inputs_one_line_exit_2_nothing_modified(tiny_run, tmp_path, capsys):
-    run = tmp_path / "A"
-    shutil.copytree(tiny_run, run)
-    a_file = tmp_path / "a_file"
-    a_file.write_text("x")
-    sweep = tmp_path / "s.toml"
-    sweep.write_text('out = "x"\nenvs = ["smax:3m"]\nhistories = ["shared"]\n')
-    new = tmp_path / "new"
-    paths = {"run": run, "a_file": a_file, "sweep": sweep, "new": new, "tmp": tmp_path}
-    cases = [(tuple(a.format(**paths) for a in c["argv"]), c["expect"]) for c in tomllib.loads(BAD_INPUTS.read_text())["case"]]
+def test_bad_inputs_one_line_exit_2_nothing_modified(tiny_run, tmp_path, capsys, monkeypatch):
+    paths = make_bad_input_files(tmp_path, tiny_run)  # the same files bench/fault_injection.py makes
+    new = paths["new"]
+    cases = tomllib.loads(BAD_INPUTS.read_text())["case"]
+    assert len(cases) >= 170 and {c["class"] for c in cases} >= {
+        "files not what they seem", "output places", "numbers at the edges", "contradictions",
+        "names that become paths", "the platform"}
     before = _snapshot(tmp_path)
-    for argv, msg in cases:
-        line = _one_error_line(capsys, *argv)
-        assert msg in line, (argv, line)
+    for c in cases:
+        argv = tuple(a.format(**paths) for a in c["argv"])
+        with monkeypatch.context() as m:
+            for k, v in c.get("env", {}).items():
+                m.setenv(k, v)
+            line = _one_error_line(capsys, *argv)
+        assert c["expect"] in line, (argv, line)
     after = _snapshot(tmp_path)
     assert after == before and not new.exists()
 

@@ -16,24 +16,29 @@ from pathlib import Path
 import numpy as np
 
 from common.errors import UserError
+from common.preflight import check_out_file, check_seed, input_file
 
 
 def parse_latent(text: str | None, num_agents: int, latent_dim: int):
     """``--latent`` -> [N, d] float32 (None: zeros); one-line errors for a wrong size."""
     if text is None:
         return np.zeros((num_agents, latent_dim), np.float32)
-    if latent_dim == 0:
-        raise UserError("--latent given, but this team has no latent input (network.latent_dim = 0)")
-    if text.endswith(".npy"):
+    if text.endswith(".npy"):  # the file and its values are checked first: a bad file is bad for any team
+        path = input_file(text, "--latent file")
         try:
-            z = np.load(text).astype(np.float32)
-        except (OSError, ValueError) as e:
-            raise UserError(f"cannot read latent file {text}: {e}") from None
+            z = np.asarray(np.load(path, allow_pickle=False), np.float32)
+        except (OSError, ValueError, EOFError, TypeError) as e:
+            raise UserError(f"--latent file {text} is not a readable .npy array of numbers "
+                            f"({type(e).__name__}: {str(e).splitlines()[0][:100] if str(e) else 'damaged'})") from None
     else:
         try:
             z = np.array([float(v) for v in text.split(",")], np.float32)
         except ValueError:
             raise UserError(f"--latent must be comma-separated numbers or an .npy file, got {text!r}") from None
+    if not np.isfinite(z).all():
+        raise UserError(f"--latent {text} has non-finite values (NaN or inf); give finite numbers (the latent box is [-1, 1])")
+    if latent_dim == 0:
+        raise UserError("--latent given, but this team has no latent input (network.latent_dim = 0)")
     if z.shape not in ((latent_dim,), (num_agents, latent_dim)):
         raise UserError(f"--latent has shape {z.shape}; this team needs ({latent_dim},) or ({num_agents}, {latent_dim})")
     return np.broadcast_to(z, (num_agents, latent_dim)).copy()
@@ -146,10 +151,14 @@ class SmaxDrawing:
         self.shots = [ax.add_patch(Rectangle((0, 0), 0.3, 0.3, color="0.3")) for _ in range(units)]
 
     def target(self, u: int, action: int) -> int:
+        """The unit index that unit ``u``'s attack ``action`` (an action >= the movement actions) aims at:
+        allies target enemies (indices after the allies), enemies target allies."""
         k = action - self.n_move
         return k + self.n_allies if u < self.n_allies else self.n_allies - 1 - k
 
     def draw(self, frame) -> list:
+        """Move the patches to one frame ``(world state, sub-step, env step, sub-step states)``; returns
+        the artists that changed (for ``FuncAnimation``)."""
         state, s, t, sub = frame
         pos = np.asarray(state.unit_positions, np.float32)
         alive = np.asarray(state.unit_alive, bool)
@@ -221,9 +230,11 @@ def render(ref: str, out: str | Path, *, episodes: int = 1, sampled: bool = Fals
         raise UserError(f"--fps must be >= 1, got {fps}")
     if max_steps is not None and max_steps < 1:
         raise UserError(f"--max-steps must be >= 1, got {max_steps}")
+    check_seed(eval_seed, "--eval-seed")
     out = Path(out)
     if out.suffix.lower() != ".gif":
         raise UserError(f"--out must name a .gif file, got {out}")
+    check_out_file(out, "--out")  # a folder, a file in the way, an unwritable place: before any episode is played
     loaded = load(ref)
     team, env, source = loaded.team, loaded.env, loaded.source
     z = parse_latent(latent, team.num_agents, team.network.latent_dim)

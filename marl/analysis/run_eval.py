@@ -22,9 +22,11 @@ from common.files import replacing
 from marl.runs.layout import CheckpointRef, load_config, parse_ref, resolve_step, steps as run_steps
 from marl.runs.loader import load_actors, run_env
 from marl.analysis.defaults import EPISODES, EVAL_SEED
-from marl.runs.resources import check_memory, check_out_file, state_bytes
+from common.preflight import check_out_file, check_seed, load_npz
+from marl.runs.resources import check_memory, state_bytes
 
 EVAL_DIR = "eval"
+OUTCOME_KEYS = ("steps", "env_steps", "seeds", "returns", "won", "lengths", "episodes", "eval_seed", "greedy")
 
 
 def outcomes_path(run: Path, greedy: bool) -> Path:
@@ -35,10 +37,9 @@ def outcomes_path(run: Path, greedy: bool) -> Path:
 def read_outcomes(path: Path) -> dict | None:
     """The arrays of an outcomes npz, or None when there is none."""
     path = Path(path)
-    if not path.is_file():
+    if not path.exists() and not path.is_symlink():
         return None
-    with np.load(path) as z:
-        return {k: z[k] for k in z.files}
+    return load_npz(path, "per-episode outcomes", keys=OUTCOME_KEYS, finite=("returns",))  # damaged: one line
 
 
 def merge_outcomes(old: dict | None, new: dict) -> dict:
@@ -58,6 +59,7 @@ def merge_outcomes(old: dict | None, new: dict) -> dict:
 
 
 def write_outcomes(path: Path, data: dict) -> None:
+    """Write the outcome arrays ``data`` to the npz ``path`` (compressed), replacing it atomically."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with replacing(path) as tmp, open(tmp, "wb") as f:  # a file object: savez would append .npz to a name
@@ -107,6 +109,7 @@ def evaluate_run(ref, *, episodes: int = EPISODES, greedy: bool = True, eval_see
 
     if episodes < 1:
         raise UserError(f"--episodes must be >= 1, got {episodes}")
+    check_seed(eval_seed, "--eval-seed")
     ref_text = str(ref)
     ref = parse_ref(ref_text)
     if all_steps and ref.step is not None:
@@ -117,6 +120,10 @@ def evaluate_run(ref, *, episodes: int = EPISODES, greedy: bool = True, eval_see
     if json_path:
         check_out_file(json_path, "--json")
     config = load_config(ref.run)
+    old = None
+    if save and not json_path:  # the run's table is read (and its place checked) before any work
+        check_out_file(outcomes_path(ref.run, greedy), "outcomes file")
+        old = read_outcomes(outcomes_path(ref.run, greedy))
     seeds = [ref.seed] if "#" in ref_text else list(range(config.num_seeds))
 
     env = run_env(config)
@@ -169,7 +176,7 @@ def evaluate_run(ref, *, episodes: int = EPISODES, greedy: bool = True, eval_see
         write_outcomes(npz, report.arrays())
     else:
         npz = outcomes_path(ref.run, greedy)
-        write_outcomes(npz, merge_outcomes(read_outcomes(npz), report.arrays()))
+        write_outcomes(npz, merge_outcomes(old, report.arrays()))
     echo(f"per-episode outcomes: {npz}")
     return dataclasses.replace(report, outcomes=npz)
 
@@ -223,6 +230,7 @@ def evaluate_absolute(ref, *, eval_seed: int = EVAL_SEED, save: bool = True, ech
     ``source_steps [K]``, ``source_episodes``, ``source_eval_seed``, ``source_return [S]`` (the best mean)."""
     import jax
 
+    check_seed(eval_seed, "--eval-seed")
     text = str(ref)
     ref = parse_ref(text)
     if ref.step is not None or "#" in text:
@@ -232,6 +240,8 @@ def evaluate_absolute(ref, *, eval_seed: int = EVAL_SEED, save: bool = True, ech
     if src is None:
         raise UserError(f"run {ref.run} has no evaluated checkpoints to choose the best from "
                         f"({outcomes_path(ref.run, True)}); run `marl eval {ref.run} --all-steps` first")
+    if save:
+        check_out_file(absolute_path(ref.run), "outcomes file")
     seeds, best = [int(s) for s in src["seeds"]], best_steps(src)
     episodes = ABSOLUTE_FACTOR * int(src["episodes"])
     key = jax.random.fold_in(jax.random.PRNGKey(eval_seed), ABSOLUTE_KEY_INDEX)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import math
-import tomllib
 import types
 import typing
 from pathlib import Path
@@ -13,6 +12,8 @@ from pathlib import Path
 import tomli_w
 
 from common.errors import UserError
+from common import preflight
+from common.preflight import SEED_MAX
 from common.files import write_atomic
 
 ACTIVATIONS = ("relu", "tanh", "gelu")
@@ -115,10 +116,11 @@ class TrainConfig:
     def __post_init__(self):
         _check_finite(self)
         family, _, rest = self.env.partition(":")
-        base = f"{family}:{rest.split(':')[0]}"
+        # the name exactly (mpe may add a team size ":N"): "smax:3m_junk" or "smax:3m:x" is no env
+        base, _, size = self.env.rpartition(":") if family == "mpe" and rest.count(":") == 1 else (self.env, "", "")
         from envs.registry import names  # here, not at the top: reading a config imports no jaxmarl
 
-        if base not in names():
+        if base not in names() or (size and not size.isdigit()):
             close = difflib.get_close_matches(self.env, names(), n=3, cutoff=0.5)
             hint = f"; did you mean {', '.join(close)}?" if close else "; run `marl envs` for the list"
             raise UserError(f"unknown environment {self.env!r}{hint}")
@@ -130,6 +132,8 @@ class TrainConfig:
                "reward=agent needs per-agent rewards, which SMAX does not have (its reward is shared): use reward=team")
         _check(self.num_agents >= 0, f"num_agents must be >= 0, got {self.num_agents}")
         _check(self.num_agents == 0 or self.env.startswith("mpe:simple_spread"), "num_agents applies only to mpe:simple_spread")
+        _check(0 <= self.seed <= SEED_MAX, f"seed must be an integer in [0, {SEED_MAX}] (2^32 - 1: a larger seed "
+                                            f"would give the key of a smaller one), got {self.seed}")
         for name in ("num_seeds", "num_envs", "rollout_len", "epochs", "minibatches", "updates_per_chunk", "checkpoint_every"):
             _check(getattr(self, name) >= 1, f"{name} must be >= 1, got {getattr(self, name)}")
         _check(self.keep_last >= 0 and self.keep_every >= 0,
@@ -234,6 +238,11 @@ class TrainConfig:
         return TrainConfig.from_dict(d)
 
 
+# the keys a resume may change (they do not change what the run has trained): ``marl train --resume``
+# overrides, and the keys a run's config.toml may differ in from the config its checkpoints recorded
+RESUME_SAFE = ("total_steps", "keep_finite_seeds", "keep_last", "keep_every")
+
+
 def flatten(table: dict, prefix: str = "") -> dict:
     """{"lr": 1e-3, "network": {"hidden": 64}} -> {"lr": 1e-3, "network.hidden": 64}."""
     out = {}
@@ -247,12 +256,7 @@ def flatten(table: dict, prefix: str = "") -> dict:
 
 def read_toml(path, what: str) -> dict:
     """Parse a TOML file; a missing or malformed file is a one-line UserError naming ``what``."""
-    try:
-        return tomllib.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise UserError(f"{what} {path} does not exist") from None
-    except tomllib.TOMLDecodeError as e:
-        raise UserError(f"{what} {path} is not valid TOML: {e}") from None
+    return preflight.read_toml(path, what)  # a folder, bytes that are not UTF-8, bad TOML: one line
 
 
 def split_override(item: str) -> tuple[str, str]:

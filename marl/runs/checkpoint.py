@@ -22,9 +22,9 @@ import numpy as np
 
 from common.errors import UserError
 from envs.base import EnvSpec
-from marl.core.config import TrainConfig
+from marl.core.config import RESUME_SAFE, TrainConfig
 from marl.core.trainer import GUARDED_FIELDS
-from marl.runs.layout import CKPT_DIR, steps
+from marl.runs.layout import CKPT_DIR, CONFIG_FILE, steps
 
 # Version of what a checkpoint holds (TrainState layout and meaning). 1 (no ``format_version`` in the
 # meta): the critic read a per-agent world state [N, S] (state ++ one-hot seat, built by the env).
@@ -206,15 +206,50 @@ def restore_state(run: Path, step: int, abstract_state, meta: dict | None = None
 
 
 
+def trained_config(meta: dict) -> TrainConfig | None:
+    """The config a checkpoint recorded in its meta (None when it recorded none or one this version
+    cannot read)."""
+    try:
+        return TrainConfig.from_dict(meta["config"]) if isinstance(meta.get("config"), dict) else None
+    except (UserError, TypeError, ValueError):
+        return None
+
+
+def config_changes(trained: TrainConfig, config: TrainConfig, ignore=RESUME_SAFE) -> dict[str, tuple]:
+    """``{key: (trained value, config value)}`` for every key in which ``config`` differs from
+    ``trained``, less ``ignore``."""
+    a, b = trained.flat(), config.flat()
+    return {k: (a[k], b.get(k)) for k in a if a[k] != b.get(k) and k not in ignore}
+
+
+def check_belongs(run: Path, step: int, meta: dict, config: TrainConfig) -> None:
+    """Refuse a step folder that is not this run's: its meta records another update than its folder
+    name, or a config that differs from ``config`` (the run's) in a key outside ``RESUME_SAFE`` (a step
+    copied from another run or seed, or a config.toml edited after the step was saved)."""
+    where = f"{run}/{CKPT_DIR}/{step}"
+    if meta.get("update", step) != step:
+        raise UserError(f"checkpoint {where} holds update {meta.get('update')}, not {step}: the step folder was "
+                        f"renamed or copied from elsewhere; pick another step with RUN/{CKPT_DIR}/STEP")
+    trained = trained_config(meta)
+    diff = config_changes(trained, config) if trained is not None else {}
+    if diff:
+        keys = ", ".join(f"{k} = {b!r} in {CONFIG_FILE}, {a!r} in the checkpoint" for k, (a, b) in list(diff.items())[:4])
+        raise UserError(f"checkpoint {where} was not trained with {run}/{CONFIG_FILE} ({keys}): the step was copied "
+                        f"from another run or seed, or the config edited after it was saved; put the config back "
+                        f"(resume takes those keys as overrides only when they restore the checkpoint's values)")
+
+
 def restore_checked(run: Path, step: int, abstract_state, meta: dict | None = None,
-                    seeds: list[int] | None = None) -> tuple:
-    """(state, meta) of the checkpoint at ``step``: a format this version reads (``check_format``),
-    restored into ``abstract_state`` and verified against its digest, with finite parameters, optimiser
-    states and value-norm statistics (``GUARDED_FIELDS``) in ``seeds`` (all by default); a one-line
-    UserError otherwise."""
+                    seeds: list[int] | None = None, config: TrainConfig | None = None) -> tuple:
+    """(state, meta) of the checkpoint at ``step``: a format this version reads (``check_format``), this
+    run's (``check_belongs``, when ``config`` is given), restored into ``abstract_state`` and verified
+    against its digest, with finite parameters, optimiser states and value-norm statistics
+    (``GUARDED_FIELDS``) in ``seeds`` (all by default); a one-line UserError otherwise."""
     where = f"{run}/{CKPT_DIR}/{step}"
     meta = read_meta(run, step) if meta is None else meta
     check_format(meta, where)
+    if config is not None:
+        check_belongs(run, step, meta, config)
     state = restore_state(run, step, abstract_state, meta)
     check_finite([getattr(state, f) for f in GUARDED_FIELDS], where, seeds)
     return state, meta

@@ -9,6 +9,7 @@ reads and moves folders only (no orbax, no jax).
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 import shutil
 from pathlib import Path
@@ -95,6 +96,23 @@ def set_aside(run: Path, keep_upto: int | None) -> list[str]:
             shutil.move(str(p), str(dest))
             moved.append(p.name)
     return moved
+
+
+OWN_FILES = (CONFIG_FILE, METRICS_FILE, START_FILE, CKPT_DIR, DISCARDED_DIR, "DONE", ".lock", "lock.log", "eval",
+             "tb", "wandb")  # what a run folder holds and its commands write
+
+
+def check_own_files(run: Path) -> None:
+    """Refuse a run folder whose own files (``OWN_FILES``) or step folders are symbolic links: a write
+    would follow the link out of the folder (into another run, or anywhere)."""
+    run = Path(run)
+    entries = [run / name for name in OWN_FILES]
+    if (run / CKPT_DIR).is_dir() and not (run / CKPT_DIR).is_symlink():
+        entries += sorted((run / CKPT_DIR).iterdir())
+    for p in entries:
+        if p.is_symlink():
+            raise UserError(f"{p} is a symbolic link (to {os.readlink(p)}); a run folder's files must be its own "
+                            f"(a write would land outside {run}): replace the link with the file or folder itself")
 
 
 def resolve_step(ref: CheckpointRef) -> int:

@@ -94,7 +94,7 @@ def load_state(ref: CheckpointRef | str, seeds: list[int] | None = None) -> Load
     config = load_config(ref.run)
     check_seeds(ref, seeds, config.num_seeds)
     env = run_env(config)
-    state, meta = ckpt.restore_checked(ref.run, step, abstract_state(config, env), meta, seeds)
+    state, meta = ckpt.restore_checked(ref.run, step, abstract_state(config, env), meta, seeds, config)
     return LoadedState(config=config, spec=env.spec, meta=meta, step=step, state=state)
 
 

@@ -215,6 +215,15 @@ class RunLock:
             self.path.unlink(missing_ok=True)
             self.held = False
 
+    def discard(self) -> None:
+        """Remove the whole folder while holding its lock (a run refused before it started, in a folder
+        this process created: everything in it is this process's own); the lock goes with it."""
+        import shutil
+
+        if self.held:
+            shutil.rmtree(self.out, ignore_errors=True)
+            self.held = False
+
     def __enter__(self) -> "RunLock":
         return self.acquire()
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import shutil
 import signal
 import sys
 import time
@@ -15,19 +14,22 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from common.errors import UserError
+from common.errors import Interrupted, UserError
 from common.files import write_atomic
+from common.preflight import check_x64_off, read_json
 from marl.core import sharding
 from marl.core.config import TrainConfig
 from marl.core.team import tile
 from marl.core.trainer import NONFINITE, Trainer, TrainState, seed_keys
 from marl.runs import checkpoint as ckpt
 from marl.runs import metrics_log
-from marl.runs.layout import CKPT_DIR, CONFIG_FILE, DISCARDED_DIR, START_FILE, load_config, parse_ref, set_aside, steps
+from marl.runs.layout import (CKPT_DIR, CONFIG_FILE, DISCARDED_DIR, START_FILE, check_own_files, load_config, parse_ref,
+                              set_aside, steps)
 from marl.runs.loader import load_state
-from marl.runs.lock import STARTED, RunLock, already_exists, folder_stage, train_mode
+from marl.runs.lock import DONE_FILE, STARTED, RunLock, already_exists, folder_stage, train_mode
 from marl.runs.loggers import check_backends, make_loggers
-from marl.runs.resources import check_memory, check_out_dir, state_bytes
+from common.preflight import check_out_dir
+from marl.runs.resources import check_memory, state_bytes
 
 
 class _Stop(Exception):
@@ -83,22 +85,24 @@ def warm_start(trainer: Trainer, state: TrainState, source: str) -> tuple[TrainS
     return state, parent
 
 
-def _resume_point(out: Path, step: int | None, abstract, fallback: bool, note) -> tuple[int, TrainState, dict]:
-    """(step, state, meta) to resume from: ``step`` (latest when None). When the latest does not verify,
-    ``fallback`` takes the newest step that does; without it the error names that step."""
+def _resume_point(out: Path, step: int | None, abstract, fallback: bool, note,
+                  config: TrainConfig) -> tuple[int, TrainState, dict]:
+    """(step, state, meta) to resume from: ``step`` (latest when None), a step of this run trained with
+    ``config`` (``ckpt.check_belongs``). When the latest does not verify, ``fallback`` takes the newest
+    step that does; without it the error names that step."""
     available = steps(out)
     if step is not None and step not in available:
         raise UserError(f"run {out} has no checkpoint at step {step}; available: {', '.join(map(str, available))}")
     first = step if step is not None else available[-1]
     try:
-        return (first, *ckpt.restore_checked(out, first, abstract))
+        return (first, *ckpt.restore_checked(out, first, abstract, config=config))
     except UserError as e:
         if step is not None:
             raise
         error = e
     for k in reversed(available[:-1]):
         try:
-            state, meta = ckpt.restore_checked(out, k, abstract)
+            state, meta = ckpt.restore_checked(out, k, abstract, config=config)
         except UserError:
             continue
         if fallback:
@@ -112,7 +116,12 @@ def _resume_point(out: Path, step: int | None, abstract, fallback: bool, note) -
 def _recorded_start(out: Path) -> str | None:
     """The exact warm-start source a run was created with (``RUN/checkpoints/K[#S]``), if any."""
     f = out / START_FILE
-    return json.loads(f.read_text())["init_from"] if f.exists() else None
+    if not f.exists():
+        return None
+    record = read_json(f, "warm-start record")
+    if not isinstance(record, dict) or not isinstance(record.get("init_from"), str):
+        raise UserError(f"warm-start record {f} holds no init_from; write it again or remove the folder")
+    return record["init_from"]
 
 
 def _record_start(out: Path, parent: dict | None) -> None:
@@ -144,11 +153,13 @@ class TrainOptions:
     note: Callable[[str], None] = lambda msg: print(msg, file=sys.stderr)
     num_devices: int = 1
     log: tuple = ()
+    allow_log_gap: bool = False
 
 
 def train_run(config: TrainConfig, out: str | Path, *, resume: bool = False, resume_step: int | None = None,
               fallback: bool = False, init_from: str | None = None, progress: bool = True,
-              stop_after_chunks: int | None = None, note=None, devices: int | None = None, log=()) -> Path:
+              stop_after_chunks: int | None = None, note=None, devices: int | None = None, log=(),
+              allow_log_gap: bool = False) -> Path:
     """Train (or resume) the run in ``out``; returns the run folder.
 
     Resume: from ``resume_step`` (default latest; with ``fallback``, the newest step that verifies
@@ -162,27 +173,74 @@ def train_run(config: TrainConfig, out: str | Path, *, resume: bool = False, res
     (``marl/runs/lock.py``); the seed axis is sharded over ``devices`` local devices (``marl/core/sharding.py``).
     ``stop_after_chunks`` stops early as an interruption would (for tests of exact resume). ``log``:
     metric backends besides metrics.jsonl (``marl/runs/loggers.py``: "tensorboard", "wandb").
+
+    The log stays true: a resume checks that ``metrics.jsonl`` holds every update up to the step it
+    resumes from (``allow_log_gap`` goes on without them), and rows are labelled by the state's own update.
+    A resume of a finished run with no more ``total_steps`` says so and changes nothing. Before anything
+    is written: the folder's own files are not links (``check_own_files``) and x64 is off. A refusal
+    removes only a folder this call created and locked.
     """
     out = Path(out)
+    check_x64_off()
     check_backends(list(log))
     opts = TrainOptions(resume=resume, resume_step=resume_step, fallback=fallback, init_from=init_from,
                         progress=progress, stop_after_chunks=stop_after_chunks,
                         num_devices=sharding.device_count(config.num_seeds, devices), log=tuple(log),
-                        **({"note": note} if note else {}))
+                        allow_log_gap=allow_log_gap, **({"note": note} if note else {}))
     if not resume and folder_stage(out) == STARTED:
         raise already_exists(out)
     if resume:
         parse_ref(out)  # a missing run folder is named as such before the lock creates it
+        check_own_files(out)
+        last = steps(out)
+        if resume_step is None and last and last[-1] >= config.num_updates and _verifies(out):
+            opts.note(f"run {out} is already done ({last[-1]} of {config.num_updates} updates); nothing to do "
+                      f"(raise total_steps to train it further)")
+            return out
+        if not allow_log_gap and last:  # rows up to the step it resumes from (an earlier step needs fewer)
+            metrics_log.check_complete(out, resume_step if resume_step is not None else last[-1], "--allow-log-gap")
+        check_out_dir(out, "run folder")  # the resume writes in it
     else:
         check_out_dir(out, "--out")  # before the lock creates the folder
-    created = not out.exists()
+        check_own_files(out)
+    created = False
+    if not out.exists():
+        try:
+            out.mkdir(parents=True)
+            created = True  # this call made the folder: a refusal before the run starts removes it
+        except FileExistsError:
+            pass
+    lock = RunLock(out, "resume" if resume else "new")
     try:
-        with RunLock(out, "resume" if resume else "new") as lock:
-            return _train_locked(config, out, opts, lock)
+        lock.acquire()
     except BaseException:
-        if created and not (out / CONFIG_FILE).exists():  # refused before it started: leave no folder
-            shutil.rmtree(out, ignore_errors=True)
+        if created:
+            _remove_if_empty(out)
         raise
+    try:
+        return _train_locked(config, out, opts, lock)
+    except BaseException:
+        if created and not (out / CONFIG_FILE).exists():  # refused before it started, and we hold the lock:
+            lock.discard()  # everything in the folder is ours; it goes with the lock
+        raise
+    finally:
+        lock.release()
+
+
+def _verifies(out: Path) -> bool:
+    """Whether the run's latest step loads and verifies (else the resume names it, or falls back)."""
+    try:
+        load_state(out)
+    except UserError:
+        return False
+    return True
+
+
+def _remove_if_empty(out: Path) -> None:
+    try:
+        out.rmdir()
+    except OSError:
+        pass
 
 
 @dataclasses.dataclass(frozen=True)
@@ -229,7 +287,7 @@ def _resume(trainer: Trainer, config: TrainConfig, out: Path, opts: TrainOptions
     change (e.g. more total_steps) written."""
     note = opts.note
     step, state, meta = _resume_point(out, opts.resume_step, sharding.abstract(programs.abstract, programs.seeds_on),
-                                      opts.fallback, note)
+                                      opts.fallback, note, config)
     parent = meta.get("parent")
     diverged = {int(k): v for k, v in (meta.get("diverged") or {}).items()}
     state = sharding.shard(jax.tree.map(jnp.asarray, state), programs.seeds_on)
@@ -237,6 +295,8 @@ def _resume(trainer: Trainer, config: TrainConfig, out: Path, opts: TrainOptions
     if moved:
         note(f"resuming {out} from step {step}: moved step folder(s) {', '.join(moved)} to {out}/{DISCARDED_DIR}/")
     metrics_log.truncate(out, step)
+    if step < config.num_updates:
+        (out / DONE_FILE).unlink(missing_ok=True)  # it trains on (an extended or an earlier step)
     if load_config(out) != config:  # a safe change asked for on resume (e.g. more total_steps)
         config.to_toml(out / CONFIG_FILE)
     return _Start(state, parent, diverged)
@@ -287,29 +347,34 @@ def _run_chunks(trainer: Trainer, config: TrainConfig, out: Path, opts: TrainOpt
     old_handler = signal.signal(signal.SIGTERM, _raise_stop)
     mngr = None
     start_update = int(np.asarray(state.update).reshape(-1)[0])
-    start_chunk = start_update // config.updates_per_chunk
-    bar = _Progress(config, enabled=opts.progress, start_update=start_chunk * config.updates_per_chunk,
-                    has_win=trainer.spec.has_win)
+    upc = config.updates_per_chunk
+    # chunks go on from the state's own update (a resume from a step that is not a chunk boundary, e.g.
+    # a finished run extended, runs its chunks from there); the checkpoint cadence counts chunks as an
+    # unbroken run would, so an aligned resume saves at the same steps
+    n_chunks = -(-(config.num_updates - start_update) // upc)
+    bar = _Progress(config, enabled=opts.progress, start_update=start_update, has_win=trainer.spec.has_win)
     frozen = np.zeros(config.num_seeds, bool)
     frozen[list(diverged)] = True
     done_chunks = 0
     t_start = time.time() - metrics_log.elapsed(out)  # elapsed carries over a resume
     loggers = []
+    log_size = metrics_log.size(out)
     try:
         loggers = make_loggers(list(opts.log), out, config, trainer.spec, start_update * config.steps_per_update)
         mngr = ckpt.manager(out, create=True, keep_last=config.keep_last, keep_every=config.keep_every)
         with bar:
-            for c in range(start_chunk, config.num_chunks):
+            for i in range(n_chunks):
                 t0 = time.time()
-                first = c * config.updates_per_chunk
+                first = start_update + i * upc  # the update the state is at when the chunk starts
+                c = first // upc  # the chunk an unbroken run would be in
                 state, metrics = programs.chunk(state, jnp.asarray(frozen))
                 metrics = jax.device_get(metrics)
                 rows = metrics_log.make_rows(metrics, trainer.metric_keys, first, config, time.time() - t_start,
                                              time.time() - t0)
-                metrics_log.append(out, rows)
+                log_size = metrics_log.append(out, rows, log_size)
                 for lg in loggers:
                     lg.write(rows)
-                update = min(first + config.updates_per_chunk, config.num_updates)
+                update = min(first + upc, config.num_updates)
                 bad = np.asarray(metrics[NONFINITE]) > 0  # [S, U]
                 new = {s: first + int(np.argmax(bad[s])) + 1 for s in np.flatnonzero(bad.any(axis=1))}
                 if new:
@@ -321,7 +386,7 @@ def _run_chunks(trainer: Trainer, config: TrainConfig, out: Path, opts: TrainOpt
                               f"{', '.join(str(new[s]) for s in sorted(new))}; frozen at their last finite state, "
                               f"the other seeds train on (keep_finite_seeds)")
                 bar.advance(update, metrics, time.time() - t0, time.time() - t_start)
-                if (c + 1) % config.checkpoint_every == 0 or c + 1 == config.num_chunks:
+                if (c + 1) % config.checkpoint_every == 0 or update >= config.num_updates:
                     meta = ckpt.make_meta(config, trainer.spec, update, parent)
                     if diverged:
                         meta["diverged"] = {str(s): u for s, u in sorted(diverged.items())}
@@ -334,7 +399,7 @@ def _run_chunks(trainer: Trainer, config: TrainConfig, out: Path, opts: TrainOpt
                     break
     except (KeyboardInterrupt, _Stop):
         last = steps(out)
-        raise UserError(f"interrupted; resume with `marl train --resume {out}` (" +
+        raise Interrupted(f"interrupted; resume with `marl train --resume {out}` (" +
                         (f"from step {last[-1]})" if last else "no checkpoint yet: it starts over)")) from None
     finally:
         signal.signal(signal.SIGTERM, old_handler)

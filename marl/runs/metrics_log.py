@@ -56,10 +56,55 @@ def start(run: Path) -> None:
     log_path(run).write_text("")
 
 
-def append(run: Path, rows: list[dict]) -> None:
-    """Append ``rows`` to the run's ``metrics.jsonl`` (one JSON object a line)."""
-    with log_path(run).open("a") as f:
+def size(run: Path) -> int | None:
+    """The log's size in bytes (None when there is none)."""
+    try:
+        return log_path(run).stat().st_size
+    except FileNotFoundError:
+        return None
+
+
+def append(run: Path, rows: list[dict], expect_size: int | None = None) -> int:
+    """Append ``rows`` to the run's ``metrics.jsonl`` (one JSON object a line); returns its new size.
+    ``expect_size`` (what the last append left): a log removed, cut or replaced since then is refused
+    (a UserError: the rows already there are no longer this run's), and a link is never written through."""
+    path = log_path(run)
+    if path.is_symlink():
+        raise UserError(f"{path} is a symbolic link; a run's metrics log must be its own file")
+    if expect_size is not None and size(run) != expect_size:
+        raise UserError(f"{path} was removed or changed while the run trained; the run stopped at its last "
+                        f"checkpoint: restore the file and resume (or resume with --allow-log-gap)")
+    with path.open("a") as f:
         f.write("".join(json.dumps(r) + "\n" for r in rows))
+        return f.tell()
+
+
+def missing_updates(run: Path, last: int) -> list[int]:
+    """The updates in 1..``last`` that the run's log does not hold (a row each)."""
+    have = {d.get("update") for d in metric_rows(log_path(run))}
+    return [u for u in range(1, last + 1) if u not in have]
+
+
+def describe_gap(missing: list[int]) -> str:
+    """``missing`` updates as ranges: ``"1-40, 73"``."""
+    spans, start = [], None
+    for i, u in enumerate(missing):
+        if start is None:
+            start = u
+        if i + 1 == len(missing) or missing[i + 1] != u + 1:
+            spans.append(f"{start}-{u}" if u != start else f"{u}")
+            start = None
+    return ", ".join(spans[:4]) + (", ..." if len(spans) > 4 else "")
+
+
+def check_complete(run: Path, last: int, flag: str) -> None:
+    """Refuse (one line naming ``flag`` as the way on) a log that lacks some update in 1..``last``."""
+    missing = missing_updates(run, last)
+    if missing:
+        where = log_path(run)
+        what = "is missing" if not where.exists() else f"lacks updates {describe_gap(missing)}"
+        raise UserError(f"{where} {what} (the checkpoint is at update {last}): its curve would have a hole; "
+                        f"restore the file, or resume with {flag} to go on without those rows")
 
 
 def truncate(run: Path, last_update: int) -> None:

@@ -1,62 +1,14 @@
-"""Checks done before any expensive work: can the output be written, does the program fit in memory.
+"""Does a program fit in memory: checked before any expensive work (a one-line UserError).
 
-Both raise a one-line UserError; nothing is created by checking (a probe file is made and removed).
+Output places and input files are checked by ``common.preflight``.
 """
 
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 
 from common.errors import UserError
-
-
-def _probe_write(folder: Path, path: Path, what: str) -> None:
-    """Create and remove a file in the existing ``folder`` (the only test that works as root and on
-    read-only or virtual file systems)."""
-    try:
-        fd, name = tempfile.mkstemp(dir=folder, prefix=".marl-write-check-")
-        os.close(fd)
-        os.unlink(name)
-    except OSError as e:
-        raise UserError(f"{what} {path}: cannot write in {folder} ({e.strerror or type(e).__name__}); "
-                        f"pick another location") from None
-
-
-def _existing_parent(path: Path, what: str) -> Path:
-    for parent in path.parents:
-        if parent.exists():
-            if not parent.is_dir():
-                raise UserError(f"{what} {path}: {parent} is a file, not a folder; pick another location")
-            return parent
-    return Path(".")
-
-
-def check_out_dir(path, what: str = "--out") -> None:
-    """``path`` is (or can be made) a folder we can write in."""
-    path = Path(path)
-    if path.exists():
-        if not path.is_dir():
-            raise UserError(f"{what} {path} exists and is not a folder; pick another location")
-        _probe_write(path, path, what)
-    else:
-        _probe_write(_existing_parent(path, what), path, what)
-
-
-def check_out_file(path, what: str = "--json") -> None:
-    """``path`` can be written as a file (it is not a folder and its folder is writable)."""
-    path = Path(path)
-    if path.is_dir():
-        raise UserError(f"{what} {path} is a folder; name a file")
-    if path.exists():
-        try:
-            with path.open("r+b"):
-                pass
-        except OSError as e:
-            raise UserError(f"{what} {path}: cannot write it ({e.strerror or type(e).__name__}); pick another file") from None
-        return
-    _probe_write(_existing_parent(path, what), path, what)
 
 
 def state_bytes(abstract) -> int:

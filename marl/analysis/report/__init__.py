@@ -45,6 +45,11 @@ def write_report(paths, out, group_by: list[str] | None = None, metric: str = "r
     """The whole report (``build_report``) written to ``out``: report.md, the CSV tables, the figures and,
     with ``marl_eval_json``, marl-eval's JSON there. ``echo`` gets the summary, marl-eval layout warnings
     and the list of files. Returns {runs, final, improvement, files}."""
+    from common.preflight import check_out_dir, check_out_file
+
+    check_out_dir(out)  # the output places first: nothing is read or written before they are known good
+    if marl_eval_json:
+        check_out_file(marl_eval_json, "--marl-eval-json")
     report = build_report(paths, group_by, metric, source, num_boot, seed, marl_eval=bool(marl_eval_json))
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)

@@ -6,6 +6,7 @@ import dataclasses
 
 from common import stats
 from common.errors import UserError
+from common.preflight import check_seed
 from marl.analysis.report.export import marl_eval_export
 from marl.analysis.report.runs import Run, load_runs
 from marl.analysis.report.tables import curves, final_table, improvements, normalise, per_run, profiles
@@ -45,11 +46,13 @@ class Report:
 
     @property
     def source_label(self) -> str:
+        """Where the scores came from: ``marl eval`` outcomes or the training metrics."""
         return ("evaluation (marl eval)" if self.runs[0].outcomes is not None
                 else "training metrics (last 10% of updates)")
 
     @property
     def tasks(self) -> list[str]:
+        """The runs' tasks (``Run.task``), sorted and without repeats."""
         return sorted({r.task for r in self.runs})
 
 
@@ -67,6 +70,7 @@ def build_report(paths, group_by: list[str] | None = None, metric: str = "return
     """
     if num_boot < 1:
         raise UserError(f"--boot must be >= 1, got {num_boot}")
+    check_seed(seed, "--seed")
     runs = load_runs(paths, metric, source, group_by)
     export = marl_eval_export(runs) if marl_eval else None  # before normalising: raw per-episode values
     normed = normalise(runs, metric)

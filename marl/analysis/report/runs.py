@@ -18,8 +18,8 @@ import numpy as np
 
 from common.errors import UserError
 from marl.core.config import TrainConfig, config_keys
-from marl.runs.layout import CONFIG_FILE, load_config
-from marl.runs.metrics_log import read_metrics
+from marl.runs.layout import CONFIG_FILE, METRICS_FILE, load_config, steps
+from marl.runs.metrics_log import describe_gap, missing_updates, read_metrics
 
 SPECIAL_KEYS = {
     "env": "the environment (one task per env)",
@@ -33,6 +33,9 @@ FINAL_FRACTION = 0.1  # training source: the final score averages the last 10% o
 
 @dataclasses.dataclass
 class Run:
+    """One run folder's scores: ``x`` [K] env steps, ``scores`` [S, K] per seed, ``final`` [S] and
+    ``seeds`` [S], with its config, eval outcomes (if any) and group label."""
+
     path: Path
     config: TrainConfig
     x: np.ndarray  # [K] env steps of the score columns
@@ -44,6 +47,7 @@ class Run:
 
     @property
     def task(self) -> str:
+        """The run's task: the env name, with ``:num_agents`` when the config sets it."""
         return self.config.env if not self.config.num_agents else f"{self.config.env}:{self.config.num_agents}"
 
 
@@ -66,6 +70,7 @@ def find_runs(paths) -> list[Path]:
 
 
 def key_value(run_path: Path, config: TrainConfig, key: str):
+    """The value of a ``--group-by`` key for a run: a ``SPECIAL_KEYS`` key or a flat config key."""
     if key == "env":
         return config.env
     if key == "algo":
@@ -78,6 +83,7 @@ def key_value(run_path: Path, config: TrainConfig, key: str):
 
 
 def check_keys(keys) -> None:
+    """Raise UserError (with a close match as a hint) for a ``--group-by`` key that is not known."""
     known = list(SPECIAL_KEYS) + config_keys()
     for k in keys:
         if k not in known:
@@ -87,6 +93,8 @@ def check_keys(keys) -> None:
 
 
 def group_label(run_path: Path, config: TrainConfig, keys) -> str:
+    """A run's group name: the values of ``keys`` (``key=value`` for config keys), space-separated,
+    commas replaced by semicolons."""
     parts = []
     for k in keys:
         v = key_value(run_path, config, k)
@@ -100,6 +108,12 @@ def train_scores(path: Path, metric: str = "return"):
     rows = read_metrics(path)
     if not rows:
         raise UserError(f"run {path} has no training metrics yet; train it first")
+    last = steps(path)
+    missing = missing_updates(path, last[-1]) if last else []
+    if missing:  # a log cut or removed while the run trained: its curve and final score would be wrong
+        raise UserError(f"{path}/{METRICS_FILE} lacks updates {describe_gap(missing)} of the {last[-1]} its checkpoint "
+                        f"has trained; restore the file, or report from evaluations (`marl eval RUN --all-steps`, "
+                        f"then --source eval)")
     updates = sorted({r["update"] for r in rows})
     seeds = sorted({r["seed"] for r in rows})
     x = np.zeros(len(updates), np.int64)

@@ -56,9 +56,11 @@ _MODULE_OF = {
     **dict.fromkeys(("check_latent_dim", "check_latent_team", "check_source", "search_methods", "summarize"),
                     "marl.analysis.search.compare"),
     **dict.fromkeys(("check_search_args", "search_run"), "marl.analysis.search.driver"),
-    **dict.fromkeys(("FitnessFn", "FixedResetEnv", "SearchResult", "episode_fitness", "episode_return", "reevaluate",
-                     "run_search"), "marl.analysis.search.loop"),
-    **dict.fromkeys(("OUTPUT_FILES", "plot_curves", "table", "write_outputs"), "marl.analysis.search.output"),
+    **dict.fromkeys(("FitnessFn", "FixedResetEnv", "Programs", "SearchResult", "episode_fitness", "episode_return",
+                     "generations", "reevaluate", "reevaluate_scored", "run_search", "run_search_compiled", "scorer",
+                     "search_ask", "search_init", "search_tell"), "marl.analysis.search.loop"),
+    **dict.fromkeys(("BASELINES", "FAMILIES", "FIXED", "OUTPUT_FILES", "SHARED", "family", "headline", "method_table",
+                     "pairwise_rows", "plot_curves", "table", "write_outputs"), "marl.analysis.search.output"),
     **dict.fromkeys(("Strategy", "fixed_strategy", "make_strategy"), "marl.analysis.search.strategies"),
 }
 __all__ = ["DEFAULT_PER_AGENT", "MATCHED_SHARED", "METHODS", "PER_AGENT", "RANDOM_POLICY", "SOURCE", *_MODULE_OF]

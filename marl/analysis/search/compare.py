@@ -24,12 +24,14 @@ from marl.core.team import Team
 
 
 def check_latent_dim(latent_dim: int, run: str = "the run") -> None:
+    """Raise UserError when ``latent_dim`` is 0: the run was trained without a latent to search over."""
     if not latent_dim:
         raise UserError(f"run {run} was trained without a latent; train with --latent-dim 16 --latents 16 "
                         f"to search over latents")
 
 
 def check_latent_team(team: Team, run: str = "the run") -> None:
+    """``check_latent_dim`` on the team's network: raise UserError when it takes no latent input."""
     check_latent_dim(team.network.latent_dim, run)
 
 

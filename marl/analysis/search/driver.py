@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 
 from common.errors import UserError
+from common.preflight import check_seed
 from marl.analysis.search.compare import check_latent_dim, check_latent_team, check_source, search_methods, summarize
 from marl.analysis.search.methods import DEFAULT_PER_AGENT, METHODS, PER_AGENT
 from marl.analysis.search.output import write_outputs
@@ -14,11 +15,14 @@ from marl.runs.layout import CheckpointRef, load_config, parse_ref
 
 
 def check_search_args(methods, per_agent: str, *, instances: int, budget: int, population: int, reeval: int,
-                      repeats: int, sigma: float) -> None:
+                      repeats: int, sigma: float, seed: int = 0) -> None:
     """The command's range checks, before anything is loaded (messages name the ``marl search`` options)."""
     bad = [m for m in methods if m not in METHODS]
     if bad:
         raise UserError(f"unknown search method {bad[0]!r}; choose from {', '.join(METHODS)}")
+    twice = [m for i, m in enumerate(methods) if m in methods[:i]]
+    if twice:
+        raise UserError(f"--methods names {twice[0]} twice; name each method once")
     if per_agent not in PER_AGENT:
         raise UserError(f"--per-agent {per_agent!r} is not a per-agent method; choose from {', '.join(PER_AGENT)}")
     if per_agent not in methods:
@@ -29,6 +33,9 @@ def check_search_args(methods, per_agent: str, *, instances: int, budget: int, p
             raise UserError(f"--{name} must be >= 1, got {value}")
     if not (math.isfinite(sigma) and sigma > 0):
         raise UserError(f"--sigma must be a finite number > 0, got {sigma}")
+    if budget < population * repeats or budget % (population * repeats):  # (search_methods' rule, told before loading)
+        raise UserError(f"--budget ({budget}) must be a multiple of population x repeats ({population} x {repeats})")
+    check_seed(seed, "--seed")
 
 
 def search_run(ref: str | Path | CheckpointRef, *, instances: int = 64, budget: int = 256, methods=METHODS,
@@ -50,11 +57,11 @@ def search_run(ref: str | Path | CheckpointRef, *, instances: int = 64, budget: 
     before any checkpoint is loaded where it can be told from the arguments and the run's config.
     """
     from marl.runs.loader import load_team
-    from marl.runs.resources import check_out_dir
+    from common.preflight import check_out_dir
 
     methods = list(methods)
     check_search_args(methods, per_agent, instances=instances, budget=budget, population=population,
-                      reeval=reeval, repeats=repeats, sigma=sigma)
+                      reeval=reeval, repeats=repeats, sigma=sigma, seed=seed)
     if out is not None:
         check_out_dir(out)
     ref = parse_ref(ref)

@@ -30,15 +30,20 @@ FitnessFn = Callable  # (cands [I, P, R, d], episode_keys [I, P, 2]) -> returns 
 @jax.tree_util.register_pytree_node_class
 @dataclasses.dataclass
 class SearchResult:
+    """One method's search on I instances (a pytree): every episode's candidate score [I, G * P * m], the
+    best return seen [I] and the latent that achieved it [I, R, d]."""
+
     returns: jax.Array  # [I, G * P * m] each episode's candidate score (mean of its m episodes), in order
     best_return: jax.Array  # [I] best return seen
     best_latent: jax.Array  # [I, R, d] the (clipped) latent that achieved it
 
     def tree_flatten(self):
+        """The pytree children (returns, best_return, best_latent) and no aux data."""
         return (self.returns, self.best_return, self.best_latent), None
 
     @classmethod
     def tree_unflatten(cls, aux, children):
+        """A SearchResult from ``tree_flatten``'s children."""
         return cls(*children)
 
     def curve(self) -> jax.Array:
@@ -95,6 +100,7 @@ def _result(rets, best, best_z, repeats: int) -> SearchResult:
 
 
 def generations(strategy: Strategy, budget: int, repeats: int = 1) -> int:
+    """The number of generations a ``budget`` of episodes buys: ``budget // (pop * repeats)``, at least 1."""
     return max(1, budget // (strategy.pop * repeats))
 
 
@@ -178,9 +184,11 @@ class FixedResetEnv:
         self.env, self.instance_key, self.spec = env, instance_key, env.spec
 
     def reset(self, key):
+        """Reset to the instance's initial state; ``key`` is ignored."""
         return self.env.reset(self.instance_key)
 
     def step(self, key, state, actions):
+        """The wrapped env's step, unchanged."""
         return self.env.step(key, state, actions)
 
 

@@ -22,10 +22,12 @@ _COMPARISON = re.compile(r"^(\S+) - (\S+) \((\w+)\)$")  # summarize's keys: "A -
 
 
 def family(method: str) -> str:
+    """The figure panel (a ``FAMILIES`` name) a method belongs to; ``BASELINES`` for the others."""
     return next((name for name, members in FAMILIES.items() if method in members), BASELINES)
 
 
 def method_table(summary: dict) -> str:
+    """The per-method table as text: best seen and re-evaluated score (mean [95% CI]) and search seconds."""
     rows = [f"{'method':<20} {'best seen [95% CI]':>30} {'re-evaluated [95% CI]':>30} {'search s':>9}"]
     for m, s in summary["methods"].items():
         b, r = s["best_seen"], s["reeval"]

@@ -69,6 +69,8 @@ def _evosax(name, cls, pop, rows, dim, sigma, groups: int = 1):
 
 
 def make_strategy(method: str, num_agents: int, dim: int, pop: int = 16, sigma: float = 0.5) -> Strategy:
+    """The ``Strategy`` of a ``METHODS`` name over ``dim``-dim latents (population ``pop``, CMA-ES initial
+    step ``sigma``); per-agent methods search ``num_agents`` latents. Raises UserError for an unknown name."""
     from evosax.algorithms import CMA_ES, Sep_CMA_ES
 
     n = num_agents

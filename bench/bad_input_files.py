@@ -1,0 +1,105 @@
+"""The files the bad-input cases of tests/data/bad_inputs.toml name: made by tests/test_faults.py and
+bench/fault_injection.py with this one function, so both run the same cases on the same files.
+
+Placeholders (``make_bad_input_files`` returns them, for ``str.format``):
+
+- ``{run}`` a copy of a finished tiny run, ``{a_file}`` a plain file, ``{sweep}`` a valid sweep file,
+  ``{new}`` a path that does not exist, ``{tmp}`` the folder holding them;
+- files that are not what they seem: ``{bad_utf8}`` (TOML with bytes that are not UTF-8), ``{empty}``,
+  ``{binary}`` (binary bytes named .toml), ``{garbage_json}``, ``{npz_trunc}`` (half an .npz),
+  ``{npz_garbage}``, ``{npy_garbage}``, ``{nan_latent}`` (an .npy of NaN), ``{inf_latent}``,
+  ``{dir_toml}`` / ``{dir_json}`` / ``{dir_gif}`` / ``{dir_npy}`` (folders with file names);
+- damaged runs (copies of ``{run}``): ``{run_badeval}`` (eval/greedy.npz truncated), ``{run_naneval}``
+  (eval/greedy.npz with NaN returns), ``{run_evaldir}`` (eval/greedy.npz a folder), ``{run_badcfg}``
+  (config.toml not UTF-8);
+- sweep files ``{sweep_NAME}``, one per entry of ``SWEEPS``.
+"""
+
+from __future__ import annotations
+
+import io
+import shutil
+from pathlib import Path
+
+import numpy as np
+
+_PLAIN = 'out = "x"\nenvs = ["smax:3m"]\n'
+_H = _PLAIN + 'histories = ["shared"]\n'
+SWEEPS = {  # name -> sweep file text (each is refused)
+    "contra": _H + "[config]\nshare_actor = false\n",
+    "contra_algo": _PLAIN + 'histories = ["shared", "happo"]\n[history.happo]\nalgo = "mappo"\n',
+    "dup_env": 'out = "x"\nenvs = ["smax:3m", "smax:3m"]\n',
+    "dup_history": _PLAIN + 'histories = ["shared", "shared"]\n',
+    "dup_grid": _PLAIN + "[grid]\nlr = [0.001, 0.001]\n",
+    "env_path": 'out = "x"\nenvs = ["smax:3m:/../../x"]\n',
+    "env_dots": 'out = "x"\nenvs = ["../x"]\n',
+    "variant_slash": _PLAIN + '[variants."a/b"]\nlr = 0.001\n',
+    "variant_dots": _PLAIN + '[variants.".."]\nlr = 0.001\n',
+    "report_out": _PLAIN + 'histories = ["shared", "happo"]\n[[pairs]]\na = "shared"\nb = "happo"\n'
+                  '[report]\nout = "/proc/x"\n',
+    "grid_string": _PLAIN + '[grid]\nnetwork.activation = ["relu", "../../x"]\n',
+    "huge_grid": _PLAIN + "[grid]\n" + "".join(f"{k} = [{', '.join(f'{v * (i + 1):g}' for i in range(10))}]\n" for k, v in
+                                             (("seed", 1), ("lr", 1e-4), ("gamma", 0.09), ("ent_coef", 1e-3),
+                                              ("clip_eps", 0.05), ("gae_lambda", 0.09))),  # 10^6 points
+    "lr_nan": _PLAIN + "[config]\nlr = nan\n",
+    "lr_inf_grid": _PLAIN + "[grid]\nlr = [0.001, inf]\n",
+    "seeds_zero": _PLAIN + "[config]\nnum_seeds = 0\n",
+    "seed_huge": _PLAIN + "[config]\nseed = 9223372036854775807\n",
+    "probe_boot": _PLAIN + 'histories = ["shared", "happo"]\n[probe]\nboot = 0\n[[pairs]]\na = "shared"\n'
+                  'b = "happo"\n',
+    "resources_neg": _PLAIN + "[resources]\nnum_cpus = -1\n",
+    "out_abs": 'out = "/proc/x"\nenvs = ["smax:3m"]\n',
+}
+
+
+def _npz_bytes(**arrays) -> bytes:
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    return buf.getvalue()
+
+
+def make_bad_input_files(root: Path, ref: Path) -> dict:
+    """Make every placeholder's file under ``root`` (``ref``: a finished 2-seed tiny run to copy);
+    returns placeholder name -> path."""
+    root = Path(root)
+    p = {"tmp": root, "run": root / "A", "a_file": root / "a_file", "sweep": root / "s.toml", "new": root / "new"}
+    shutil.copytree(ref, p["run"])
+    p["a_file"].write_text("x")
+    p["sweep"].write_text(_H)
+    files = {"bad_utf8": ("bad_utf8.toml", b'lr = 0.001\nenv = "smax:3m\xff\xfe"\n'),
+             "empty": ("empty.toml", b""),
+             "binary": ("binary.toml", bytes(range(256)) * 8),
+             "garbage_json": ("garbage.json", b'{"runs": [1, 2,\x00'),
+             "npz_trunc": ("trunc.npz", _npz_bytes(returns=np.zeros((2, 2, 4), np.float32))[:300]),
+             "npz_garbage": ("garbage.npz", b"PK\x03\x04" + bytes(range(256)) * 4),
+             "npy_garbage": ("garbage.npy", b"\x93NUMPY garbage"),
+             "nan_latent": ("nan_latent.npy", None),
+             "inf_latent": ("inf_latent.npy", None)}
+    for name, (fname, data) in files.items():
+        p[name] = root / fname
+        if data is not None:
+            p[name].write_bytes(data)
+    np.save(p["nan_latent"], np.full(4, np.nan, np.float32))
+    np.save(p["inf_latent"], np.array([0.0, np.inf, 0.0, 0.0], np.float32))
+    for name in ("dir_toml", "dir_json", "dir_gif", "dir_npy"):
+        p[name] = root / f"folder.{name[4:]}"
+        p[name].mkdir()
+    outcomes = dict(steps=np.array([2, 4]), env_steps=np.array([256, 512]), seeds=np.array([0, 1]),
+                    returns=np.zeros((2, 2, 4), np.float32), won=np.zeros((2, 2, 4), bool),
+                    lengths=np.ones((2, 2, 4), np.int32), episodes=np.int64(4), eval_seed=np.int64(0),
+                    greedy=np.bool_(True))
+    for name in ("run_badeval", "run_naneval", "run_evaldir", "run_badcfg"):
+        p[name] = root / name
+        shutil.copytree(ref, p[name])
+    (p["run_badeval"] / "eval").mkdir()
+    (p["run_badeval"] / "eval" / "greedy.npz").write_bytes(_npz_bytes(**outcomes)[:400])
+    (p["run_naneval"] / "eval").mkdir()
+    (p["run_naneval"] / "eval" / "greedy.npz").write_bytes(
+        _npz_bytes(**{**outcomes, "returns": np.full((2, 2, 4), np.nan, np.float32)}))
+    (p["run_evaldir"] / "eval" / "greedy.npz").mkdir(parents=True)
+    cfg = p["run_badcfg"] / "config.toml"
+    cfg.write_bytes(cfg.read_bytes() + b'\n# \xff\xfe not UTF-8\n')
+    for name, text in SWEEPS.items():
+        p[f"sweep_{name}"] = root / f"sweep_{name}.toml"
+        p[f"sweep_{name}"].write_text(text)
+    return p

@@ -1,0 +1,200 @@
+"""A resumed run's metrics.jsonl equals an unstopped run's, row for row, and a run folder is checked
+before it is trusted (config edited since its checkpoint, a step from elsewhere, links, a cut log,
+x64, a lost race for a new folder).
+
+Runs are tiny smax:3m configs of 10 updates in chunks of 2, with ``anneal_lr=false`` so that a run
+extended from 5 to 10 updates is the same run as one trained to 10 at once (with annealing the
+schedule's length is total_steps, so a longer run uses other rates from its first update on).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from cli.main import main
+from common.errors import UserError
+from marl import api
+from marl.runs import layout, metrics_log
+from marl.runs.lock import DONE_FILE, LOCK_FILE, RunLock
+from marl.runs.loop import train_run
+from marl.runs.metrics_log import TIMING_KEYS
+from tests.conftest import tiny_config
+
+STEPS = 8 * 16  # env steps per update of tiny_config
+
+
+def _cfg(updates: int, **kw):
+    return tiny_config(total_steps=STEPS * updates, anneal_lr=False, **kw)
+
+
+def _rows(run: Path) -> list[dict]:
+    return [{k: v for k, v in d.items() if k not in TIMING_KEYS}
+            for d in metrics_log.metric_rows(run / layout.METRICS_FILE)]
+
+
+def _tree(folder: Path) -> dict:
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "dir"
+            for p in sorted(folder.rglob("*"))}
+
+
+@pytest.fixture(scope="module")
+def unstopped(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("resume") / "unstopped"
+    train_run(_cfg(10), out, progress=False)
+    return out
+
+
+def _one_line(capsys, *argv) -> str:
+    try:
+        code = main([str(a) for a in argv])
+    except SystemExit as e:
+        code = e.code
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and err[0].startswith("marl: error: "), (argv, code, err)
+    return err[0]
+
+
+def test_unstopped_log_is_every_update_once(unstopped):
+    rows = _rows(unstopped)
+    assert [r["update"] for r in rows] == list(range(1, 11))
+    assert [r["env_steps"] for r in rows] == [u * STEPS for u in range(1, 11)]
+    assert all(v is not None for r in rows for v in r["return"])
+
+
+def test_chunk_aligned_stop_resumes_row_for_row(unstopped, tmp_path):
+    out = tmp_path / "aligned"
+    train_run(_cfg(10), out, progress=False, stop_after_chunks=2)
+    assert layout.steps(out)[-1] == 4 and len(_rows(out)) == 4
+    api.resume(out)
+    assert _rows(out) == _rows(unstopped)
+
+
+def test_stop_between_checkpoints_resumes_row_for_row(unstopped, tmp_path):
+    # checkpoints every 2 chunks: stopped after 3 chunks the log holds updates 1-6, the checkpoint is at 4
+    out = tmp_path / "midway"
+    train_run(_cfg(10, checkpoint_every=2), out, progress=False, stop_after_chunks=3)
+    assert layout.steps(out) == [4] and [r["update"] for r in _rows(out)] == list(range(1, 7))
+    api.resume(out)
+    assert _rows(out) == _rows(unstopped)
+
+
+def test_finished_run_extended_off_chunk_boundary_matches_unstopped(unstopped, tmp_path):
+    # 5 updates in chunks of 2 finish at update 5, not a chunk boundary; resumed to 10 the chunks go on
+    # from 5 (updates 6-7, 8-9, 10) and every row is labelled by the state's own update
+    out = tmp_path / "extended"
+    train_run(_cfg(5), out, progress=False)
+    assert layout.steps(out)[-1] == 5 and (out / DONE_FILE).exists()
+    api.resume(out, overrides={"total_steps": STEPS * 10})
+    assert _rows(out) == _rows(unstopped)
+    assert layout.steps(out)[-1] == 10 and json.loads((out / DONE_FILE).read_text())["update"] == 10
+
+
+def test_resume_of_a_finished_run_says_done_and_changes_nothing(unstopped, tmp_path, capsys):
+    out = tmp_path / "done"
+    shutil.copytree(unstopped, out)
+    before = _tree(out)
+    assert main(["train", "--resume", str(out)]) == 0
+    assert "already done" in capsys.readouterr().err
+    assert _tree(out) == before  # lock.log included: not even the lock was taken
+
+
+def test_config_edited_since_checkpoint_is_refused_unless_put_back(unstopped, tmp_path, capsys):
+    out = tmp_path / "edited"
+    train_run(_cfg(10), out, progress=False, stop_after_chunks=1)
+    text = (out / layout.CONFIG_FILE).read_text()
+    (out / layout.CONFIG_FILE).write_text(text.replace("lr = 0.002", "lr = 0.0005").replace("seed = 0", "seed = 3"))
+    before = _tree(out)
+    line = _one_line(capsys, "train", "--resume", out)
+    assert "was edited after checkpoint 2" in line and "lr = 0.0005" in line and "seed = 3" in line
+    assert "lr=0.002" in line and "seed=0" in line  # the overrides that put it back
+    assert _tree(out) == before
+    assert "was not trained with" in _one_line(capsys, "eval", out, "--episodes", "2")  # loading refuses too
+    api.resume(out, overrides={"lr": 0.002, "seed": 0})  # the named overrides restore it
+    assert _rows(out) == _rows(unstopped)
+
+
+def test_step_from_another_seed_is_refused(unstopped, tmp_path, capsys):
+    other = tmp_path / "other"
+    train_run(_cfg(10, seed=1), other, progress=False, stop_after_chunks=1)
+    out = tmp_path / "mine"
+    shutil.copytree(unstopped, out)
+    shutil.rmtree(out / layout.CKPT_DIR / "10")
+    shutil.rmtree(out / layout.CKPT_DIR / "2")
+    shutil.copytree(other / layout.CKPT_DIR / "2", out / layout.CKPT_DIR / "2")
+    assert "seed = 0 in config.toml, 1 in the checkpoint" in _one_line(capsys, "eval", f"{out}/checkpoints/2",
+                                                                      "--episodes", "2")
+    shutil.move(str(out / layout.CKPT_DIR / "4"), str(out / layout.CKPT_DIR / "10"))  # a renamed step folder
+    assert "holds update 4, not 10" in _one_line(capsys, "eval", f"{out}/checkpoints/10", "--episodes", "2")
+
+
+def test_metrics_log_link_out_of_the_run_is_refused(unstopped, tmp_path, capsys):
+    out = tmp_path / "linked"
+    train_run(_cfg(10), out, progress=False, stop_after_chunks=1)
+    outside = tmp_path / "outside.jsonl"
+    outside.write_text((out / layout.METRICS_FILE).read_text())
+    (out / layout.METRICS_FILE).unlink()
+    (out / layout.METRICS_FILE).symlink_to(outside)
+    kept = outside.read_bytes()
+    assert "is a symbolic link" in _one_line(capsys, "train", "--resume", out)
+    assert outside.read_bytes() == kept
+    (out / layout.METRICS_FILE).unlink()
+    ckpts = tmp_path / "ckpts"
+    shutil.move(str(out / layout.CKPT_DIR), str(ckpts))
+    (out / layout.CKPT_DIR).symlink_to(ckpts)
+    assert "checkpoints is a symbolic link" in _one_line(capsys, "train", "--resume", out)
+
+
+def test_cut_metrics_log_is_named_on_resume(unstopped, tmp_path, capsys):
+    out = tmp_path / "cut"
+    train_run(_cfg(10), out, progress=False, stop_after_chunks=2)
+    rows = (out / layout.METRICS_FILE).read_text().splitlines()
+    (out / layout.METRICS_FILE).write_text("\n".join(rows[:1]) + "\n")  # updates 2-4 lost
+    before = _tree(out)
+    line = _one_line(capsys, "train", "--resume", out)
+    assert "lacks updates 2-4" in line and "--allow-log-gap" in line
+    assert _tree(out) == before
+    (out / layout.METRICS_FILE).unlink()
+    assert "metrics.jsonl is missing" in _one_line(capsys, "train", "--resume", out)
+    assert main(["train", "--resume", str(out), "--allow-log-gap", "--quiet"]) == 0
+    assert [r["update"] for r in _rows(out)] == list(range(5, 11))
+    assert _rows(out) == _rows(unstopped)[4:]
+    line = _one_line(capsys, "report", out, "--out", tmp_path / "report", "--source", "train")
+    assert "lacks updates 1-4 of the 10" in line and not (tmp_path / "report").exists()
+
+
+def test_x64_resume_refused_before_touching_the_run(unstopped, tmp_path, capsys, monkeypatch):
+    out = tmp_path / "x64"
+    shutil.copytree(unstopped, out)
+    before = _tree(out)
+    monkeypatch.setenv("JAX_ENABLE_X64", "1")
+    assert "JAX_ENABLE_X64=1 is not supported" in _one_line(capsys, "train", "--resume", out,
+                                                            "--total-steps", str(STEPS * 12))
+    assert _tree(out) == before
+
+
+def test_lost_race_for_a_new_folder_deletes_nothing(tmp_path, monkeypatch):
+    # another process creates the folder and takes its lock between our check and our lock
+    out = tmp_path / "race"
+    acquire = RunLock.acquire
+
+    def rival_first(self):
+        self.out.mkdir(parents=True, exist_ok=True)
+        (self.out / LOCK_FILE).write_text(json.dumps(
+            {"host": os.uname().nodename, "pid": os.getpid(), "start": _own_start(), "time": 0}))
+        (self.out / "rival.txt").write_text("theirs")
+        return acquire(self)
+
+    monkeypatch.setattr(RunLock, "acquire", rival_first)
+    with pytest.raises(UserError, match="is being trained by pid"):
+        train_run(_cfg(10), out, progress=False)
+    assert (out / LOCK_FILE).exists() and (out / "rival.txt").read_text() == "theirs"
+
+
+def _own_start() -> str:
+    return Path(f"/proc/{os.getpid()}/stat").read_text().rsplit(")", 1)[1].split()[19]
