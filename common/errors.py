@@ -76,7 +76,8 @@ def run_guarded(prog: str, fn, *args, hard_exit: bool = False) -> int:
     2; any other exception prints one line naming it and a log file holding the traceback, and returns
     70 (``MARL_DEBUG=1`` re-raises it instead). ``hard_exit`` (a process of its own, not a library
     call): after an interruption or an error the process ends at once with that code (``os._exit``),
-    so no background thread of XLA or orbax prints at interpreter shutdown. Used by the ``marl`` command
+    so no background thread of XLA or orbax prints at interpreter shutdown; after success, Ctrl-C and
+    SIGTERM are ignored while the interpreter shuts down. Used by the ``marl`` command
     and the sweep worker (``marl.worker``)."""
     import os
     import signal
@@ -108,7 +109,10 @@ def run_guarded(prog: str, fn, *args, hard_exit: bool = False) -> int:
         return code
     finally:
         signal.signal(signal.SIGTERM, old)
-        if hard_exit and code not in (None, 0):
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(code)
+        if hard_exit:  # the command is over: a late Ctrl-C / SIGTERM must not print a traceback at shutdown
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            if code not in (None, 0):
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(code)

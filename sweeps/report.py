@@ -9,16 +9,36 @@ key whose value differs between runs (not ``seed``: seeds are pooled), else the 
 Probe report (``write_report``, sweeps with ``[[pairs]]`` and ``[report]``): one row per probe job,
 aggregates per pair group, a verdict.
 
-Per pair group (``[[pairs]]``, e.g. "happo x happo") and env: the interquartile mean (IQM) of the jobs'
-headline barriers (cross-fitted, ``probes/estimators.py``) with a bootstrap CI over jobs; pooled over
-envs with a bootstrap stratified by env (rliable's conventions, ``common/stats.py``). Contrasts: each
-``separated`` group minus each ``connected`` group, resampled independently within each env.
+Per pair group (``[[pairs]]``, e.g. "happo x happo") and env: the mean of the jobs' headline barriers
+(cross-fitted, ``probes/estimators.py``) with the team-cluster CI of ``common/study_stats.py``
+(``group_ci``: team jackknife, t interval; what is resampled is the team, i.e. the "history#seed" ids of
+a and b, within each map, not the job: the jobs of a group share teams); pooled over envs: the mean of
+the per-env means, the same CI over maps (``study_stats``' strata). A group with one job shows that
+job's own CI. Every table says what was resampled.
 
-Verdict (the rules of bench/results/connectivity/PLAN.md, parameters from ``[report]``):
-- supports: every connected group's pooled IQM CI lies below ``threshold``, every separated group's
-  lies above 0, and every contrast's CI lies above 0;
-- refutes: a separated group's CI contains 0 (or lies below), or a contrast's CI does not lie above 0;
-- inconclusive otherwise.
+Contrasts (each ``separated`` group minus each ``connected`` group: difference of IQMs with a bootstrap
+over jobs stratified by env) are descriptive only: ``study_stats`` offers no team-resampled contrast,
+and a bootstrap over jobs under-covers when the jobs share teams; they do not enter the verdict.
+
+Verdict (the rules of bench/results/connectivity/PLAN.md as amended 2026-12-01, parameters from
+``[report]``):
+- precondition failed: a team of a history named in ``[report] require`` has an endpoint win rate below
+  its minimum (or none); checked first, the numbers are in the reasons;
+- supports: (a) every connected group is "connected" by ``study_stats.connected_test`` at ``threshold``
+  (the one-sided 95% upper bound of the population barrier, from the per-job plain max barrier
+  ``barrier_max``, is below ``threshold``), and (b) every separated group's pooled team-cluster CI of
+  the cross-fitted barrier lies above 0;
+- refutes: (b) fails (a separated group's CI contains 0 or lies below it);
+- inconclusive otherwise ((b) holds, (a) does not).
+The old verdict (pooled IQM CIs with a bootstrap over jobs, and the contrasts; ``old_verdict``) is
+reported beside it and decides nothing. The report lists every job whose own CI of the cross-fitted
+barrier excludes 0.
+
+Preconditions: ``[report] require = { "shared" = { min_greedy_win = 0.8, envs = ["smax:3m"] } }``
+(history name -> its minimum greedy win rate, optionally on some envs only): every team of that history
+(an env and a seed) that is an endpoint of a probe job must have an endpoint win rate (the job rows'
+win(A) / win(B), greedy episodes; the mean over the jobs it is an endpoint of) at least the minimum.
+The history must be an endpoint of some ``[[pairs]]`` table (``sweeps/schema.py`` checks it).
 """
 
 from __future__ import annotations
@@ -30,8 +50,8 @@ from pathlib import Path
 import numpy as np
 
 from common.errors import UserError
-from common import stats
-from common.stats import aggregate  # noqa: F401  (the sweep report's per-pair table)
+from common import stats, study_stats
+from common.stats import aggregate  # the old verdict's per-pair IQM table
 from sweeps.schema import INIT_FROM, did_you_mean
 
 BOOT = 5000
@@ -76,7 +96,8 @@ def job_row(job) -> dict:
 
 def contrasts(rows: list[dict], separated, connected, metric: str = "barrier", seed: int = 0) -> list[dict]:
     """Every separated pair group minus every connected one: IQM difference of ``metric`` with a bootstrap CI
-    stratified by env, as rows ``{contrast, diff, lo, hi}``."""
+    stratified by env, as rows ``{contrast, diff, lo, hi}``. Descriptive: the jobs are resampled as if
+    independent (they share teams, and ``study_stats`` has no team-resampled contrast); not in the verdict."""
     envs = list(dict.fromkeys(r["env"] for r in rows))
 
     def groups(p):
@@ -90,9 +111,11 @@ def contrasts(rows: list[dict], separated, connected, metric: str = "barrier", s
     return out
 
 
-def verdict(agg: list[dict], cons: list[dict], connected, separated, threshold: float) -> tuple[str, list[str]]:
-    """("supports" | "refutes" | "inconclusive", the reasons): (a) pooled connected CIs below ``threshold``,
-    (b) pooled separated CIs above 0, (c) every contrast's CI above 0; all three support, (b) or (c) failing refutes."""
+def old_verdict(agg: list[dict], cons: list[dict], connected, separated, threshold: float) -> tuple[str, list[str]]:
+    """The verdict of PLAN.md as first written, kept beside the new one (``evaluate``) and deciding nothing:
+    ("supports" | "refutes" | "inconclusive", the reasons) from ``aggregate``'s IQMs (a bootstrap over jobs):
+    (a) pooled connected CIs below ``threshold``, (b) pooled separated CIs above 0, (c) every contrast's CI
+    above 0; all three support, (b) or (c) failing refutes."""
     pooled = {a["pair"]: a for a in agg if a["env"] == "pooled"}
     reasons = []
     a_ok = all(pooled[c]["hi"] < threshold for c in connected)
@@ -109,6 +132,133 @@ def verdict(agg: list[dict], cons: list[dict], connected, separated, threshold: 
     if not b_ok or not c_ok:
         return "refutes", reasons
     return "inconclusive", reasons
+
+
+RESAMPLED_JOB = "episodes within the job (its own CI, probes/estimators.py)"
+REQUIRE_WIN = "min_greedy_win"
+
+
+def _jobs(rows: list[dict], metric: str = "barrier", ci_metric: str | None = None) -> study_stats.Jobs:
+    """``study_stats.Jobs`` of ``rows`` (teams: their "history#seed" ids; strata: env), named "ENV: A x B"."""
+    j = study_stats.from_report_rows(rows, metric=metric, ci_metric=ci_metric or metric)
+    j.names = [_job_name(r) for r in rows]
+    return j
+
+
+def _job_name(r: dict) -> str:
+    return f"{r['env']}: {r['a']} x {r['b']}"
+
+
+def team_aggregate(rows: list[dict], metric: str = "barrier") -> list[dict]:
+    """Per (pair group, env) and pooled per pair group: the mean of ``metric`` over the jobs with
+    ``study_stats.group_ci`` (teams resampled within map; one job: its own CI from ``METRIC_lo`` / ``_hi``).
+    Rows without ``metric`` are left out. Returns dicts ``pair, env, jobs, mean, lo, hi, single_job, resampled, method``."""
+    rows = [r for r in rows if metric in r]
+    out = []
+    for p in dict.fromkeys(r["pair"] for r in rows):
+        mine = [r for r in rows if r["pair"] == p]
+        envs = list(dict.fromkeys(r["env"] for r in mine))
+        for env in envs + ["pooled"]:
+            sel = mine if env == "pooled" else [r for r in mine if r["env"] == env]
+            g = study_stats.group_ci(_jobs(sel, metric))
+            out.append({"pair": p, "env": env, "jobs": len(sel), "mean": g["estimate"], "lo": g["lo"], "hi": g["hi"],
+                        "single_job": g["single_job"], "resampled": g["resampled"], "method": g["method"]})
+    return out
+
+
+def connected_tests(rows: list[dict], threshold: float) -> dict:
+    """``study_stats.connected_test`` of every pair group (pooled over envs) at ``threshold``, on the jobs' plain
+    max barrier (``max``) with the headline's per-job CI; pair group -> its result (``excludes_zero``: "ENV: A x B")."""
+    return {p: study_stats.connected_test(_jobs([r for r in rows if r["pair"] == p], "max", "barrier"), threshold)
+            for p in dict.fromkeys(r["pair"] for r in rows)}
+
+
+def excluding_zero(rows: list[dict], tests: dict) -> list[dict]:
+    """The rows (every group, in row order) whose own CI of the cross-fitted barrier excludes 0
+    (``connected_test``'s ``excludes_zero``)."""
+    names = {n for t in tests.values() for n in t["excludes_zero"]}
+    return [r for r in rows if _job_name(r) in names]
+
+
+def _on_env(stratum: str, envs) -> bool:
+    return not envs or any(stratum == e or stratum.startswith(f"{e} [") for e in envs)
+
+
+def check_preconditions(rows: list[dict], require: dict) -> list[dict]:
+    """``[report] require`` (history -> ``{min_greedy_win, envs}``) checked on the probes' endpoints: one dict per
+    team (env and "history#seed") of each required history that is an endpoint of some job (on ``envs`` if given):
+    ``history, env, team, win`` (mean of its endpoint win rates, win(A) / win(B); nan when the env has none),
+    ``jobs``, ``min``, ``ok``; a history with no such team gives one dict with ``team`` None and ``ok`` False."""
+    out = []
+    for h, req in (require or {}).items():
+        lo, envs = float(req[REQUIRE_WIN]), req.get("envs")
+        teams: dict = {}
+        for r in rows:
+            if not _on_env(r["env"], envs):
+                continue
+            for side, key in (("a", "win(A)"), ("b", "win(B)")):
+                if r[side].rsplit("#", 1)[0] == h:
+                    teams.setdefault((r["env"], r[side]), []).append(float(r.get(key, np.nan)))
+        if not teams:
+            out.append({"history": h, "env": ", ".join(envs) if envs else "-", "team": None, "win": float("nan"),
+                        "jobs": 0, "min": lo, "ok": False})
+        for (env, team), wins in teams.items():
+            w = float(np.mean(wins))
+            out.append({"history": h, "env": env, "team": team, "win": w, "jobs": len(wins), "min": lo,
+                        "ok": bool(np.isfinite(w) and w >= lo)})
+    return out
+
+
+def _precondition_line(c: dict) -> str:
+    if c["team"] is None:
+        return (f"{c['history']}: no probe job has a team of this history as an endpoint"
+                + (f" on {c['env']}" if c["env"] != "-" else "") + f" ({REQUIRE_WIN} {c['min']:g} cannot be checked)")
+    if not np.isfinite(c["win"]):
+        return f"{c['env']}: {c['team']}: no endpoint win rate (the env reports none); {REQUIRE_WIN} {c['min']:g}"
+    return (f"{c['env']}: {c['team']}: greedy win rate {c['win']:.3f} (mean of {c['jobs']} probe endpoint(s)) "
+            f"{'>=' if c['ok'] else '<'} {REQUIRE_WIN} {c['min']:g}")
+
+
+def evaluate(rows: list[dict], connected, separated, threshold: float, require: dict | None = None) -> dict:
+    """The verdict of the module docstring from the job rows: ``verdict`` ("precondition failed" | "supports" |
+    "refutes" | "inconclusive"; "none" when ``connected`` or ``separated`` is empty), ``reasons`` (lines with the
+    numbers), ``aggregate`` (``team_aggregate`` of the cross-fitted barrier), ``connected_tests`` (every group),
+    ``preconditions``, ``excludes_zero`` (rows)."""
+    agg = team_aggregate(rows)
+    tests = connected_tests(rows, threshold)
+    pre = check_preconditions(rows, require or {})
+    pooled = {a["pair"]: a for a in agg if a["env"] == "pooled"}
+    a_ok = all(tests[c]["connected"] for c in connected)
+    b_ok = all(pooled[s]["lo"] > 0 for s in separated)
+    failed = [c for c in pre if not c["ok"]]
+    reasons = []
+    if pre:
+        reasons.append("(precondition) every required team's endpoint win rate at least its minimum: "
+                       + ("yes" if not failed else "no") + " (" + "; ".join(_precondition_line(c) for c in (failed or pre)) + ")")
+    reasons.append(f"(a) every connected group connected (one-sided 95% upper bound of the population max barrier, "
+                   f"teams resampled, below {threshold}): {'yes' if a_ok else 'no'} ("
+                   + ", ".join(f"{c}: {tests[c]['estimate']:.3f}, upper {tests[c]['upper']:.3f}" for c in connected) + ")")
+    reasons.append("(b) every separated group's team-cluster CI above 0: " + ("yes" if b_ok else "no") + " ("
+                   + ", ".join(f"{s}: {pooled[s]['mean']:.3f} [{pooled[s]['lo']:.3f}, {pooled[s]['hi']:.3f}]"
+                               for s in separated) + ")")
+    if failed:
+        decision = "precondition failed"
+    elif not connected or not separated:  # nothing to decide: [report] names no connected or no separated group
+        decision, reasons = "none", reasons[:1] if pre else []
+    elif a_ok and b_ok:
+        decision = "supports"
+    elif not b_ok:
+        decision = "refutes"
+    else:
+        decision = "inconclusive"
+    return {"verdict": decision, "reasons": reasons, "aggregate": agg, "connected_tests": tests, "preconditions": pre,
+            "excludes_zero": excluding_zero(rows, tests)}
+
+
+def verdict(rows: list[dict], connected, separated, threshold: float, require: dict | None = None) -> tuple[str, list[str]]:
+    """(verdict, reasons) of ``evaluate``."""
+    e = evaluate(rows, connected, separated, threshold, require)
+    return e["verdict"], e["reasons"]
 
 
 def report_keys(sweep: dict, runs) -> list[str]:
@@ -142,21 +292,31 @@ def check_groups(rep: dict, groups) -> None:
                             f"{did_you_mean(p, groups, 'groups')}")
 
 
-def write_report(sweep: dict, jobs) -> Path:
-    """Summary table (markdown, CSV, JSON), aggregates, contrasts, verdict and figure in ``[report] out``."""
+def write_report(sweep: dict, jobs, echo=None) -> Path:
+    """Summary table (markdown, CSV, JSON), aggregates, contrasts, verdict and figure in ``[report] out``
+    (``write_rows`` on the probe jobs' ``job_row``s); ``echo``: the verdict and the jobs whose CI excludes 0."""
+    return write_rows(sweep, [job_row(j) for j in jobs], echo)
+
+
+def write_rows(sweep: dict, rows: list[dict], echo=None) -> Path:
+    """``write_report`` from job rows (``job_row``'s dicts; ``_curve`` for the figure)."""
     rep = sweep["report"]
     out = Path(rep["out"])
     out.mkdir(parents=True, exist_ok=True)
-    rows = [job_row(j) for j in jobs]
     connected, separated = list(rep.get("connected", [])), list(rep.get("separated", []))
     check_groups(rep, {r["pair"] for r in rows})
-    agg = aggregate(rows, num_boot=BOOT)
-    agg_mid = aggregate(rows, "midpoint", num_boot=BOOT)
-    agg_win = aggregate(rows, "win_barrier", num_boot=BOOT) if all("win_barrier" in r for r in rows) else []
-    agg_aligned = aggregate([r for r in rows if "aligned_barrier" in r], "aligned_barrier")
-    cons = contrasts(rows, separated, connected)
     threshold = float(rep.get("threshold", 0.05))
-    decision, reasons = verdict(agg, cons, connected, separated, threshold) if connected and separated else ("none", [])
+    ev = evaluate(rows, connected, separated, threshold, rep.get("require"))
+    decision, reasons, agg, tests = ev["verdict"], ev["reasons"], ev["aggregate"], ev["connected_tests"]
+    agg_mid = team_aggregate(rows, "midpoint")
+    agg_win = team_aggregate(rows, "win_barrier") if all("win_barrier" in r for r in rows) else []
+    agg_aligned = team_aggregate(rows, "aligned_barrier")
+    # the old rule (PLAN.md as first written): IQMs with a bootstrap over jobs, and the contrasts (descriptive)
+    agg_old = aggregate(rows, num_boot=BOOT)
+    cons = contrasts(rows, separated, connected)
+    decision_old, reasons_old = (old_verdict(agg_old, cons, connected, separated, threshold) if connected and separated
+                                 else ("none", []))
+    excl = [{k: r[k] for k in ("env", "pair", "a", "b", "barrier", "barrier_lo", "barrier_hi")} for r in ev["excludes_zero"]]
     flat = [{k: v for k, v in r.items() if not k.startswith("_")} for r in rows]
     keys = list(dict.fromkeys(k for r in flat for k in r))
     with (out / "pairs.csv").open("w", newline="") as f:
@@ -164,37 +324,80 @@ def write_report(sweep: dict, jobs) -> Path:
         w.writeheader()
         w.writerows(flat)
     with (out / "aggregate.csv").open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=["statistic", "pair", "env", "jobs", "iqm", "lo", "hi"])
+        w = csv.DictWriter(f, fieldnames=["statistic", "pair", "env", "jobs", "mean", "lo", "hi", "single_job", "resampled",
+                                          "method"])
         w.writeheader()
         for name, a in (("cross-fitted barrier", agg), ("midpoint barrier", agg_mid), ("cross-fitted win barrier", agg_win),
                         ("aligned cross-fitted barrier", agg_aligned)):
             w.writerows({"statistic": name, **x} for x in a)
     probe = sweep.get("probe", {})
-    (out / "summary.json").write_text(json.dumps({"probe": probe, "rows": rows, "aggregate": agg, "aggregate_midpoint": agg_mid,
-                                                  "aggregate_win": agg_win, "aggregate_aligned": agg_aligned, "contrasts": cons, "verdict": decision,
-                                                  "reasons": reasons}, indent=1))
+    (out / "summary.json").write_text(json.dumps({
+        "probe": probe, "rows": rows, "aggregate": agg, "aggregate_midpoint": agg_mid, "aggregate_win": agg_win,
+        "aggregate_aligned": agg_aligned, "connected_tests": tests, "preconditions": ev["preconditions"],
+        "excludes_zero": excl, "verdict": decision, "reasons": reasons, "contrasts": cons,
+        "aggregate_iqm_old": agg_old, "verdict_old": decision_old, "reasons_old": reasons_old}, indent=1))
     _figure(rows, agg, out / "connectivity.png")
     f3 = lambda x: f"{x:.3f}"
     ci = lambda r, k: f"{f3(r[k])} [{f3(r[k + '_lo'])}, {f3(r[k + '_hi'])}]"
     lines = [f"# {rep.get('title', 'Sweep report')}", "",
              f"Probe settings: {json.dumps(probe)}. Headline: the cross-fitted barrier on return "
              "(bench/results/barrier_calibration.md); midpoint and plain max (biased upward) beside it.", "",
-             "## Aggregates (IQM over probe jobs; pooled: bootstrap stratified by env)", "",
-             "| pair group | env | jobs | cross-fitted barrier IQM [95% CI] | midpoint IQM [95% CI] "
-             "| win-rate cross-fitted IQM [95% CI] | aligned cross-fitted IQM [95% CI] |", "|---|---|---|---|---|---|---|"]
+             "## Aggregates (mean over probe jobs per env; pooled: mean of the env means)", "",
+             ("Resampled: teams (seeds) within map (common/study_stats.py `group_ci`: team jackknife, t interval; the "
+              "column says how, per row); a group with one job shows that job's own CI (episodes resampled)."), "",
+             "| pair group | env | jobs | resampled | cross-fitted barrier mean [95% CI] | midpoint mean [95% CI] "
+             "| win-rate cross-fitted mean [95% CI] | aligned cross-fitted mean [95% CI] |", "|---|---|---|---|---|---|---|---|"]
     by_key = lambda agg_: {(a["pair"], a["env"]): a for a in agg_}
     mids, wins, als = by_key(agg_mid), by_key(agg_win), by_key(agg_aligned)
-    iv = lambda d, k: f"{f3(d[k]['iqm'])} [{f3(d[k]['lo'])}, {f3(d[k]['hi'])}]" if k in d else "-"
+    iv = lambda d, k: f"{f3(d[k]['mean'])} [{f3(d[k]['lo'])}, {f3(d[k]['hi'])}]" if k in d else "-"
     for a in agg:
         k = (a["pair"], a["env"])
-        lines.append(f"| {a['pair']} | {a['env']} | {a['jobs']} | {f3(a['iqm'])} [{f3(a['lo'])}, {f3(a['hi'])}] | "
+        lines.append(f"| {a['pair']} | {a['env']} | {a['jobs']} | {a['resampled']} | {iv({k: a}, k)} | "
                      f"{iv(mids, k)} | {iv(wins, k)} | {iv(als, k)} |")
-    if cons:
-        lines += ["", "## Contrasts (difference of pooled IQMs)", "", "| contrast | difference [95% CI] |", "|---|---|"]
-        lines += [f"| {c['contrast']} | {f3(c['diff'])} [{f3(c['lo'])}, {f3(c['hi'])}] |" for c in cons]
+    role = lambda p: "connected" if p in connected else "separated" if p in separated else "-"
+    lines += ["", f"## Connected test (threshold {threshold:g})", "",
+              ("Per job the plain max over alphas of the gap curve (`max`, biased upward, never below the true barrier); "
+               "the population barrier's one-sided 95% upper bound (common/study_stats.py `connected_test`); "
+               f"connected when it is below {threshold:g}. Resampled: the column says."), "",
+              "| pair group | role | jobs | resampled | mean max barrier | one-sided 95% upper bound | connected |",
+              "|---|---|---|---|---|---|---|"]
+    for p, t in tests.items():
+        lines.append(f"| {p} | {role(p)} | {t['jobs']} | {t['resampled']} | {f3(t['estimate'])} | {f3(t['upper'])} | "
+                     f"{'yes' if t['connected'] else 'no'} |")
+    if ev["preconditions"]:
+        lines += ["", "## Preconditions ([report] require)", "",
+                  ("Each team's greedy win rate at its own endpoint (alpha 0 or 1), the mean over the probe jobs it is "
+                   "an endpoint of; resampled: nothing (a check of each team, not an estimate)."), "",
+                  "| history | env | team | win rate | jobs | minimum | ok |", "|---|---|---|---|---|---|---|"]
+        for c in ev["preconditions"]:
+            lines.append(f"| {c['history']} | {c['env']} | {c['team'] or '(none probed)'} | {f3(c['win'])} | {c['jobs']} | "
+                         f"{c['min']:g} | {'yes' if c['ok'] else 'no'} |")
     if reasons:
         lines += ["", f"## Verdict: **{decision}**", ""] + [f"- {r}" for r in reasons]
-    lines += ["", "## Every probe job", "",
+    lines += ["", "## Jobs whose CI excludes 0", "",
+              "The job's own 95% CI of the cross-fitted barrier (resampled: " + RESAMPLED_JOB + "), every pair group.", ""]
+    if excl:
+        lines += ["| env | pair | A | B | cross-fitted barrier [95% CI] | side of 0 |", "|---|---|---|---|---|---|"]
+        lines += [f"| {r['env']} | {r['pair']} | {r['a']} | {r['b']} | {ci(r, 'barrier')} | "
+                  f"{'above' if r['barrier_lo'] > 0 else 'below'} |" for r in excl]
+    else:
+        lines.append("None.")
+    if cons:
+        lines += ["", "## Contrasts (descriptive; not used for the verdict)", "",
+                  ("Difference of pooled IQMs. Resampled: jobs within map, as if independent (a bootstrap stratified by "
+                   "map); the jobs share teams, so this CI is too narrow (bench/results/study_calibration.md), and "
+                   "common/study_stats.py has no team-resampled contrast."), "",
+                  "| contrast | difference [95% CI] |", "|---|---|"]
+        lines += [f"| {c['contrast']} | {f3(c['diff'])} [{f3(c['lo'])}, {f3(c['hi'])}] |" for c in cons]
+    if reasons_old:
+        lines += ["", f"## Old verdict (PLAN.md as first written; kept beside, decides nothing): {decision_old}", "",
+                  ("IQM over probe jobs. Resampled: jobs within map (a bootstrap stratified by map), as if independent: "
+                   "it under-covers when jobs share teams (bench/results/study_calibration.md)."), ""]
+        lines += [f"- {r}" for r in reasons_old]
+        lines += ["", "| pair group | env | jobs | cross-fitted barrier IQM [95% CI] |", "|---|---|---|---|"]
+        lines += [f"| {a['pair']} | {a['env']} | {a['jobs']} | {f3(a['iqm'])} [{f3(a['lo'])}, {f3(a['hi'])}] |"
+                  for a in agg_old]
+    lines += ["", "## Every probe job", "", f"Per-job CIs: resampled {RESAMPLED_JOB}.", "",
               "| env | pair | A | B | R(A) | R(B) | win A / B | cross-fitted barrier [95% CI] (alpha) | midpoint [95% CI] "
               "| max (biased) | aligned cross-fitted | worst hot-swap diff |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
@@ -206,6 +409,12 @@ def write_report(sweep: dict, jobs) -> Path:
     lines += ["", "Files: pairs.csv (every job), aggregate.csv, summary.json, connectivity.png; per-job JSON, CSV, "
               "per-episode npz and figures in each probe folder of the sweep's out."]
     (out / "summary.md").write_text("\n".join(lines) + "\n")
+    if echo is not None:
+        if reasons:
+            echo(f"verdict: {decision} (old rule, kept beside: {decision_old})")
+        echo(f"jobs whose CI excludes 0: {len(excl)}")
+        for r in excl:
+            echo(f"  {r['env']}: {r['pair']}: {r['a']} x {r['b']}: {ci(r, 'barrier')}")
     return out / "summary.md"
 
 
@@ -233,11 +442,11 @@ def _figure(rows: list[dict], agg: list[dict], path: Path) -> None:
     ax = axes[0][-1]
     labels = [f"{a['pair']} ({a['env']})" for a in agg]
     y = np.arange(len(agg))
-    ax.errorbar([a["iqm"] for a in agg], y, xerr=[[a["iqm"] - a["lo"] for a in agg], [a["hi"] - a["iqm"] for a in agg]],
+    ax.errorbar([a["mean"] for a in agg], y, xerr=[[a["mean"] - a["lo"] for a in agg], [a["hi"] - a["mean"] for a in agg]],
                 fmt="o", color="C0")
     ax.axvline(0, color="k", lw=0.8)
     ax.set_yticks(y, labels, fontsize=7)
-    ax.set(title="cross-fitted barrier: IQM [95% CI]", xlabel="barrier on return")
+    ax.set(title="cross-fitted barrier: mean [95% CI], teams resampled", xlabel="barrier on return")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

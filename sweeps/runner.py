@@ -433,6 +433,6 @@ def run_sweep(runs: list[PlannedRun], progress: bool = True, echo=print, sweep: 
         if "report" in sweep:
             from sweeps.report import write_report
 
-            path = write_report(sweep, jobs)
+            path = write_report(sweep, jobs, echo)
             echo(f"report {path}")
     return [r.out for r in todo]

@@ -28,7 +28,10 @@ TOP = {"out": str, "envs": "names", "histories": "names", "config": dict, "env":
 PROBE_SETTINGS = {"alphas": (int, list), "episodes": int, "boot": int, "eval_seed": int, "align": bool, "teams": bool,
                   "team_episodes": int, "max_perms": int, "team_batch": int}
 PAIR_KEYS = {"a": str, "b": str, "seeds": (str, list), "align": bool, "teams": bool, "name": str}
-REPORT_KEYS = {"out": str, "metric": str, "connected": list, "separated": list, "threshold": (int, float), "title": str}
+REPORT_KEYS = {"out": str, "metric": str, "connected": list, "separated": list, "threshold": (int, float), "title": str,
+               "require": dict}
+# [report] require = { HISTORY = { ... } }: preconditions on a history's teams, read from the probes' endpoints
+REQUIRE_KEYS = {"min_greedy_win": (int, float), "envs": "names"}
 # [resources]: what each run asks of an executor (ray: per task; local: informational) and retries
 RESOURCE_KEYS = {"num_cpus": (int, float), "num_gpus": (int, float), "retries": int}
 RESOURCE_DEFAULTS = {"num_cpus": 1, "num_gpus": 0, "retries": 2}
@@ -179,7 +182,34 @@ def load_sweep(path) -> dict:
                         f"(OUT/report) needs no table")
     if pairs and "report" in data and "out" not in data["report"]:
         raise UserError(f"{where}: [report] needs out (the folder of the summary)")
+    _check_require(data, where)
     return data
+
+
+def _check_require(data: dict, where: str) -> None:
+    """``[report] require = { HISTORY = { min_greedy_win = X, envs = [...] } }``: a history of the sweep that some
+    ``[[pairs]]`` table probes (its teams' win rates are read from the probes' endpoints), known keys, X in [0, 1]."""
+    req = data.get("report", {}).get("require")
+    if req is None:
+        return
+    w = f"{where}: [report] require"
+    histories, envs = data.get("histories", []), data["envs"]
+    probed = [p[k] for p in data.get("pairs", []) for k in ("a", "b") if k in p]
+    for h, table in req.items():
+        if h not in histories:
+            raise UserError(f"{w}: unknown history {h!r}{did_you_mean(h, histories, 'histories')}")
+        if not isinstance(table, dict):
+            raise UserError(f"{w}: {h!r} must be a table such as {{ min_greedy_win = 0.8 }}, got {table!r}")
+        typed(table, REQUIRE_KEYS, f"{w} {h!r}")
+        if "min_greedy_win" not in table:
+            raise UserError(f"{w} {h!r}: needs min_greedy_win (the lowest greedy win rate a team of {h!r} may have)")
+        check_number(table["min_greedy_win"], f"{w} {h!r}: min_greedy_win", lo=0, hi=1)
+        for e in table.get("envs", []):
+            if e not in envs:
+                raise UserError(f"{w} {h!r}: envs names {e!r}, which is not in envs{did_you_mean(e, envs, 'envs')}")
+        if h not in probed:
+            raise UserError(f"{w}: {h!r} is an endpoint of no [[pairs]] table, and its win rate is read from the probes' "
+                            f"endpoints (add a pair with {h!r}, or drop it from require)")
 
 
 def _grid_envs(data: dict, where: str) -> None:

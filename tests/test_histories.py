@@ -202,14 +202,22 @@ def test_sweep_probes_pairs_and_writes_the_report(sweep):
     report = f.parent / "report"
     summary = json.loads((report / "summary.json").read_text())
     assert len(summary["rows"]) == 3 and summary["verdict"] in ("supports", "refutes", "inconclusive")
+    assert summary["verdict_old"] in ("supports", "refutes", "inconclusive")  # the old rule, kept beside
     pooled = {a["pair"]: a for a in summary["aggregate"] if a["env"] == "pooled"}
-    happo = [r["barrier"] for r in summary["rows"] if r["pair"] == "happo x happo"]
-    assert pooled["happo x happo"]["iqm"] == pytest.approx(happo[0])  # one job: its IQM is its value
+    (job,) = [r for r in summary["rows"] if r["pair"] == "happo x happo"]
+    # one job: its value and its own CI (never a zero-width one)
+    assert (pooled["happo x happo"]["mean"], pooled["happo x happo"]["lo"], pooled["happo x happo"]["hi"]) == pytest.approx(
+        (job["barrier"], job["barrier_lo"], job["barrier_hi"])) and pooled["happo x happo"]["single_job"]
+    assert pooled["happo x happo"]["hi"] > pooled["happo x happo"]["lo"]
     cd = [r["barrier"] for r in summary["rows"] if r["pair"] == "continued x decoupled"]
-    assert pooled["continued x decoupled"]["iqm"] == pytest.approx(np.mean(cd))
-    assert summary["contrasts"][0]["diff"] == pytest.approx(happo[0] - np.mean(cd))
+    assert pooled["continued x decoupled"]["mean"] == pytest.approx(np.mean(cd))
+    assert "teams (seeds) within map" in pooled["continued x decoupled"]["resampled"] or \
+        "jobs within map" in pooled["continued x decoupled"]["resampled"]  # continued#s x decoupled#s: one job a seed
+    assert summary["contrasts"][0]["diff"] == pytest.approx(job["barrier"] - np.mean(cd))
+    assert summary["connected_tests"]["continued x decoupled"]["jobs"] == 2
     md = (report / "summary.md").read_text()
     assert "Verdict" in md and "cross-fitted" in md and (report / "connectivity.png").stat().st_size > 1000
+    assert "## Jobs whose CI excludes 0" in md and "Resampled: teams (seeds) within map" in md
     assert len((report / "pairs.csv").read_text().splitlines()) == 4
 
 

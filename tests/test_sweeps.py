@@ -195,6 +195,135 @@ def test_probe_stage_names_get_did_you_mean(tmp_path):
             plan_probes(sweep, plan(sweep))
 
 
+@pytest.mark.parametrize("require,match", [
+    ('{ "sharedd" = { min_greedy_win = 0.8 } }', r"\[report\] require: unknown history 'sharedd'; did you mean 'shared'"),
+    ('{ "shared" = { min_greedy_wins = 0.8 } }', r"\[report\] require 'shared': unknown key 'min_greedy_wins'; did you mean 'min_greedy_win'"),
+    ('{ "shared" = { min_greedy_win = 1.5 } }', r"min_greedy_win must be a finite number in \[0, 1\], got 1.5"),
+    ('{ "shared" = { envs = ["smax:3m"] } }', r"'shared': needs min_greedy_win"),
+    ('{ "shared" = { min_greedy_win = 0.8, envs = ["smax:3n"] } }', r"envs names 'smax:3n', which is not in envs; did you mean 'smax:3m'"),
+    ('{ "shared" = 0.8 }', r"'shared' must be a table"),
+    ('0.8', r"\[report\]: require must be a table, got 0.8"),
+])
+def test_report_require_schema_errors(tmp_path, require, match):
+    with pytest.raises(UserError, match=match) as e:
+        load_sweep(_write(tmp_path, SWEEP.replace('out = "REPORT"', f'out = "REPORT"\nrequire = {require}')))
+    assert "\n" not in str(e.value)
+
+
+def test_report_require_needs_a_probed_history(tmp_path):
+    ok = load_sweep(_write(tmp_path, SWEEP.replace('out = "REPORT"', 'out = "REPORT"\nrequire = { "shared" = '
+                                                   '{ min_greedy_win = 0.8, envs = ["smax:3m"] } }')))
+    assert ok["report"]["require"] == {"shared": {"min_greedy_win": 0.8, "envs": ["smax:3m"]}}
+    text = SWEEP.replace('b = "shared"', 'b = "continued"').replace('out = "REPORT"', 'out = "REPORT"\nrequire = { "shared" = '
+                                                                     '{ min_greedy_win = 0.8 } }')
+    with pytest.raises(UserError, match=r"'shared' is an endpoint of no \[\[pairs\]\] table"):
+        load_sweep(_write(tmp_path, text))
+
+
+# -- the probe report's verdict, on hand-built job rows (sweeps/report.py) -----------------------------
+def _job(env, pair, a, b, barrier, mx, half=0.02, win=(0.9, 0.9)):
+    """A row as sweeps.report.job_row makes it: cross-fitted barrier +- half, plain max ``mx``."""
+    return {"env": env, "pair": pair, "a": a, "b": b, "R(A)": 1.0, "R(B)": 1.0, "win(A)": win[0], "win(B)": win[1],
+            "barrier": barrier, "barrier_lo": barrier - half, "barrier_hi": barrier + half, "barrier_alpha": 0.5,
+            "midpoint": barrier, "midpoint_lo": barrier - half, "midpoint_hi": barrier + half,
+            "max": mx, "max_lo": mx - half, "max_hi": mx + half, "weight_distance": 1.0,
+            "_curve": {"alphas": [0, 0.5, 1], "mean": [1, 1 - barrier, 1], "lo": [1] * 3, "hi": [1] * 3, "line": [1] * 3}}
+
+
+def _study(sep_mu=0.3, sep_u=(0.02, -0.01, 0.03, -0.04), con_max=(0.010, 0.015, 0.012, 0.008)):
+    """Two maps; "c x d": c#s x d#s (4 jobs a map, cross-fitted ~0, max ``con_max``); "h x h": the 6 pairs of 4 teams,
+    barrier sep_mu + u_i + u_j (a team effect)."""
+    rows = []
+    for env in ("m1", "m2"):
+        rows += [_job(env, "c x d", f"c#{s}", f"d#{s}", 0.002 * (s - 1.5), m) for s, m in enumerate(con_max)]
+        rows += [_job(env, "h x h", f"h#{i}", f"h#{j}", sep_mu + sep_u[i] + sep_u[j], sep_mu + sep_u[i] + sep_u[j] + 0.01)
+                 for i in range(4) for j in range(i + 1, 4)]
+    return rows
+
+
+def test_verdict_supports_refutes_inconclusive():
+    from common.stats import aggregate
+    from sweeps.report import evaluate, verdict
+
+    args = (["c x d"], ["h x h"], 0.05)
+    e = evaluate(_study(), *args)
+    assert e["verdict"] == "supports", e["reasons"]
+    pooled = {a["pair"]: a for a in e["aggregate"] if a["env"] == "pooled"}
+    assert pooled["h x h"]["mean"] == pytest.approx(0.3) and pooled["h x h"]["lo"] > 0
+    assert "teams (seeds) within map" in pooled["h x h"]["resampled"] and not pooled["h x h"]["single_job"]
+    assert e["connected_tests"]["c x d"]["connected"] and e["connected_tests"]["c x d"]["upper"] < 0.05
+    # refutes: a team effect the job bootstrap misses (the old IQM CI lies above 0; the team CI contains 0)
+    rows = _study(sep_mu=0.05, sep_u=(0.06, -0.05, 0.04, -0.05))
+    decision, reasons = verdict(rows, *args)
+    assert decision == "refutes" and "(b) every separated group's team-cluster CI above 0: no" in reasons[-1]
+    old = {a["pair"]: a for a in aggregate(rows, num_boot=2000) if a["env"] == "pooled"}
+    assert old["h x h"]["lo"] > 0
+    # inconclusive: cross-fitted barriers ~0 (the old rule's (a) holds), but the plain max is above the threshold
+    rows = _study(con_max=(0.06, 0.09, 0.07, 0.08))
+    decision, reasons = verdict(rows, *args)
+    assert decision == "inconclusive" and "(a) every connected group connected" in reasons[0] and ": no (" in reasons[0]
+    old = {a["pair"]: a for a in aggregate(rows, num_boot=2000) if a["env"] == "pooled"}
+    assert old["c x d"]["hi"] < 0.05
+    # [report] names no connected or no separated group: nothing to decide
+    assert verdict(_study(), [], ["h x h"], 0.05)[0] == "none"
+
+
+def test_verdict_precondition_failed_names_the_team():
+    from sweeps.report import evaluate
+
+    rows = _study()
+    assert evaluate(rows, ["c x d"], ["h x h"], 0.05, {"c": {"min_greedy_win": 0.8}})["verdict"] == "supports"
+    for r in rows:
+        if r["env"] == "m2" and r["a"] == "c#2":
+            r["win(A)"] = 0.55
+    e = evaluate(rows, ["c x d"], ["h x h"], 0.05, {"c": {"min_greedy_win": 0.8}})
+    assert e["verdict"] == "precondition failed"
+    assert "m2: c#2: greedy win rate 0.550 (mean of 1 probe endpoint(s)) < min_greedy_win 0.8" in e["reasons"][0]
+    assert [c["team"] for c in e["preconditions"] if not c["ok"]] == ["c#2"] and len(e["preconditions"]) == 8
+    # only on the envs named: m1's teams all pass
+    assert evaluate(rows, ["c x d"], ["h x h"], 0.05, {"c": {"min_greedy_win": 0.8, "envs": ["m1"]}})["verdict"] == "supports"
+    # a team of h is the b side of some jobs: its win(B) counts, averaged over its jobs
+    for r in rows:
+        if r["env"] == "m1" and r["b"] == "h#3":
+            r["win(B)"] = 0.1
+    e = evaluate(rows, ["c x d"], ["h x h"], 0.05, {"h": {"min_greedy_win": 0.5}})
+    assert e["verdict"] == "precondition failed" and "m1: h#3: greedy win rate 0.100 (mean of 3 probe endpoint(s))" in e["reasons"][0]
+    # no win rate (an env without one) or no probed team: the precondition cannot hold
+    for r in rows:
+        r.pop("win(A)"), r.pop("win(B)")
+    e = evaluate(rows, ["c x d"], ["h x h"], 0.05, {"c": {"min_greedy_win": 0.8}})
+    assert e["verdict"] == "precondition failed" and "no endpoint win rate" in e["reasons"][0]
+    e = evaluate(rows, ["c x d"], ["h x h"], 0.05, {"s": {"min_greedy_win": 0.8}})
+    assert e["verdict"] == "precondition failed" and "no probe job has a team of this history" in e["reasons"][0]
+
+
+def test_report_one_job_group_shows_its_own_ci_and_lists_jobs_excluding_zero(tmp_path):
+    from sweeps.report import write_rows
+
+    rows = _study(con_max=(0.010, 0.015, 0.012, 0.008))
+    rows[1]["barrier"], rows[1]["barrier_lo"], rows[1]["barrier_hi"] = 0.04, 0.01, 0.07  # m1: c#1 x d#1 excludes 0
+    rows.append(_job("m1", "e x f", "e#0", "f#1", 0.2, 0.21, half=0.05))  # a group of one job
+    lines = []
+    sweep = {"report": {"out": str(tmp_path / "r"), "connected": ["c x d"], "separated": ["h x h"], "threshold": 0.05}}
+    md = write_rows(sweep, rows, echo=lines.append).read_text()
+    assert "| e x f | m1 | 1 | nothing: one job, its own CI | 0.200 [0.150, 0.250] |" in md
+    assert "| e x f | pooled | 1 | nothing: one job, its own CI | 0.200 [0.150, 0.250] |" in md
+    summary = json.loads((tmp_path / "r" / "summary.json").read_text())
+    one = [a for a in summary["aggregate"] if a["pair"] == "e x f"]
+    assert all(a["single_job"] and (a["lo"], a["hi"]) == pytest.approx((0.15, 0.25)) for a in one)
+    section = md.split("## Jobs whose CI excludes 0")[1].split("\n## ")[0]
+    excl = [(x["env"], x["a"], x["b"]) for x in summary["excludes_zero"]]
+    expect = [(r["env"], r["a"], r["b"]) for r in rows if r["barrier_lo"] > 0 or r["barrier_hi"] < 0]
+    assert excl == expect and ("m1", "c#1", "d#1") in excl and ("m1", "c#0", "d#0") not in excl
+    assert len(excl) == 2 * 6 + 1 + 1  # every h x h job, c#1 x d#1 on m1, the one-job group
+    assert "| m1 | c x d | c#1 | d#1 | 0.040 [0.010, 0.070] | above |" in section and "c#0" not in section
+    assert "jobs whose CI excludes 0: 14" in lines and "  m1: c x d: c#1 x d#1: 0.040 [0.010, 0.070]" in lines
+    assert lines[0] == "verdict: supports (old rule, kept beside: supports)" and summary["verdict"] == "supports"
+    # every table says what was resampled; contrasts are descriptive
+    assert "Resampled: teams (seeds) within map" in md and "## Contrasts (descriptive; not used for the verdict)" in md
+    assert md.count("esampled") >= 6 and "## Old verdict" in md
+
+
 def test_grid_and_variants_plan(tmp_path):
     text = SWEEP.replace("[resources]\n", '[variants.pre]\ntotal_steps = 32\n\n[variants.fine]\ninit_from = "pre"\n'
                                           'ent_coef = 0.02\n\n[resources]\n').replace('lr = [1e-3, 2e-3]',

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from common.errors import UserError
+from common.study_stats import wilson_ci
 from marl.core.evaluation import evaluate, mean_ci
 from common.files import replacing
 from marl.runs.layout import CheckpointRef, load_config, parse_ref, resolve_step, steps as run_steps
@@ -149,7 +150,8 @@ def evaluate_run(ref, *, episodes: int = EPISODES, greedy: bool = True, eval_see
             row = {"seed": s, "return": r[0], "return_ci": [r[1], r[2]], "length": float(np.mean(res.lengths))}
             line = f"seed {s}: return {r[0]:.3f} [{r[1]:.3f}, {r[2]:.3f}]"
             if first.spec.has_win:
-                w = mean_ci(res.won.astype(np.float64))
+                won = np.asarray(res.won, bool)
+                w = (float(won.mean()), *wilson_ci(int(won.sum()), won.size))  # a binomial CI: inside [0, 1]
                 row.update(win_rate=w[0], win_rate_ci=[w[1], w[2]])
                 line += f"  win rate {w[0]:.3f} [{w[1]:.3f}, {w[2]:.3f}]"
             if str(s) in (meta.get("diverged") or {}):

@@ -32,8 +32,9 @@ from common.preflight import check_out_dir
 from marl.runs.resources import check_memory, state_bytes
 
 
-class _Stop(Exception):
-    """SIGTERM arrived: stop like Ctrl-C, keeping the last checkpoint."""
+class _Stop(KeyboardInterrupt):
+    """SIGTERM arrived: stop like Ctrl-C, keeping the last checkpoint (a KeyboardInterrupt, so that one
+    arriving outside the loop's own handler still ends as an interruption)."""
 
 
 def _raise_stop(signum, frame):
