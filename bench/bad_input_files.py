@@ -91,6 +91,7 @@ def make_bad_input_files(root: Path, ref: Path) -> dict:
     for name in ("run_badeval", "run_naneval", "run_evaldir", "run_badcfg"):
         p[name] = root / name
         shutil.copytree(ref, p[name])
+        shutil.rmtree(p[name] / "eval", ignore_errors=True)  # whatever evaluations the source run has
     (p["run_badeval"] / "eval").mkdir()
     (p["run_badeval"] / "eval" / "greedy.npz").write_bytes(_npz_bytes(**outcomes)[:400])
     (p["run_naneval"] / "eval").mkdir()
