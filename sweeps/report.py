@@ -184,11 +184,13 @@ def _on_env(stratum: str, envs) -> bool:
     return not envs or any(stratum == e or stratum.startswith(f"{e} [") for e in envs)
 
 
-def check_preconditions(rows: list[dict], require: dict) -> list[dict]:
+def check_preconditions(rows: list[dict], require: dict, endpoints=()) -> list[dict]:
     """``[report] require`` (history -> ``{min_greedy_win, envs}``) checked on the probes' endpoints: one dict per
     team (env and "history#seed") of each required history that is an endpoint of some job (on ``envs`` if given):
     ``history, env, team, win`` (mean of its endpoint win rates, win(A) / win(B); nan when the env has none),
-    ``jobs``, ``min``, ``ok``; a history with no such team gives one dict with ``team`` None and ``ok`` False."""
+    ``jobs``, ``min``, ``ok``; a history with no such team gives one dict with ``team`` None and ``ok`` False.
+    ``endpoints``: win rates measured outside the probes (``{"env", "team": "history#seed", "win"}``, e.g. from
+    ``marl eval`` of a history no probe job has as an endpoint), counted as endpoints."""
     out = []
     for h, req in (require or {}).items():
         lo, envs = float(req[REQUIRE_WIN]), req.get("envs")
@@ -199,6 +201,9 @@ def check_preconditions(rows: list[dict], require: dict) -> list[dict]:
             for side, key in (("a", "win(A)"), ("b", "win(B)")):
                 if r[side].rsplit("#", 1)[0] == h:
                     teams.setdefault((r["env"], r[side]), []).append(float(r.get(key, np.nan)))
+        for e in endpoints:
+            if e["team"].rsplit("#", 1)[0] == h and _on_env(e["env"], envs):
+                teams.setdefault((e["env"], e["team"]), []).append(float(e["win"]))
         if not teams:
             out.append({"history": h, "env": ", ".join(envs) if envs else "-", "team": None, "win": float("nan"),
                         "jobs": 0, "min": lo, "ok": False})
@@ -219,14 +224,15 @@ def _precondition_line(c: dict) -> str:
             f"{'>=' if c['ok'] else '<'} {REQUIRE_WIN} {c['min']:g}")
 
 
-def evaluate(rows: list[dict], connected, separated, threshold: float, require: dict | None = None) -> dict:
+def evaluate(rows: list[dict], connected, separated, threshold: float, require: dict | None = None,
+             endpoints=()) -> dict:
     """The verdict of the module docstring from the job rows: ``verdict`` ("precondition failed" | "supports" |
     "refutes" | "inconclusive"; "none" when ``connected`` or ``separated`` is empty), ``reasons`` (lines with the
     numbers), ``aggregate`` (``team_aggregate`` of the cross-fitted barrier), ``connected_tests`` (every group),
-    ``preconditions``, ``excludes_zero`` (rows)."""
+    ``preconditions``, ``excludes_zero`` (rows). ``endpoints``: see ``check_preconditions``."""
     agg = team_aggregate(rows)
     tests = connected_tests(rows, threshold)
-    pre = check_preconditions(rows, require or {})
+    pre = check_preconditions(rows, require or {}, endpoints)
     pooled = {a["pair"]: a for a in agg if a["env"] == "pooled"}
     a_ok = all(tests[c]["connected"] for c in connected)
     b_ok = all(pooled[s]["lo"] > 0 for s in separated)
@@ -298,15 +304,16 @@ def write_report(sweep: dict, jobs, echo=None) -> Path:
     return write_rows(sweep, [job_row(j) for j in jobs], echo)
 
 
-def write_rows(sweep: dict, rows: list[dict], echo=None) -> Path:
-    """``write_report`` from job rows (``job_row``'s dicts; ``_curve`` for the figure)."""
+def write_rows(sweep: dict, rows: list[dict], echo=None, endpoints=()) -> Path:
+    """``write_report`` from job rows (``job_row``'s dicts; ``_curve`` for the figure, which is left out when a
+    row has none, e.g. rows read back from pairs.csv); ``endpoints``: see ``check_preconditions``."""
     rep = sweep["report"]
     out = Path(rep["out"])
     out.mkdir(parents=True, exist_ok=True)
     connected, separated = list(rep.get("connected", [])), list(rep.get("separated", []))
     check_groups(rep, {r["pair"] for r in rows})
     threshold = float(rep.get("threshold", 0.05))
-    ev = evaluate(rows, connected, separated, threshold, rep.get("require"))
+    ev = evaluate(rows, connected, separated, threshold, rep.get("require"), endpoints)
     decision, reasons, agg, tests = ev["verdict"], ev["reasons"], ev["aggregate"], ev["connected_tests"]
     agg_mid = team_aggregate(rows, "midpoint")
     agg_win = team_aggregate(rows, "win_barrier") if all("win_barrier" in r for r in rows) else []
@@ -336,7 +343,8 @@ def write_rows(sweep: dict, rows: list[dict], echo=None) -> Path:
         "aggregate_aligned": agg_aligned, "connected_tests": tests, "preconditions": ev["preconditions"],
         "excludes_zero": excl, "verdict": decision, "reasons": reasons, "contrasts": cons,
         "aggregate_iqm_old": agg_old, "verdict_old": decision_old, "reasons_old": reasons_old}, indent=1))
-    _figure(rows, agg, out / "connectivity.png")
+    if all("_curve" in r for r in rows):
+        _figure(rows, agg, out / "connectivity.png")
     f3 = lambda x: f"{x:.3f}"
     ci = lambda r, k: f"{f3(r[k])} [{f3(r[k + '_lo'])}, {f3(r[k + '_hi'])}]"
     lines = [f"# {rep.get('title', 'Sweep report')}", "",

@@ -349,7 +349,8 @@ def test_build_report_returns_the_tables_write_report_writes(tmp_path):
     assert json.loads((tmp_path / "me.json").read_text()) == rep.marl_eval
     for name, rows in (("curves.csv", rep.curves), ("final.csv", rep.final), ("improvement.csv", rep.improvement),
                        ("profiles.csv", rep.profiles), ("runs.csv", rep.per_run)):
-        pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "out" / name), pd.DataFrame(rows), check_dtype=False)
+        read = pd.read_csv(tmp_path / "out" / name, keep_default_na=name != "improvement.csv")  # caution "" stays ""
+        pd.testing.assert_frame_equal(read, pd.DataFrame(rows), check_dtype=False)
     pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "out" / "marl_eval_runs.csv"), pd.DataFrame(rep.marl_eval_runs),
                                   check_dtype=False)
     assert [r["run"] for r in rep.marl_eval_runs if r["algorithm"] == "happo"] == ["run_0", "run_1", "run_2", "run_3"]
@@ -370,3 +371,20 @@ def test_report_and_search_packages_import_no_jax_or_matplotlib():
                          text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "[]"
+
+
+def test_improvement_caution_for_few_runs_and_different_task_sets():
+    from types import SimpleNamespace as R
+
+    from marl.analysis.report.tables import MIN_RUNS, caution
+
+    def runs(group, tasks, n):
+        return [R(group=group, task=t, final=np.arange(n, dtype=float)) for t in tasks]
+
+    assert caution(runs("a", ["x", "y"], MIN_RUNS) + runs("b", ["x", "y"], MIN_RUNS), ("a", "b")) == ""
+    few = caution(runs("a", ["x"], 2) + runs("b", ["x"], MIN_RUNS), ("a", "b"))
+    assert few == f"fewer than {MIN_RUNS} runs: a on x (2)"
+    diff = caution(runs("a", ["x"], MIN_RUNS) + runs("b", ["x", "y"], MIN_RUNS), ("a", "b"))
+    assert diff == "different task sets: a: x; b: x, y"
+    nan = [R(group="a", task="x", final=np.array([1.0, np.nan, np.nan, 2.0]))] + runs("b", ["x"], MIN_RUNS)
+    assert "a on x (2)" in caution(nan, ("a", "b"))  # non-finite finals are not runs

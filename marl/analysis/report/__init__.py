@@ -65,6 +65,9 @@ def write_report(paths, out, group_by: list[str] | None = None, metric: str = "r
         for w in report.warnings:
             echo(f"warning: {w}")
         result["files"].append(str(marl_eval_json))
+    for row in report.improvement:
+        if row.get("caution"):
+            echo(f"warning: P({row['x']} > {row['y']}): {row['caution']}")
     echo("\n".join(summary_lines(lines)))
     echo(f"wrote {out}/report.md, final.csv, improvement.csv, curves.csv, profiles.csv, runs.csv, "
          + ", ".join(p.name for p in figures) + (f"; {marl_eval_json}" if report.marl_eval is not None else ""))

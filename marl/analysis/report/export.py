@@ -245,8 +245,9 @@ def markdown_lines(report, figures: list[Path]) -> list[str]:
     lines += [f"| {a['group']} | {a['task']} | {a['runs']} | {f3(a['iqm'])} [{f3(a['lo'])}, {f3(a['hi'])}] | "
               f"{f3(a['mean'])} |" for a in report.final]
     if report.improvement:
-        lines += ["", "## Probability of improvement P(X > Y) [95% CI]", "", "| X | Y | P(X > Y) [95% CI] |", "|---|---|---|"]
-        lines += [f"| {p['x']} | {p['y']} | {f3(p['p_x_better'])} [{f3(p['lo'])}, {f3(p['hi'])}] |"
+        lines += ["", "## Probability of improvement P(X > Y) [95% CI]", "", "| X | Y | P(X > Y) [95% CI] | caution |",
+                  "|---|---|---|---|"]
+        lines += [f"| {p['x']} | {p['y']} | {f3(p['p_x_better'])} [{f3(p['lo'])}, {f3(p['hi'])}] | {p.get('caution') or '-'} |"
                   for p in report.improvement]
     lines += ["", "## Every run", "", "| run | seed | group | task | final |", "|---|---|---|---|---|"]
     lines += [f"| {r['run']} | {r['seed']} | {r['group']} | {r['task']} | {f3(r['final'])} |" for r in report.per_run]

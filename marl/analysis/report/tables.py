@@ -79,8 +79,35 @@ def final_table(runs: list[Run], seed: int = 0, num_boot: int = 5000) -> list[di
     return out
 
 
+MIN_RUNS = 3  # runs (seeds) per group and task below which a comparison carries a caution
+
+
+def _runs_per_task(runs: list[Run], group: str) -> dict[str, int]:
+    n: dict[str, int] = {}
+    for r in runs:
+        if r.group == group:
+            n[r.task] = n.get(r.task, 0) + int(np.isfinite(r.final).sum())
+    return {t: k for t, k in n.items() if k}
+
+
+def caution(runs: list[Run], groups) -> str:
+    """Why a comparison of ``groups`` is weak ("" when it is not): a group with fewer than ``MIN_RUNS`` runs
+    in a task (its bootstrap has too few draws to mean much), or groups that cover different tasks (pooled
+    scores then compare different things)."""
+    counts = {g: _runs_per_task(runs, g) for g in groups}
+    notes = []
+    few = sorted({f"{g} on {t} ({k})" for g, c in counts.items() for t, k in c.items() if k < MIN_RUNS})
+    if few:
+        notes.append(f"fewer than {MIN_RUNS} runs: " + ", ".join(few[:4]) + (", ..." if len(few) > 4 else ""))
+    sets = {g: frozenset(c) for g, c in counts.items()}
+    if len(set(sets.values())) > 1:
+        notes.append("different task sets: " + "; ".join(f"{g}: {', '.join(sorted(t)) or 'none'}" for g, t in sets.items()))
+    return "; ".join(notes)
+
+
 def improvements(runs: list[Run], num_boot: int, seed: int = 0) -> list[dict]:
-    """P(X > Y) with a stratified bootstrap CI for every two groups, in the order the groups were found."""
+    """P(X > Y) with a stratified bootstrap CI for every two groups, in the order the groups were found;
+    ``caution`` says when the comparison is weak (``caution``)."""
     groups = list(dict.fromkeys(r.group for r in runs))
     tasks = sorted({r.task for r in runs})
     out = []
@@ -88,7 +115,7 @@ def improvements(runs: list[Run], num_boot: int, seed: int = 0) -> list[dict]:
         for b in groups[i + 1:]:
             p, lo, hi = stats.probability_of_improvement(_strata(runs, a, tasks), _strata(runs, b, tasks),
                                                          num_boot=num_boot, seed=seed)
-            out.append({"x": a, "y": b, "p_x_better": p, "lo": lo, "hi": hi})
+            out.append({"x": a, "y": b, "p_x_better": p, "lo": lo, "hi": hi, "caution": caution(runs, (a, b))})
     return out
 
 

@@ -1,0 +1,72 @@
+"""Re-aggregate the recorded connectivity study (2026-11-30) under the study-level rules of issue 25.
+
+    python bench/reaggregate_connectivity.py [--out bench/results/connectivity/reaggregated]
+
+Reads the study's probe jobs as recorded (``bench/results/connectivity/pairs.csv``: one row per job, the
+same fields ``sweeps.report.job_row`` gives) and the greedy evaluation of the source history S
+(``S_eval_smax-*.json``: ``marl eval`` of ``shared`` on 256 episodes per seed), and writes the sweep report
+of ``sweeps/connectivity.toml``'s ``[report]`` with the new rules (``sweeps/report.py``: group CIs that
+resample teams, the connected equivalence test, the jobs whose CI excludes 0) and PLAN.md's precondition
+enforced: ``shared`` must reach a greedy win rate of 0.8 on smax:3m. No probe job of the study has S as an
+endpoint, so S's win rates enter as endpoints measured outside the probes. The old verdict (IQM rules) is
+written beside the new one. Nothing is re-run: the numbers are the recorded ones.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import tomllib
+from pathlib import Path
+
+from sweeps.report import write_rows
+
+ROOT = Path(__file__).resolve().parent.parent
+STUDY = ROOT / "bench" / "results" / "connectivity"
+PRECONDITION = {"shared": {"min_greedy_win": 0.8, "envs": ["smax:3m"]}}  # PLAN.md: "S reaches 0.8 on 3m"
+
+
+def read_rows(path: Path) -> list[dict]:
+    """The job rows of pairs.csv: numbers as floats, empty cells left out."""
+    rows = []
+    with path.open() as f:
+        for r in csv.DictReader(f):
+            row = {}
+            for k, v in r.items():
+                if v == "":
+                    continue
+                try:
+                    row[k] = float(v)
+                except ValueError:
+                    row[k] = v
+            rows.append(row)
+    return rows
+
+
+def s_endpoints(folder: Path) -> list[dict]:
+    """S's greedy win rate per seed and env from the recorded ``marl eval`` JSON files."""
+    out = []
+    for f in sorted(folder.glob("S_eval_smax-*.json")):
+        env = "smax:" + f.stem.removeprefix("S_eval_smax-")
+        for s in json.loads(f.read_text())["seeds"]:
+            out.append({"env": env, "team": f"shared#{s['seed']}", "win": s["win_rate"]})
+    return out
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", default=str(STUDY / "reaggregated"))
+    args = p.parse_args()
+    sweep = tomllib.loads((ROOT / "sweeps" / "connectivity.toml").read_text())
+    report = {**sweep["report"], "out": args.out, "require": PRECONDITION,
+              "title": sweep["report"]["title"] + " - re-aggregated under the issue-25 rules (recorded jobs)"}
+    rows = read_rows(STUDY / "pairs.csv")
+    assert rows and all(math.isfinite(r["barrier"]) for r in rows)
+    ends = s_endpoints(STUDY)
+    write_rows({**sweep, "report": report}, rows, echo=print, endpoints=ends)
+
+
+if __name__ == "__main__":
+    main()
