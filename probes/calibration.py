@@ -77,12 +77,15 @@ def truths(s: Scenario) -> dict:
 
 
 def run_scenario(s: Scenario, studies: int, num_boot: int = 400, seed: int = 0) -> dict:
-    """Coverage, detection rate and mean of each estimator over ``studies`` simulated studies."""
+    """Coverage, detection rate, mean, mean CI width and upper-miss rate (truth above the CI) of each
+    estimator over ``studies`` simulated studies."""
     rng = np.random.default_rng([seed, studies])
     truth = truths(s)
     hits = {k: 0 for k in ESTIMATORS}
     detect = {k: 0 for k in ESTIMATORS}
     total = {k: 0.0 for k in ESTIMATORS}
+    width = {k: 0.0 for k in ESTIMATORS}
+    upper_miss = {k: 0 for k in ESTIMATORS}
     for i in range(studies):
         st = barrier_stats(simulate(s, rng), _grid(s), num_boot=num_boot, seed=seed * 100_003 + i)
         for k in ESTIMATORS:
@@ -90,10 +93,14 @@ def run_scenario(s: Scenario, studies: int, num_boot: int = 400, seed: int = 0) 
             hits[k] += lo <= truth[k] <= hi
             detect[k] += lo > 0
             total[k] += st[k]
+            width[k] += hi - lo
+            upper_miss[k] += truth[k] > hi
     return {"scenario": dataclasses.asdict(s), "studies": studies, "num_boot": num_boot, "truth": truth,
             "coverage": {k: hits[k] / studies for k in ESTIMATORS},
             "detection": {k: detect[k] / studies for k in ESTIMATORS},
-            "mean": {k: total[k] / studies for k in ESTIMATORS}}
+            "mean": {k: total[k] / studies for k in ESTIMATORS},
+            "width": {k: width[k] / studies for k in ESTIMATORS},  # mean CI width (a CI can cover by being wide)
+            "upper_miss": {k: upper_miss[k] / studies for k in ESTIMATORS}}  # truth above the CI
 
 
 def default_scenarios() -> list[Scenario]:
@@ -111,6 +118,43 @@ def default_scenarios() -> list[Scenario]:
     return out
 
 
+def gap_se(s: Scenario) -> float:
+    """The standard error of the gap to the straight line at the dip's centre: the shared episode effect
+    cancels, so only ``sd * sqrt(1 - rho) / sqrt(E)`` per point remains, times ``sqrt(1 + (1-c)^2 + c^2)``
+    for the point and its straight line between the endpoints (c: the dip's centre)."""
+    c = s.centre
+    return s.sd * np.sqrt(max(1.0 - s.rho, 1e-12)) / np.sqrt(s.episodes) * np.sqrt(1 + (1 - c) ** 2 + c ** 2)
+
+
+def in_gap_se(name: str, gap_depth: float, **kw) -> Scenario:
+    """A return scenario whose dip is ``gap_depth`` gap standard errors deep (``gap_se``) at its centre."""
+    s = Scenario(name, 0.0, **kw)
+    return dataclasses.replace(s, depth=gap_depth * gap_se(s) / (s.sd / np.sqrt(s.episodes)))
+
+
+def broad_scenarios() -> list[Scenario]:
+    """The broader set (issue 25): rho 0-0.9; dips of 3 gap standard errors centred and broad, narrow,
+    off-centre and at the edge (alpha 0.1); a curve better than the line (a bump: true barrier 0); win
+    rates near 1 (0.95, 0.99) with 128 episodes."""
+    out = []
+    for rho in (0.0, 0.3, 0.7, 0.9):
+        tag = f"rho{rho}"
+        kw = dict(sd=0.4, rho=rho, alphas=21, episodes=256)
+        out += [Scenario(f"null_{tag}", 0.0, **kw),
+                in_gap_se(f"gap3_centre_broad_{tag}", 3.0, width=0.3, **kw),
+                in_gap_se(f"gap3_centre_narrow_{tag}", 3.0, width=0.05, **kw),
+                in_gap_se(f"gap3_off0.3_{tag}", 3.0, centre=0.3, width=0.1, **kw),
+                in_gap_se(f"gap3_edge0.1_{tag}", 3.0, centre=0.1, width=0.05, **kw),
+                in_gap_se(f"better_than_line_{tag}", -3.0, width=0.3, **kw)]
+    for p in (0.95, 0.99):
+        out += [Scenario(f"win_null_p{p}", 0.0, kind="win", base=p, sd=0.4, rho=0.7, episodes=128),
+                Scenario(f"win_dip3_p{p}", 3.0, kind="win", base=p, sd=0.4, rho=0.7, episodes=128)]
+    return out
+
+
+SCENARIO_SETS = {"default": default_scenarios, "broad": broad_scenarios}
+
+
 def markdown(rows: list[dict], seconds: float) -> str:
     """The calibration report as Markdown: the method, then one table row per scenario (mean, coverage and
     detection rate of each estimator)."""
@@ -126,7 +170,10 @@ def markdown(rows: list[dict], seconds: float) -> str:
              "| plain max: mean / coverage / detect |", "|---|---|---|---|---|---|"]
     for r in rows:
         cells = [f"{r['mean'][k]:.4f} / {r['coverage'][k]:.3f} / {r['detection'][k]:.3f}" for k in ESTIMATORS]
-        lines.append(f"| {r['scenario']['name']} | {r['studies']} | {r['truth']['barrier']:.4f} | " + " | ".join(cells) + " |")
+        if "width" in r:  # the headline's mean CI width and upper-miss rate (truth above the CI)
+            cells[0] += f" (width {r['width']['barrier']:.4f}, upper miss {r['upper_miss']['barrier']:.3f})"
+        lines.append(f"| {r['scenario']['name']} | {r['studies']} | {r['truth']['barrier']:.4f} "
+                     f"({r.get('truth_gap_se', float('nan')):.1f} gap se) | " + " | ".join(cells) + " |")
     lines += ["", "The shared episode effect cancels in the gap to the straight line, so only sd * sqrt(1 - rho) reaches",
               "the estimators, and each is scale-equivariant: null rows of the same grid are identical across sd and",
               "rho (same random draws). A dip of 3 se is 3.5 gap standard errors at rho 0.5 and 7.7 at rho 0.9.",
@@ -142,14 +189,16 @@ def main(argv=None, default_out: str | Path | None = None) -> int:
     ap.add_argument("--studies", type=int, default=500)
     ap.add_argument("--boot", type=int, default=400)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--set", default="default", choices=sorted(SCENARIO_SETS), help="which scenarios (default: the recorded set)")
     ap.add_argument("--out", required=default_out is None, default=default_out and str(default_out),
                     help="writes OUT.md and OUT.json" + (f" (default: {default_out})" if default_out else ""))
     args = ap.parse_args(argv)
     t = time.time()
     rows = []
-    for s in default_scenarios():
+    for s in SCENARIO_SETS[args.set]():
         rows.append(run_scenario(s, args.studies, args.boot, args.seed))
         r = rows[-1]
+        r["truth_gap_se"] = r["truth"]["barrier"] / gap_se(s) if s.kind == "return" else float("nan")
         print(f"{s.name:40s} cover {r['coverage']['barrier']:.3f} detect {r['detection']['barrier']:.3f} "
               f"mean {r['mean']['barrier']:.4f} (truth {r['truth']['barrier']:.4f})", flush=True)
     out = Path(args.out)

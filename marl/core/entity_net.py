@@ -1,0 +1,148 @@
+"""Size-agnostic (entity / set) actor and critic, as Flax modules. Not wired into the trainer yet.
+
+Inputs are what ``envs.entities.EntityLayout.inputs(x)`` returns for a flat observation or world state:
+``own[..., F0]`` (the agent's own features; F0 may be 0), ``entities = {group: [..., K, F]}`` and
+``masks = {group: [..., K] bool}``. The encoder embeds ``own`` with a dense layer and every entity of a
+group with one MLP shared by the group's entities, then pools each group with a masked mean and a masked
+max over its entities (absent entities are excluded; their features are zeroed before the MLP, so
+even NaN there cannot leak in; a group with no present entity, or K = 0, pools to zeros). The
+embedding is ``[own ++ mean_g ++ max_g for each group g in sorted name order]``.
+
+No parameter shape depends on a K (only on the groups' names and feature sizes F, which are the same
+at every team size), so one set of parameters runs a team of any size, and the output is invariant to
+permuting the entities within a group. There is no seat one-hot anywhere.
+
+``EntityCritic`` reads the **world state** split by its layout (``envs.entities.layouts_of(env)[1]``),
+chosen over averaging the agents' views because it is one pass per env step and already size-agnostic:
+it returns one team value ``[...]`` or, with ``seat_group`` (e.g. ``"agents"`` on mpe:simple_spread,
+``"allies"`` on smax), one value per entity of that group ``[..., K]`` (the per-seat values the
+trainer's critic gives today, without a seat one-hot: each seat's value reads the pooled context ++ that
+seat's own entity embedding).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import linen as nn
+
+_ACT = {"relu": nn.relu, "tanh": nn.tanh, "gelu": nn.gelu}
+
+
+def _dense(features: int, scale: float = np.sqrt(2.0), name: str | None = None) -> nn.Dense:
+    return nn.Dense(features, kernel_init=nn.initializers.orthogonal(scale), bias_init=nn.initializers.zeros, name=name)
+
+
+def masked_pool(x: jax.Array, mask: jax.Array) -> jax.Array:
+    """``x[..., K, H]``, ``mask[..., K]`` -> ``[..., 2H]``: masked mean ++ masked max over K (zeros if none present)."""
+    m = mask[..., None]
+    count = jnp.sum(m, axis=-2)
+    mean = jnp.sum(jnp.where(m, x, 0.0), axis=-2) / jnp.maximum(count, 1)
+    if x.shape[-2] == 0:
+        mx = jnp.zeros(x.shape[:-2] + x.shape[-1:], x.dtype)
+    else:
+        mx = jnp.max(jnp.where(m, x, -jnp.inf), axis=-2)
+        mx = jnp.where(count > 0, mx, 0.0)
+    return jnp.concatenate([mean, mx], axis=-1)
+
+
+class EntityEncoder(nn.Module):
+    """(own[..., F0], {group: [..., K, F]}, {group: [..., K]}) -> (embedding[..., H(1 + 2G)], per-entity encodings).
+
+    ``own`` with F0 = 0 adds nothing (no self layer). The second output is ``{group: [..., K, H]}``,
+    each entity's encoding (zero input where masked), for heads that need one value per entity.
+    """
+
+    hidden: int = 128
+    activation: str = "relu"
+
+    @nn.compact
+    def __call__(self, own, entities, masks):
+        act = _ACT[self.activation]
+        h = self.hidden
+        parts = []
+        if own.shape[-1]:
+            parts.append(act(_dense(h, name="self_embed")(own)))
+        encoded = {}
+        for name in sorted(entities):
+            x, m = entities[name], masks[name]
+            x = jnp.where(m[..., None], x, 0.0)
+            x = act(_dense(h, name=f"{name}_embed0")(x))
+            x = act(_dense(h, name=f"{name}_embed1")(x))
+            encoded[name] = x
+            parts.append(masked_pool(x, m))
+        return jnp.concatenate(parts, axis=-1), encoded
+
+
+class EntityActor(nn.Module):
+    """Entities -> ``EntityEncoder`` -> dense (+ zero-initialised latent projection) -> dense -> logits [..., A].
+
+    Feed-forward (no recurrence yet). ``latent_dim`` > 0 adds ``latent @ W`` with W initialised at zero, as
+    ``marl.core.networks.Actor`` does: an untrained conditioned actor acts exactly like the unconditioned one.
+
+    ``pointer_group``: actions that target an entity. With it the logits are ``num_actions`` fixed
+    actions followed by one logit per entity of that group, ``[..., num_actions + K]``, each from the
+    actor's features and that entity's encoding. On SMAX (``num_actions=5`` moves, ``pointer_group="enemies"``)
+    that is jaxmarl's action order (attack enemy k = action 5 + k, enemies ascending as in the
+    observation), so the action head too is the same at every enemy count. Without it: ``[..., num_actions]``.
+    """
+
+    num_actions: int
+    hidden: int = 128
+    latent_dim: int = 0
+    activation: str = "relu"
+    pointer_group: str | None = None
+
+    @nn.compact
+    def __call__(self, own, entities, masks, latent=None):
+        """own [..., F0], entities {g: [..., K, F]}, masks {g: [..., K]}, latent [..., d] -> logits [..., A]."""
+        act = _ACT[self.activation]
+        z, encoded = EntityEncoder(self.hidden, self.activation, name="encoder")(own, entities, masks)
+        x = _dense(self.hidden, name="trunk")(z)
+        if self.latent_dim:
+            x = x + nn.Dense(self.hidden, use_bias=False, kernel_init=nn.initializers.zeros, name="latent")(latent)
+        x = act(x)
+        x = act(_dense(self.hidden, name="hidden1")(x))
+        logits = _dense(self.num_actions, scale=0.01, name="policy")(x)
+        if self.pointer_group is None:
+            return logits
+        y = _dense(self.hidden, name="pointer_query")(x)[..., None, :] + _dense(self.hidden, name="pointer_key")(
+            encoded[self.pointer_group])
+        targets = _dense(1, scale=0.01, name="pointer")(act(y))[..., 0]  # [..., K]
+        return jnp.concatenate([logits, targets], axis=-1)
+
+
+class EntityCritic(nn.Module):
+    """World-state entities -> value: ``[...]`` (team value), or ``[..., K]`` for ``seat_group``'s K entities.
+
+    ``max_steps`` > 0 adds the time input ``episode_step / max_steps`` (as ``marl.core.networks.Critic``);
+    then ``episode_step [...]`` is required.
+    """
+
+    hidden: int = 128
+    activation: str = "relu"
+    seat_group: str | None = None
+    max_steps: int = 0
+
+    @nn.compact
+    def __call__(self, own, entities, masks, episode_step=None):
+        """own [..., F0] (F0 may be 0), entities {g: [..., K, F]}, masks {g: [..., K]}, episode_step [...] int."""
+        act = _ACT[self.activation]
+        h = self.hidden
+        z, encoded = EntityEncoder(h, self.activation, name="encoder")(own, entities, masks)
+        x = _dense(h, name="trunk")(z)
+        if self.max_steps:
+            t = episode_step.astype(x.dtype) / self.max_steps
+            x = x + t[..., None] * self.param("time", nn.initializers.normal(1.0), (h,))
+        if self.seat_group is not None:
+            seats = encoded[self.seat_group]  # [..., K, H]
+            x = x[..., None, :] + _dense(h, name="seat")(seats)
+        x = act(x)
+        x = act(_dense(h, name="hidden1")(x))
+        return _dense(1, scale=1.0, name="value")(x)[..., 0]
+
+
+def param_count(params) -> int:
+    """Total number of scalars in a parameter tree."""
+    return int(sum(np.prod(p.shape) for p in jax.tree.leaves(params)))
