@@ -341,3 +341,18 @@ def test_cli_random_policy_flag_and_short_console(tmp_path, capsys, monkeypatch)
         assert (f"\n{RANDOM_POLICY} " in out) is want
         assert sum(" - " in ln for ln in out.splitlines()) == 2  # the headline pairs only
         assert "pairwise.csv" in out
+
+
+def test_search_too_large_for_memory_is_one_line():
+    from types import SimpleNamespace
+
+    import envs
+    from common.errors import UserError
+    from marl.analysis.search.driver import check_search_memory
+
+    env = envs.make("smax:3m")
+    team = SimpleNamespace(num_agents=3, network=SimpleNamespace(hidden=64, latent_dim=16))
+    check_search_memory(env, team, instances=8, per_generation=16, reeval=16)  # fits
+    with pytest.raises(UserError, match=r"searching 1,000,000,000 instances x 16 episodes at once needs about .* "
+                                        r"use fewer --instances"):
+        check_search_memory(env, team, instances=10**9, per_generation=16, reeval=4)

@@ -38,6 +38,21 @@ def check_search_args(methods, per_agent: str, *, instances: int, budget: int, p
     check_seed(seed, "--seed")
 
 
+def check_search_memory(env, team, instances: int, per_generation: int, reeval: int) -> None:
+    """Refuse (one line) a search whose episodes of one generation (instances x population x repeats, or
+    instances x reeval) cannot be held in memory at once: an env state and the actors' activations per
+    episode, counted twice (carry and step)."""
+    import jax
+
+    from marl.runs.resources import check_memory, state_bytes
+
+    per_episode = state_bytes(jax.eval_shape(env.reset, jax.random.PRNGKey(0))) + \
+        4 * team.num_agents * (team.network.hidden + env.spec.num_actions + team.network.latent_dim)
+    episodes = instances * max(per_generation, reeval)
+    check_memory(2 * per_episode * episodes, f"searching {instances:,} instances x {max(per_generation, reeval):,} "
+                 f"episodes at once", "use fewer --instances, or a smaller --population / --reeval")
+
+
 def search_run(ref: str | Path | CheckpointRef, *, instances: int = 64, budget: int = 256, methods=METHODS,
                per_agent: str = DEFAULT_PER_AGENT, source: str | Path | CheckpointRef | None = None,
                population: int = 16, sigma: float = 0.5, repeats: int = 1, reeval: int = 16, seed: int = 0,
@@ -74,6 +89,7 @@ def search_run(ref: str | Path | CheckpointRef, *, instances: int = 64, budget: 
         p_loaded = load_team(parse_ref(source))
         p_team, p_info = p_loaded.team, p_loaded.source
         check_source(team, p_team, f"--source {source}")
+    check_search_memory(loaded.env, team, instances, population * repeats, reeval)
     echo(f"search {info['run']} @ update {info['step']} ({team.spec.name}, N={team.num_agents}, "
          f"d={team.network.latent_dim}): {instances} instances, budget {budget}")
     results = search_methods(loaded.env, team, methods, instances, budget, seed=seed, pop=population, sigma=sigma,
