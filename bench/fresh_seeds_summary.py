@@ -34,6 +34,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("eval_json")
     p.add_argument("--target", type=float, default=0.90)
+    p.add_argument("--first-seed", type=int, default=0, help="the run's config seed: seed i of the run is first-seed + i")
     args = p.parse_args()
     rep = json.loads(open(args.eval_json).read())
     seeds = rep["seeds"]
@@ -41,9 +42,10 @@ def main() -> None:
     out = [f"# Results: the smax:3m target over {d['n']} fresh seeds (plan: PLAN.md)", "",
            f"Source: `{args.eval_json}` (`marl eval --episodes {rep['episodes']}`, greedy; run {rep['run']}, "
            f"step {rep.get('step')}). Recipe: `bash bench/fresh_seeds.sh`.", "",
-           "| seed | greedy win rate [Wilson 95% CI] | return [95% CI] |", "|---|---|---|"]
+           f"| seed (config seed {args.first_seed} + index) | greedy win rate [Wilson 95% CI] | return [95% CI] |",
+           "|---|---|---|"]
     for s in seeds:
-        out.append(f"| {s['seed']} | {s['win_rate']:.3f} [{s['win_rate_ci'][0]:.3f}, {s['win_rate_ci'][1]:.3f}] | "
+        out.append(f"| {args.first_seed + s['seed']} | {s['win_rate']:.3f} [{s['win_rate_ci'][0]:.3f}, {s['win_rate_ci'][1]:.3f}] | "
                    f"{s['return']:.3f} [{s['return_ci'][0]:.3f}, {s['return_ci'][1]:.3f}] |")
     out += ["", f"Mean over seeds: **{d['mean']:.3f} [{d['lo']:.3f}, {d['hi']:.3f}]** (t interval over {d['n']} seed "
             f"means); one-sided 95% bounds {d['lower_one_sided']:.3f} / {d['upper_one_sided']:.3f}.", "",
