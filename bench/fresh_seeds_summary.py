@@ -15,19 +15,18 @@ import json
 import sys
 
 import numpy as np
-from scipy import stats as sps
+
+from marl.core.evaluation import mean_ci
 
 
 def decide(wins, target: float) -> dict:
     """The plan's decision from per-seed win rates: mean, two-sided 95% t CI, one-sided 95% bounds, verdict."""
     w = np.asarray(wins, float)
-    n = w.size
-    mean, se = float(w.mean()), float(w.std(ddof=1) / np.sqrt(n))
-    t2, t1 = sps.t.ppf(0.975, n - 1), sps.t.ppf(0.95, n - 1)
-    lo1, hi1 = mean - t1 * se, mean + t1 * se
+    mean, lo, hi = mean_ci(w, 0.95)  # the t interval over seeds
+    _, lo1, hi1 = mean_ci(w, 0.90)  # its ends are the one-sided 95% bounds
     verdict = "target met" if lo1 >= target else "target not met" if hi1 < target else "not shown"
-    return {"n": n, "mean": mean, "lo": mean - t2 * se, "hi": mean + t2 * se, "lower_one_sided": lo1,
-            "upper_one_sided": hi1, "verdict": verdict, "old_rule": bool(n >= 2 and (w[:2] >= target).all())}
+    return {"n": w.size, "mean": mean, "lo": lo, "hi": hi, "lower_one_sided": lo1, "upper_one_sided": hi1,
+            "verdict": verdict, "old_rule": bool(w.size >= 2 and (w[:2] >= target).all())}
 
 
 def main() -> None:
