@@ -196,7 +196,8 @@ def search(ref: str | Path, *, out: str | Path | None = None, echo: Callable[[st
     budget on the same instances and episode keys; returns the summary (per-method rows, curves, paired
     differences); with ``out`` also writes summary.json, curves.csv, curves.png, table.txt, pairwise.csv.
     ``settings``: ``instances``, ``budget``, ``methods``, ``per_agent``, ``source``, ``population``,
-    ``sigma``, ``repeats``, ``reeval``, ``seed``, ``random_policy`` (``marl.analysis.search.search_run``)."""
+    ``sigma``, ``repeats``, ``reeval``, ``seed``, ``random_policy``, ``env`` (another team size for a
+    size-agnostic run) (``marl.analysis.search.search_run``)."""
     from marl.analysis.search import search_run
 
     return search_run(ref, out=out, echo=echo, **settings)

@@ -17,6 +17,7 @@ from common.preflight import SEED_MAX
 from common.files import write_atomic
 
 ACTIVATIONS = ("relu", "tanh", "gelu")
+NETWORK_KINDS = ("mlp", "entity")  # network.kind choices (marl.core.networks.make_actor)
 ALGOS = ("mappo", "happo")
 REWARDS = ("team", "agent")
 TIE_BREAKS = ("none", "length", "random")  # latent_tie_break choices (marl.core.latent.best_of_k)
@@ -42,8 +43,13 @@ def _check_finite(obj, prefix: str = "") -> None:
 
 @dataclasses.dataclass(frozen=True)
 class NetworkConfig:
-    """Actor and critic shapes. The actor reads obs ++ one-hot agent id (++ latent z, weights start at 0)."""
+    """Actor and critic shapes. The MLP actor reads obs ++ one-hot agent id (++ latent z, weights start
+    at 0); the entity actor reads the observation as sets of entities (no seat id) and runs at any N."""
 
+    # "mlp": a fixed-size observation (a policy runs only at the team size it trained at); "entity": the
+    # observation and state read as sets of entities, pooled (marl/core/entity_net.py): one set of
+    # parameters acts at any team size (needs agent_id=false; mpe:simple_spread and smax maps)
+    kind: str = "mlp"
     hidden: int = 128  # actor width (MLP layers and GRU state)
     recurrent: bool = True  # GRU actor; feed-forward when False
     activation: str = "relu"  # relu, tanh or gelu
@@ -58,6 +64,15 @@ class NetworkConfig:
         _check(self.critic_hidden >= 1, f"network.critic_hidden must be >= 1, got {self.critic_hidden}")
         _check(self.activation in ACTIVATIONS, f"network.activation must be one of {ACTIVATIONS}, got {self.activation!r}")
         _check(self.latent_dim >= 0, f"network.latent_dim must be >= 0, got {self.latent_dim}")
+        _check(self.kind in NETWORK_KINDS, f"network.kind must be one of {NETWORK_KINDS}, got {self.kind!r}")
+        _check(not (self.kind == "entity" and self.agent_id),
+               "network.kind=entity reads no seat id (its input is a set, the same at any team size): set "
+               "network.agent_id=false (agents differ by their own features, or by a per-agent latent)")
+
+    @property
+    def size_agnostic(self) -> bool:
+        """One set of actor parameters acts at any team size (``kind="entity"``)."""
+        return self.kind == "entity"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -124,6 +139,8 @@ class TrainConfig:
             close = difflib.get_close_matches(self.env, names(), n=3, cutoff=0.5)
             hint = f"; did you mean {', '.join(close)}?" if close else "; run `marl envs` for the list"
             raise UserError(f"unknown environment {self.env!r}{hint}")
+        _check(self.network.kind != "entity" or family == "smax" or self.env.startswith("mpe:simple_spread"),
+               f"network.kind=entity needs an entity layout, which only mpe:simple_spread and smax maps have (not {self.env})")
         _check(self.algo in ALGOS, f"algo must be one of {ALGOS}, got {self.algo!r}")
         _check(not (self.algo == "happo" and self.share_actor), "happo trains one actor per agent: set share_actor=false")
         _check(self.adv_norm in ADV_NORMS, f"adv_norm must be one of {ADV_NORMS}, got {self.adv_norm!r}")

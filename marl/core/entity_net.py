@@ -1,4 +1,4 @@
-"""Size-agnostic (entity / set) actor and critic, as Flax modules. Not wired into the trainer yet.
+"""Size-agnostic (entity / set) actor and critic, as Flax modules (``network.kind = "entity"``).
 
 Inputs are what ``envs.entities.EntityLayout.inputs(x)`` returns for a flat observation or world state:
 ``own[..., F0]`` (the agent's own features; F0 may be 0), ``entities = {group: [..., K, F]}`` and
@@ -27,11 +27,8 @@ import jax.numpy as jnp
 import numpy as np
 from flax import linen as nn
 
-_ACT = {"relu": nn.relu, "tanh": nn.tanh, "gelu": nn.gelu}
-
-
-def _dense(features: int, scale: float = np.sqrt(2.0), name: str | None = None) -> nn.Dense:
-    return nn.Dense(features, kernel_init=nn.initializers.orthogonal(scale), bias_init=nn.initializers.zeros, name=name)
+from envs.entities import EntityLayout
+from marl.core.layers import ACT as _ACT, dense as _dense, gru_recur, gru_scan, orthogonal_blocks
 
 
 def masked_pool(x: jax.Array, mask: jax.Array) -> jax.Array:
@@ -76,16 +73,21 @@ class EntityEncoder(nn.Module):
 
 
 class EntityActor(nn.Module):
-    """Entities -> ``EntityEncoder`` -> dense (+ zero-initialised latent projection) -> dense -> logits [..., A].
+    """Entities -> ``EntityEncoder`` -> dense (+ zero-initialised latent projection) -> [GRU | -] -> dense -> logits.
 
-    Feed-forward (no recurrence yet). ``latent_dim`` > 0 adds ``latent @ W`` with W initialised at zero, as
-    ``marl.core.networks.Actor`` does: an untrained conditioned actor acts exactly like the unconditioned one.
+    ``latent_dim`` > 0 adds ``latent @ W`` with W initialised at zero, as ``marl.core.networks.Actor``
+    does: an untrained conditioned actor acts exactly like the unconditioned one. ``recurrent`` adds a
+    GRU of width ``hidden`` after the trunk (the MLP actor's fused GRU, ``marl.core.layers``).
 
     ``pointer_group``: actions that target an entity. With it the logits are ``num_actions`` fixed
     actions followed by one logit per entity of that group, ``[..., num_actions + K]``, each from the
     actor's features and that entity's encoding. On SMAX (``num_actions=5`` moves, ``pointer_group="enemies"``)
     that is jaxmarl's action order (attack enemy k = action 5 + k, enemies ascending as in the
     observation), so the action head too is the same at every enemy count. Without it: ``[..., num_actions]``.
+
+    Two interfaces: ``__call__(own, entities, masks, latent)`` on entity sets (feed-forward only), and
+    with ``layout`` set, ``step`` / ``unroll`` on flat observations with the MLP actor's signature
+    (what ``marl.core.team`` calls), so rollouts, losses, probes and search use it unchanged.
     """
 
     num_actions: int
@@ -93,24 +95,65 @@ class EntityActor(nn.Module):
     latent_dim: int = 0
     activation: str = "relu"
     pointer_group: str | None = None
+    recurrent: bool = False
+    layout: EntityLayout | None = None
 
-    @nn.compact
-    def __call__(self, own, entities, masks, latent=None):
-        """own [..., F0], entities {g: [..., K, F]}, masks {g: [..., K]}, latent [..., d] -> logits [..., A]."""
-        act = _ACT[self.activation]
-        z, encoded = EntityEncoder(self.hidden, self.activation, name="encoder")(own, entities, masks)
-        x = _dense(self.hidden, name="trunk")(z)
+    def setup(self):
+        """Create the layers: encoder, trunk, optional latent projection and GRU, head, optional pointer."""
+        h = self.hidden
+        self.encoder = EntityEncoder(h, self.activation)
+        self.trunk = _dense(h)
         if self.latent_dim:
-            x = x + nn.Dense(self.hidden, use_bias=False, kernel_init=nn.initializers.zeros, name="latent")(latent)
+            self.latent = nn.Dense(h, use_bias=False, kernel_init=nn.initializers.zeros)
+        if self.recurrent:
+            self.gru_in = nn.Dense(3 * h, kernel_init=nn.initializers.lecun_normal(), bias_init=nn.initializers.zeros)
+            self.gru_h = self.param("gru_h", orthogonal_blocks(3), (h, 3 * h))
+            self.gru_hb = self.param("gru_hb", nn.initializers.zeros, (3 * h,))
+        self.hidden1 = _dense(h)
+        self.policy = _dense(self.num_actions, scale=0.01)
+        if self.pointer_group is not None:
+            self.pointer_query = _dense(h)
+            self.pointer_key = _dense(h)
+            self.pointer = _dense(1, scale=0.01)
+
+    def _features(self, own, entities, masks, latent):
+        act = _ACT[self.activation]
+        z, encoded = self.encoder(own, entities, masks)
+        x = self.trunk(z)
+        if self.latent_dim:
+            x = x + self.latent(latent)
         x = act(x)
-        x = act(_dense(self.hidden, name="hidden1")(x))
-        logits = _dense(self.num_actions, scale=0.01, name="policy")(x)
+        return (self.gru_in(x) if self.recurrent else x), encoded
+
+    def _head(self, x, encoded):
+        act = _ACT[self.activation]
+        x = act(self.hidden1(x))
+        logits = self.policy(x)
         if self.pointer_group is None:
             return logits
-        y = _dense(self.hidden, name="pointer_query")(x)[..., None, :] + _dense(self.hidden, name="pointer_key")(
-            encoded[self.pointer_group])
-        targets = _dense(1, scale=0.01, name="pointer")(act(y))[..., 0]  # [..., K]
-        return jnp.concatenate([logits, targets], axis=-1)
+        y = self.pointer_query(x)[..., None, :] + self.pointer_key(encoded[self.pointer_group])
+        return jnp.concatenate([logits, self.pointer(act(y))[..., 0]], axis=-1)  # [..., A + K]
+
+    def __call__(self, own, entities, masks, latent=None):
+        """own [..., F0], entities {g: [..., K, F]}, masks {g: [..., K]}, latent [..., d] -> logits [..., A]."""
+        if self.recurrent:
+            raise ValueError("a recurrent EntityActor acts through step/unroll (it needs a carry)")
+        return self._head(*self._features(own, entities, masks, latent))
+
+    def step(self, carry, obs, reset, latent=None):
+        """One step on flat observations: carry [..., H], obs [..., O], reset [...], latent [..., d]
+        -> (carry, logits [..., A]); the carry is passed through unchanged when feed-forward."""
+        x, encoded = self._features(*self.layout.inputs(obs), latent)
+        if self.recurrent:
+            carry = x = gru_recur(self.gru_h, self.gru_hb, carry, x, reset)
+        return carry, self._head(x, encoded)
+
+    def unroll(self, init_carry, obs, resets, latent=None):
+        """T steps: obs [T, ..., O], resets [T, ...], latent [T, ..., d] -> logits [T, ..., A]."""
+        x, encoded = self._features(*self.layout.inputs(obs), latent)
+        if self.recurrent:
+            x = gru_scan(self.gru_h, self.gru_hb, init_carry, x, resets)
+        return self._head(x, encoded)
 
 
 class EntityCritic(nn.Module):
@@ -146,3 +189,20 @@ class EntityCritic(nn.Module):
 def param_count(params) -> int:
     """Total number of scalars in a parameter tree."""
     return int(sum(np.prod(p.shape) for p in jax.tree.leaves(params)))
+
+
+class EntityStateCritic(nn.Module):
+    """``EntityCritic`` on a flat world state, with the MLP critic's signature:
+    ``(state [..., S], episode_step [...]) -> values [..., N]``, one per seat (``seat_group``'s entities,
+    in seat order), read through ``layout`` (the state's ``EntityLayout``)."""
+
+    layout: EntityLayout
+    seat_group: str
+    hidden: int = 128
+    activation: str = "relu"
+    max_steps: int = 0
+
+    @nn.compact
+    def __call__(self, state, episode_step):
+        critic = EntityCritic(self.hidden, self.activation, self.seat_group, self.max_steps, name="critic")
+        return critic(*self.layout.inputs(state), episode_step)

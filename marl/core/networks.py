@@ -7,6 +7,8 @@ same module serves rollouts, losses and evaluation.
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -14,28 +16,8 @@ from flax import linen as nn
 
 from envs.base import EnvSpec
 from marl.core.config import NetworkConfig
-
-_ACT = {"relu": nn.relu, "tanh": nn.tanh, "gelu": nn.gelu}
-
-
-def _dense(features: int, scale: float = np.sqrt(2.0), name: str | None = None) -> nn.Dense:
-    return nn.Dense(features, kernel_init=nn.initializers.orthogonal(scale), bias_init=nn.initializers.zeros, name=name)
-
-
-def gru_recur(w_h, b_h, carry, gx, reset):
-    """One GRU step from precomputed input projections.
-
-    gx [..., 3H] = x W_i + b_i (gates r, z, n); w_h [H, 3H]; b_h [3H]; carry [..., H]; reset [...]
-    zeroes the carry first. Returns the new carry (also the output).
-    """
-    h = jnp.where(reset[..., None], 0.0, carry)
-    gh = h @ w_h + b_h
-    xr, xz, xn = jnp.split(gx, 3, axis=-1)
-    hr, hz, hn = jnp.split(gh, 3, axis=-1)
-    r = jax.nn.sigmoid(xr + hr)
-    z = jax.nn.sigmoid(xz + hz)
-    n = jnp.tanh(xn + r * hn)
-    return (1.0 - z) * n + z * h
+from marl.core.entity_net import EntityActor, EntityStateCritic
+from marl.core.layers import ACT as _ACT, dense as _dense, gru_recur, gru_scan, orthogonal_blocks
 
 
 class Actor(nn.Module):
@@ -60,7 +42,7 @@ class Actor(nn.Module):
             self.latent = nn.Dense(h, use_bias=False, kernel_init=nn.initializers.zeros)
         if self.recurrent:
             self.gru_in = nn.Dense(3 * h, kernel_init=nn.initializers.lecun_normal(), bias_init=nn.initializers.zeros)
-            self.gru_h = self.param("gru_h", _orthogonal_blocks(3), (h, 3 * h))
+            self.gru_h = self.param("gru_h", orthogonal_blocks(3), (h, 3 * h))
             self.gru_hb = self.param("gru_hb", nn.initializers.zeros, (3 * h,))
         else:
             self.hidden0 = _dense(h)
@@ -86,29 +68,14 @@ class Actor(nn.Module):
             x = carry
         return carry, self._head(x)
 
+    step = __call__  # the name ``marl.core.team`` calls (the entity actor's ``__call__`` reads entity sets)
+
     def unroll(self, init_carry, obs, resets, latent=None):
         """T steps: obs [T, ..., O], resets [T, ...], latent [T, ..., d] -> logits [T, ..., A]."""
         x = self._features(obs, latent)
         if self.recurrent:
-            w, b = self.gru_h, self.gru_hb
-
-            def step(h, xs):
-                h = gru_recur(w, b, h, *xs)
-                return h, h
-
-            _, x = jax.lax.scan(step, init_carry, (x, resets))
+            x = gru_scan(self.gru_h, self.gru_hb, init_carry, x, resets)
         return self._head(x)
-
-
-def _orthogonal_blocks(blocks: int):
-    """Orthogonal init for each [H, H] block of a fused [H, blocks*H] recurrent kernel."""
-
-    def init(key, shape, dtype=jnp.float32):
-        h = shape[0]
-        keys = jax.random.split(key, blocks)
-        return jnp.concatenate([nn.initializers.orthogonal()(k, (h, h), dtype) for k in keys], axis=-1)
-
-    return init
 
 
 class Critic(nn.Module):
@@ -147,16 +114,45 @@ class Critic(nn.Module):
         return _dense(1, scale=1.0)(x)[..., 0]
 
 
-def make_actor(spec: EnvSpec, net: NetworkConfig) -> Actor:
-    """The ``Actor`` module for ``spec``'s actions and ``net``'s sizes (one actor, no agent axis)."""
+def make_actor(spec: EnvSpec, net: NetworkConfig) -> Actor | EntityActor:
+    """The actor module for ``spec``'s actions and ``net``'s sizes (one actor, no agent axis); act with
+    ``.apply(params, carry, obs, reset, latent, method="step")`` or ``method="unroll"``.
+
+    ``net.kind="entity"``: an ``EntityActor`` reading ``spec``'s observation layout; on SMAX the attack
+    actions are a pointer over the enemies (``spec.num_actions - E`` fixed actions, then one per enemy)."""
+    if net.kind == "entity":
+        obs_layout = entity_layouts(spec)[0]
+        pointer = "enemies" if "enemies" in obs_layout.counts else None
+        fixed = spec.num_actions - (obs_layout.counts["enemies"] if pointer else 0)
+        return EntityActor(num_actions=fixed, hidden=net.hidden, latent_dim=net.latent_dim, activation=net.activation,
+                           pointer_group=pointer, recurrent=net.recurrent, layout=obs_layout)
     return Actor(num_actions=spec.num_actions, hidden=net.hidden, recurrent=net.recurrent,
                  activation=net.activation, latent_dim=net.latent_dim)
 
 
-def make_critic(spec: EnvSpec, net: NetworkConfig) -> Critic:
-    """The centralised ``Critic`` module for ``spec`` (values for all N seats from the global state)."""
+def make_critic(spec: EnvSpec, net: NetworkConfig) -> Critic | EntityStateCritic:
+    """The centralised critic for ``spec``: ``apply(params, state [..., S], episode_step [...]) -> [..., N]``
+    (values for all N seats from the global state; ``net.kind="entity"``: read as entity sets)."""
+    if net.kind == "entity":
+        state_layout = entity_layouts(spec)[1]
+        seats = "agents" if "agents" in state_layout.counts else "allies"
+        return EntityStateCritic(layout=state_layout, seat_group=seats, hidden=net.critic_hidden,
+                                 activation=net.activation, max_steps=spec.max_steps if net.critic_time else 0)
     return Critic(num_agents=spec.num_agents, max_steps=spec.max_steps, hidden=net.critic_hidden,
                   activation=net.activation, time=net.critic_time)
+
+
+@functools.lru_cache(maxsize=None)
+def entity_layouts(spec: EnvSpec):
+    """(observation layout, state layout) of ``spec``'s env (``envs.entities.layouts_of``), once per spec."""
+    from envs.entities import layouts_of
+    from envs.registry import make
+
+    with jax.ensure_compile_time_eval():  # first called while tracing a rollout: jaxmarl's init runs jnp code
+        layouts = layouts_of(make(spec.name))
+    if layouts[0].size != spec.obs_dim or layouts[1].size != spec.state_dim:
+        raise RuntimeError(f"{spec.name}: entity layout sizes differ from the spec's")
+    return layouts
 
 
 def actor_input_dim(spec: EnvSpec, net: NetworkConfig) -> int:
@@ -169,7 +165,7 @@ def init_actor(key: jax.Array, spec: EnvSpec, net: NetworkConfig):
     actor = make_actor(spec, net)
     carry = jnp.zeros((net.hidden,))
     obs = jnp.zeros((actor_input_dim(spec, net),))
-    return actor.init(key, carry, obs, jnp.zeros((), bool), jnp.zeros((net.latent_dim,)))
+    return actor.init(key, carry, obs, jnp.zeros((), bool), jnp.zeros((net.latent_dim,)), method="step")
 
 
 def init_critic(key: jax.Array, spec: EnvSpec, net: NetworkConfig):

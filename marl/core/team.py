@@ -64,6 +64,33 @@ def make_team(actor_params, spec: EnvSpec, network: NetworkConfig, shared: bool)
                 shared=shared)
 
 
+def _scenario(name: str) -> str:
+    """``"mpe:simple_spread:8"`` -> ``"mpe:simple_spread"``; every smax map -> ``"smax"`` (one unit-type set)."""
+    family, _, rest = name.partition(":")
+    return "smax" if family == "smax" else f"{family}:{rest.partition(':')[0]}"
+
+
+def resize(team: Team, spec: EnvSpec, what: str = "the run") -> Team:
+    """The team acting in ``spec``'s env, possibly at another team size (out of distribution): a shared,
+    size-agnostic actor (``network.kind="entity"``) tiled to ``spec.num_agents`` rows. The same env: the
+    team unchanged. Anything else is a one-line UserError (an MLP actor reads a fixed-size observation and a
+    seat id; separate actors have no row for a new seat; another scenario family has other entities)."""
+    if spec == team.spec:
+        return team
+    if _scenario(spec.name) != _scenario(team.spec.name):
+        raise UserError(f"{what} plays {team.spec.name}; {spec.name} is another scenario family: "
+                        f"pass --env {_scenario(team.spec.name)}... at another team size")
+    if not team.network.size_agnostic:
+        raise UserError(f"{what} has a network.kind={team.network.kind} actor, which reads a fixed-size observation "
+                        f"and runs only at its trained size ({team.spec.name}, N={team.num_agents}): train with "
+                        f"network.kind=entity network.agent_id=false to act at other team sizes")
+    if not team.shared:
+        raise UserError(f"{what} trained one actor per seat, which has no actor for the seats of {spec.name}: "
+                        f"train a shared actor (share_actor=true) to act at other team sizes")
+    one = jax.tree.map(lambda x: x[0], team.params)
+    return Team(params=tile(one, spec.num_agents), spec=spec, network=team.network, shared=True)
+
+
 def check_compatible(a: Team, b: Team, what: str = "teams") -> None:
     """Raise a one-line UserError naming the first mismatch between two teams."""
     for field in ("name", "num_agents", "obs_dim", "num_actions"):
@@ -71,7 +98,7 @@ def check_compatible(a: Team, b: Team, what: str = "teams") -> None:
         if va != vb:
             raise UserError(f"incompatible {what}: env {field} differs ({va} vs {vb}); compare teams trained on the same environment")
     na, nb = a.network, b.network
-    for field in ("hidden", "recurrent", "activation", "agent_id", "latent_dim"):
+    for field in ("kind", "hidden", "recurrent", "activation", "agent_id", "latent_dim"):
         va, vb = getattr(na, field), getattr(nb, field)
         if va != vb:
             raise UserError(f"incompatible {what}: network.{field} differs ({va} vs {vb}); actors must have the same shapes")
@@ -97,16 +124,14 @@ def agent_step(spec: EnvSpec, net: NetworkConfig, params, seat, carry, obs, rese
     """One actor (one row of the stack) acts in ``seat``: carry [..., H], obs [..., O], reset [...],
     latent [..., d] or None -> (carry, logits [..., A])."""
     x = _append_seat(obs, seat, spec, net)
-    return make_actor(spec, net).apply(params, carry, x, reset, _zeros_latent(obs, latent, net))
+    return make_actor(spec, net).apply(params, carry, x, reset, _zeros_latent(obs, latent, net), method="step")
 
 
 def agent_unroll(spec: EnvSpec, net: NetworkConfig, params, seat, init_carry, obs, resets, latent=None):
     """One actor over time: obs [T, ..., O], resets [T, ...], latent [T, ..., d] -> logits [T, ..., A]."""
-    from marl.core.networks import Actor
-
     x = _append_seat(obs, seat, spec, net)
     return make_actor(spec, net).apply(params, init_carry, x, resets, _zeros_latent(obs, latent, net),
-                                       method=Actor.unroll)
+                                       method="unroll")
 
 
 def _ids(spec: EnvSpec, ids) -> jax.Array:

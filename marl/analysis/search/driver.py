@@ -6,11 +6,13 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import envs
 from common.errors import UserError
 from common.preflight import check_seed
 from marl.analysis.search.compare import check_latent_dim, check_latent_team, check_source, search_methods, summarize
 from marl.analysis.search.methods import DEFAULT_PER_AGENT, METHODS, PER_AGENT
 from marl.analysis.search.output import write_outputs
+from marl.core.team import resize
 from marl.runs.layout import CheckpointRef, load_config, parse_ref
 
 
@@ -56,13 +58,16 @@ def check_search_memory(env, team, instances: int, per_generation: int, reeval: 
 def search_run(ref: str | Path | CheckpointRef, *, instances: int = 64, budget: int = 256, methods=METHODS,
                per_agent: str = DEFAULT_PER_AGENT, source: str | Path | CheckpointRef | None = None,
                population: int = 16, sigma: float = 0.5, repeats: int = 1, reeval: int = 16, seed: int = 0,
-               random_policy: bool = False, out: str | Path | None = None, echo=print) -> dict:
+               random_policy: bool = False, env: str | None = None, out: str | Path | None = None,
+               echo=print) -> dict:
     """Latent search on the checkpoint ``ref`` (``RUN[/checkpoints/STEP][#SEED]`` of a latent-conditioned
     run): every method in ``methods`` spends ``budget`` episodes (population x repeats per generation) on
     each of ``instances`` fixed instances; the best latent per instance is re-evaluated on ``reeval``
     fresh episodes. ``per_agent``: the per-agent method the claims compare (named before the run);
     ``source``: ``RUN[#SEED]`` of the policy P the latent run was fine-tuned from (adds its greedy row on
-    the same instances and keys); ``random_policy``: adds the ``random-policy`` row (uniform random legal
+    the same instances and keys); ``env``: search in this env instead of the run's, e.g.
+    ``"mpe:simple_spread:128"`` for a run trained at N = 8 (out of distribution; the run, and the source,
+    must have a shared size-agnostic actor: ``marl.core.team.resize``); ``random_policy``: adds the ``random-policy`` row (uniform random legal
     actions on the same instances and keys: the floor); ``seed`` picks the instances and the search noise.
 
     Returns ``summarize``'s dict plus run, source, instances, budget, population, sigma, reeval_episodes,
@@ -81,22 +86,28 @@ def search_run(ref: str | Path | CheckpointRef, *, instances: int = 64, budget: 
         check_out_dir(out)
     ref = parse_ref(ref)
     check_latent_dim(load_config(ref.run).network.latent_dim, str(ref.run))  # before loading any checkpoint
+    target = None if env is None else envs.make(env)
     loaded = load_team(ref)
-    team, info = loaded.team, loaded.source
+    team, info, search_env = loaded.team, loaded.source, loaded.env
     check_latent_team(team, str(ref.run))
+    if target is not None:
+        team, search_env = resize(team, target.spec, f"run {ref.run}"), target
     p_team = p_info = None
     if source is not None:
         p_loaded = load_team(parse_ref(source))
         p_team, p_info = p_loaded.team, p_loaded.source
+        if target is not None:
+            p_team = resize(p_team, target.spec, f"--source {source}")
         check_source(team, p_team, f"--source {source}")
-    check_search_memory(loaded.env, team, instances, population * repeats, reeval)
+    check_search_memory(search_env, team, instances, population * repeats, reeval)
     echo(f"search {info['run']} @ update {info['step']} ({team.spec.name}, N={team.num_agents}, "
          f"d={team.network.latent_dim}): {instances} instances, budget {budget}")
-    results = search_methods(loaded.env, team, methods, instances, budget, seed=seed, pop=population, sigma=sigma,
+    results = search_methods(search_env, team, methods, instances, budget, seed=seed, pop=population, sigma=sigma,
                              reeval_episodes=reeval, repeats=repeats, source=p_team, random_policy=random_policy,
                              log=echo)
     summary = summarize(results, per_agent=per_agent)
-    summary.update(run=info, source=p_info, instances=instances, budget=budget, population=population,
+    summary.update(run=info, source=p_info, env=team.spec.name, num_agents=team.num_agents,
+                   trained_env=loaded.team.spec.name, instances=instances, budget=budget, population=population,
                    sigma=sigma, reeval_episodes=reeval, repeats=repeats, seed=seed)
     if out is not None:
         write_outputs(summary, out, title=f"{team.spec.name}: latent search ({instances} instances)")
