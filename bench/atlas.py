@@ -390,7 +390,6 @@ def cost_child(recipe: dict, n: int) -> dict:
 
     import envs
     from marl.analysis.search import search_methods
-    from marl.core import ppo
     from marl.core.config import NetworkConfig, TrainConfig
     from marl.core.networks import init_actor
     from marl.core.team import Team, team_step, tile
@@ -411,19 +410,10 @@ def cost_child(recipe: dict, n: int) -> dict:
             jax.block_until_ready(f(*args))
         return first, (time.perf_counter() - t0) / reps
 
-    def raw(key):
-        ts, st = jax.vmap(env.reset)(jax.random.split(key, E))
+    sys.path.insert(0, str(Path(__file__).parent))
+    from throughput import raw_env_sps
 
-        def body(c, k):
-            ts, st = c
-            k1, k2 = jax.random.split(k)
-            a = ppo.sample(k1, ppo.masked_logits(jnp.zeros(ts.avail.shape), ts.avail))
-            ts, st = jax.vmap(env.step)(jax.random.split(k2, E), st, a)
-            return (ts, st), ts.reward
-
-        return jax.lax.scan(body, (ts, st), jax.random.split(key, T))[1]
-
-    _, raw_s = timed(jax.jit(raw), jax.random.PRNGKey(0))
+    raw_s = E * T / raw_env_sps(f"{recipe['env']}:{n}", num_envs=E, length=T, repeats=2)  # s per E x T steps
     p = init_actor(jax.random.PRNGKey(0), env.spec, net)
     team = Team(tile(p, n), env.spec, net, shared=True)
 

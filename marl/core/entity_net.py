@@ -28,7 +28,7 @@ import numpy as np
 from flax import linen as nn
 
 from envs.entities import EntityLayout
-from marl.core.layers import ACT as _ACT, dense as _dense, gru_recur, gru_scan, orthogonal_blocks
+from marl.core.layers import ACT as _ACT, dense as _dense, gru_layers, gru_recur, gru_scan
 
 
 def masked_pool(x: jax.Array, mask: jax.Array) -> jax.Array:
@@ -106,9 +106,7 @@ class EntityActor(nn.Module):
         if self.latent_dim:
             self.latent = nn.Dense(h, use_bias=False, kernel_init=nn.initializers.zeros)
         if self.recurrent:
-            self.gru_in = nn.Dense(3 * h, kernel_init=nn.initializers.lecun_normal(), bias_init=nn.initializers.zeros)
-            self.gru_h = self.param("gru_h", orthogonal_blocks(3), (h, 3 * h))
-            self.gru_hb = self.param("gru_hb", nn.initializers.zeros, (3 * h,))
+            self.gru_in, self.gru_h, self.gru_hb = gru_layers(self, h)
         self.hidden1 = _dense(h)
         self.policy = _dense(self.num_actions, scale=0.01)
         if self.pointer_group is not None:

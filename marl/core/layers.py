@@ -51,3 +51,13 @@ def orthogonal_blocks(blocks: int):
         return jnp.concatenate([nn.initializers.orthogonal()(k, (h, h), dtype) for k in keys], axis=-1)
 
     return init
+
+
+def gru_layers(module: nn.Module, hidden: int):
+    """Inside a module's ``setup``: the fused GRU's input layer (``gru_in``, [.., 3H]) and recurrent kernel
+    and bias (params ``gru_h`` [H, 3H], orthogonal blocks, and ``gru_hb`` [3H]); assign them to
+    ``self.gru_in, self.gru_h, self.gru_hb``."""
+    h = hidden
+    gru_in = nn.Dense(3 * h, kernel_init=nn.initializers.lecun_normal(), bias_init=nn.initializers.zeros)
+    return (gru_in, module.param("gru_h", orthogonal_blocks(3), (h, 3 * h)),
+            module.param("gru_hb", nn.initializers.zeros, (3 * h,)))

@@ -17,7 +17,7 @@ from flax import linen as nn
 from envs.base import EnvSpec
 from marl.core.config import NetworkConfig
 from marl.core.entity_net import EntityActor, EntityStateCritic
-from marl.core.layers import ACT as _ACT, dense as _dense, gru_recur, gru_scan, orthogonal_blocks
+from marl.core.layers import ACT as _ACT, dense as _dense, gru_layers, gru_recur, gru_scan
 
 
 class Actor(nn.Module):
@@ -41,9 +41,7 @@ class Actor(nn.Module):
             # Zero-initialised: an untrained conditioned actor acts exactly like the unconditioned one.
             self.latent = nn.Dense(h, use_bias=False, kernel_init=nn.initializers.zeros)
         if self.recurrent:
-            self.gru_in = nn.Dense(3 * h, kernel_init=nn.initializers.lecun_normal(), bias_init=nn.initializers.zeros)
-            self.gru_h = self.param("gru_h", orthogonal_blocks(3), (h, 3 * h))
-            self.gru_hb = self.param("gru_hb", nn.initializers.zeros, (3 * h,))
+            self.gru_in, self.gru_h, self.gru_hb = gru_layers(self, h)
         else:
             self.hidden0 = _dense(h)
         self.hidden1 = _dense(h)
