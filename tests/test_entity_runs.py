@@ -153,3 +153,20 @@ def test_smax_happo_entity_run_resumes_exactly(tmp_path):
     params = a.actor_params["params"]
     assert {"encoder", "gru_h", "pointer"} <= set(params)
     assert jax.tree.leaves(params)[0].shape[:2] == (1, 3)  # [seeds, agents, ...]: one actor per agent
+
+
+def test_probes_and_eval_take_entity_teams(entity_run, tmp_path):
+    """Interpolation, team probes and evaluation run on entity teams as on MLP ones; a team interpolated
+    with itself has no barrier (every alpha is the same team)."""
+    from marl import api
+    from probes import api as probes
+
+    b = probes.barrier(f"{entity_run}#0", f"{entity_run}#1", tmp_path / "b", alphas="0,0.5,1", episodes=8, boot=50)
+    assert len(b["naive"]["return"]["mean"]) == 3 and np.isfinite(b["naive"]["return"]["barrier"])
+    same = probes.barrier(f"{entity_run}#0", f"{entity_run}#0", tmp_path / "s", alphas="0,0.5,1", episodes=8, boot=50)
+    np.testing.assert_allclose(same["naive"]["return"]["mean"], same["naive"]["return"]["mean"][0], rtol=1e-6)
+    assert same["naive"]["return"]["barrier_max"] == 0.0
+    t = probes.teams(f"{entity_run}#0", f"{entity_run}#1", tmp_path / "t", episodes=4)
+    assert t
+    rep = api.evaluate(str(entity_run), episodes=4, save=False)
+    assert np.asarray(rep.returns).shape[-2:] == (2, 4) and np.isfinite(np.asarray(rep.returns)).all()
