@@ -195,7 +195,7 @@ def report(recipe: dict, root: Path) -> None:
         dp = [r["D"].get(b_main, np.nan) / abs(r["P"]) for r in rs]
         entry = {"seeds": [r["seed"] for r in rs], "M": margin_ok, "D": t_ci(d), "D_per_agent": t_ci(np.divide(d, n)),
                  "D_over_M": t_ci(dm), "D_over_absP": t_ci(dp), "P": t_ci([r["P"] for r in rs]),
-                 "random": t_ci([r["random"] for r in rs]), "margin_positive": bool(margin_ok[1] > 0),
+                 "random": t_ci([r["random"] for r in rs]), "margin_positive": bool(margin_ok[1] > 0 if np.isfinite(margin_ok[1]) else margin_ok[0] > 0),
                  "curves": {str(b): t_ci([r["D"][b] / r["M"] for r in rs if b in r["D"]])
                             for b in recipe["budget_points"] if all(b in r["D"] for r in rs)},
                  "per_seed": rs}
@@ -227,10 +227,10 @@ def report(recipe: dict, root: Path) -> None:
         g = [(r["D"][bmax] - r["D"][64]) / r["M"] for r in rs]
         ci = t_ci(g)
         compute[n] = {"B_max": bmax, "gain": ci, "verdict": _verdict(ci[1], ci[2]) if len(g) >= 2 else "not shown"}
-    verdicts = [c["verdict"] for c in compute.values()]
-    v_compute = ("supported" if verdicts and all(v == "supported" for v in verdicts) else
-                 "refuted" if verdicts and all(v == "refuted" for v in verdicts) else
-                 "not shown" if verdicts else "not measured")
+    by_verdict = {}
+    for k, c in compute.items():  # the plan decides per N; the summary lists the sizes under each verdict
+        by_verdict.setdefault(c["verdict"], []).append(k)
+    v_compute = "; ".join(f"{v} at N = {', '.join(map(str, ns))}" for v, ns in by_verdict.items()) or "not measured"
     failed = [k for k, v in pre.items() if not v]
     if failed:
         v_size = v_compute = f"precondition failed ({'; '.join(failed)})"
@@ -369,12 +369,13 @@ def cost(recipe: dict, sizes, chunks: int = 1) -> None:
              "Agent-steps/s = env steps/s x N; compile time excluded (each program runs once first). Raw: random "
              "actions through the adapter's step, the same envs in one scanned program. Search: one "
              "sep-cmaes-per-agent generation of 16 episodes (latent d = 16) on 1 instance. Training: one update "
-             "of 16 envs x 26 steps, 1 epoch x 1 minibatch (a smaller batch than the recipe, so it fits at N = 200).", "",
-             "| N | raw agent-steps/s | train agent-steps/s | train / raw | search agent-steps/s | search / raw | "
+             "of E envs x 26 steps (E = 16 to N = 32, 4 at 64, 1 above, so that the update fits in memory), 1 epoch "
+             "x 1 minibatch; raw stepping uses the same E.", "",
+             "| N | E | raw agent-steps/s | train agent-steps/s | train / raw | search agent-steps/s | search / raw | "
              "s per search episode | compile train / search s | peak RSS MB |",
-             "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+             "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in rows:
-        lines.append(f"| {r['N']} | {r['raw']:,.0f} | {r['train']:,.0f} | {r['train'] / r['raw']:.3f} | {r['search']:,.0f} | "
+        lines.append(f"| {r['N']} | {r['envs']} | {r['raw']:,.0f} | {r['train']:,.0f} | {r['train'] / r['raw']:.3f} | {r['search']:,.0f} | "
                      f"{r['search'] / r['raw']:.3f} | {r['episode_s']:.3f} | {r['compile_train_s']:.0f} / "
                      f"{r['compile_search_s']:.0f} | {r['peak_rss_mb']:,.0f} |")
     if rows:
@@ -399,7 +400,7 @@ def cost_child(recipe: dict, n: int) -> dict:
     net = NetworkConfig(kind="entity", agent_id=False, hidden=src["network.hidden"], critic_hidden=src["network.critic_hidden"],
                         recurrent=False, activation=src["network.activation"], latent_dim=recipe["latent"]["latent_dim"])
     env = envs.make(f"{recipe['env']}:{n}")
-    E, T = 16, 26
+    E, T = (16 if n <= 32 else 4 if n <= 64 else 1), 26  # fewer envs at large N: the training update's memory
 
     def timed(f, *args, reps=2):
         t0 = time.perf_counter()
@@ -444,12 +445,12 @@ def cost_child(recipe: dict, n: int) -> dict:
     r = res["sep-cmaes-per-agent"]
     search_eps = 2 * 16
     ep_s = r["search_s"] / search_eps
-    return {"N": n, "raw": E * T * n / raw_s, "train": E * T * n / train_s, "search": search_eps * T * n / r["search_s"],
+    return {"N": n, "envs": E, "raw": E * T * n / raw_s, "train": E * T * n / train_s, "search": search_eps * T * n / r["search_s"],
             "episode_s": ep_s, "compile_train_s": compile_train - train_s, "compile_search_s": r["compile_s"],
             "act_agent_steps_s": E * T * n / act_s,
-            "where": f"{E} envs x {T} steps: env alone {raw_s:.2f} s, env + policy forward {act_s:.2f} s "
+            "where": f"{E} envs x {T} steps: env alone {1e3 * raw_s:.1f} ms, env + policy forward {1e3 * act_s:.1f} ms "
                      f"(policy {100 * (act_s - raw_s) / max(act_s, 1e-9):.0f}% of acting), one training update "
-                     f"{train_s:.2f} s (forward, backward and critic: {train_s / max(act_s, 1e-9):.1f}x acting)"}
+                     f"{1e3 * train_s:.1f} ms (forward, backward and critic: {train_s / max(act_s, 1e-9):.1f}x acting)"}
 
 
 def main() -> None:
