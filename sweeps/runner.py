@@ -302,8 +302,11 @@ def plan_probes(sweep: dict, runs: list[PlannedRun]) -> list[ProbeJob]:
                 at = f"{env} [{point}]" if point else env
                 raise UserError(f"sweep pair {name!r} on {at}: unequal budgets ({ba:,} vs {bb:,} env steps per team, "
                                 f"sources included); equalise total_steps or set allow_unequal_budgets = true")
-        for cell in cells:
-            totals = {v for (e, pt, _), pair in budgets.items() if (e, pt) == cell for v in pair}
+        rep = sweep.get("report", {})
+        verdict_groups = set(rep.get("connected", [])) | set(rep.get("separated", []))
+        for cell in cells:  # the groups the verdict compares share one budget; a control pair only its own
+            totals = {v for (e, pt, g), pair in budgets.items() if (e, pt) == cell
+                      and (not verdict_groups or g in verdict_groups) for v in pair}
             if len(totals) > 1:
                 raise UserError(f"sweep pairs compare teams of different budgets ({', '.join(f'{t:,}' for t in sorted(totals))} "
                                 f"env steps); equalise total_steps or set allow_unequal_budgets = true")

@@ -253,6 +253,14 @@ def test_sweep_pair_errors(tmp_path, capsys):
                                                                     "[history.happo]\ntotal_steps = 64"))
     sweep = load_sweep(ok)
     assert len(plan_probes(sweep, plan(sweep))) == 3
+    # a control pair outside the verdict's groups (S x S at S's 64 steps, the groups at 96) needs equal budgets
+    # only within itself; named in a verdict group it is refused
+    control = base.replace("[report]", '[[pairs]]\na = "shared"\nb = "shared"\nseeds = "across"\nalign = true\n\n[report]')
+    ok.write_text(control)
+    sweep = load_sweep(ok)
+    assert [j.pair for j in plan_probes(sweep, plan(sweep))][-1] == "shared x shared"
+    err(control.replace('separated = ["happo x happo"]', 'separated = ["happo x happo", "shared x shared"]'),
+        "different budgets")
     # the CLI: one line, exit 2, nothing trained
     bad = tmp_path / "bad.toml"
     bad.write_text(base.replace("alphas = 3", "alphas = 4"))
