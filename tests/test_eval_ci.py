@@ -49,3 +49,34 @@ def test_fresh_seed_rule_is_calibrated_at_six_seeds():
     at = met_rate(0.90)  # nominal 0.05; its Wilson CI over the 2000 studies must reach down to it
     assert wilson_ci(round(at * 2000), 2000)[0] <= 0.05 and at < 0.07
     assert met_rate(0.93) >= 0.8
+
+
+def test_unchanged_and_paired_rules_are_calibrated_at_the_study_sizes():
+    """HAPPO "unchanged" (6 new seeds against the 5 recorded ones, margin 0.02) and critic_on_dead (6 paired
+    seeds): with the true difference at the margin, "unchanged" / "equivalent" is said in <= 5% of simulated
+    studies; at a true difference of 0 they have power; at a real 0.03 change, "changed" / "better" mostly."""
+    from bench.fresh_seeds_summary import paired, unchanged
+
+    rng = np.random.default_rng(1)
+    old = np.array([0.8984375, 0.8984375, 0.92578125, 0.9140625, 0.90234375])  # the recorded HAPPO seeds
+
+    def seeds(mean, n, sd=0.012):  # seed effects plus 256-episode binomial noise
+        p = np.clip(mean + rng.normal(0, sd, n), 0, 1)
+        return rng.binomial(256, p) / 256
+
+    studies = 2000
+    at_margin = np.mean([unchanged(seeds(old.mean() + 0.02, 6), old)["verdict"] == "unchanged" for _ in range(studies)])
+    same = np.mean([unchanged(seeds(old.mean(), 6), old)["verdict"] == "unchanged" for _ in range(studies)])
+    moved = np.mean([unchanged(seeds(old.mean() - 0.03, 6), old)["verdict"] == "changed" for _ in range(studies)])
+    assert at_margin <= 0.05 and same > 0.1 and moved > 0.5, (at_margin, same, moved)  # power at 6 seeds: about 0.2
+    d_margin = np.mean([paired(rng.normal(0.02, 0.015, 6))["verdict"] == "equivalent" for _ in range(studies)])
+    d_zero = np.mean([paired(rng.normal(0.0, 0.01, 6))["verdict"] == "equivalent" for _ in range(studies)])
+    d_better = np.mean([paired(rng.normal(0.03, 0.015, 6))["verdict"] == "better" for _ in range(studies)])
+    d_false = np.mean([paired(rng.normal(0.0, 0.015, 6))["verdict"] in ("better", "worse") for _ in range(studies)])
+    assert d_margin <= 0.05 and d_zero > 0.5 and d_better > 0.8 and d_false <= 0.1, (d_margin, d_zero, d_better, d_false)
+    # the branches on fixed data
+    assert unchanged([0.90, 0.91, 0.905, 0.90, 0.91, 0.905], old)["verdict"] == "unchanged"
+    assert unchanged([0.85, 0.86, 0.855, 0.85, 0.86, 0.855], old)["verdict"] == "changed"
+    assert paired([0.05, 0.04, 0.06, 0.05, 0.045, 0.055])["verdict"] == "better"
+    assert paired([-0.05, -0.04, -0.06, -0.05, -0.045, -0.055])["verdict"] == "worse"
+    assert paired([0.001, -0.002, 0.0, 0.002, -0.001, 0.0])["verdict"] == "equivalent"
