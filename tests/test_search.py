@@ -356,3 +356,26 @@ def test_search_too_large_for_memory_is_one_line():
     with pytest.raises(UserError, match=r"searching 1,000,000,000 instances x 16 episodes at once needs about .* "
                                         r"use fewer --instances"):
         check_search_memory(env, team, instances=10**9, per_generation=16, reeval=4)
+
+
+def test_shared_programs_compile_the_episodes_once_across_teams(latent_team):
+    """``programs`` reused for another team of the same network (another training seed): the episode
+    program (the costly one) is not compiled again, and the results equal those of a fresh search."""
+    from marl.analysis.search.loop import Programs
+
+    env, team = latent_team
+    leaves, tree = jax.tree.flatten(team.params)
+    keys = jax.random.split(jax.random.PRNGKey(7), len(leaves))
+    other = team.replace(params=jax.tree.unflatten(tree, [x + 0.5 * jax.random.normal(k, x.shape)
+                                                          for x, k in zip(leaves, keys)]))
+    kw = dict(num_instances=2, budget=8, pop=4, reeval_episodes=1, log=lambda *_: None)
+    programs = Programs()
+    episode_programs = lambda: sorted(str(k[1:]) for k in programs._compiled if k[0][0] == "score")
+    search_methods(env, team, ["zero-shot", "sep-cmaes-per-agent"], programs=programs, **kw)
+    first = episode_programs()
+    again = search_methods(env, other, ["zero-shot", "sep-cmaes-per-agent"], programs=programs, **kw)
+    assert first and episode_programs() == first
+    fresh = search_methods(env, other, ["zero-shot", "sep-cmaes-per-agent"], **kw)
+    for m in again:
+        np.testing.assert_array_equal(again[m]["reeval"], fresh[m]["reeval"])
+        assert not np.array_equal(again[m]["reeval"], search_methods(env, team, [m], **kw)[m]["reeval"])

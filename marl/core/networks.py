@@ -15,6 +15,8 @@ import numpy as np
 from flax import linen as nn
 
 from envs.base import EnvSpec
+from envs.entities import layouts_of
+from envs.registry import make
 from marl.core.config import NetworkConfig
 from marl.core.entity_net import EntityActor, EntityStateCritic
 from marl.core.layers import ACT as _ACT, dense as _dense, gru_layers, gru_recur, gru_scan
@@ -143,9 +145,6 @@ def make_critic(spec: EnvSpec, net: NetworkConfig) -> Critic | EntityStateCritic
 @functools.lru_cache(maxsize=None)
 def entity_layouts(spec: EnvSpec):
     """(observation layout, state layout) of ``spec``'s env (``envs.entities.layouts_of``), once per spec."""
-    from envs.entities import layouts_of
-    from envs.registry import make
-
     with jax.ensure_compile_time_eval():  # first called while tracing a rollout: jaxmarl's init runs jnp code
         layouts = layouts_of(make(spec.name))
     if layouts[0].size != spec.obs_dim or layouts[1].size != spec.state_dim:

@@ -49,7 +49,8 @@ def check_source(team: Team, source: Team, run: str = "the source run") -> None:
 
 def search_methods(env: Env, team: Team, methods, num_instances: int, budget: int, seed: int = 0,
                    pop: int = 16, sigma: float = 0.5, reeval_episodes: int = 16, repeats: int = 1,
-                   source: Team | None = None, random_policy: bool = False, log=print) -> dict:
+                   source: Team | None = None, random_policy: bool = False, log=print,
+                   programs: Programs | None = None) -> dict:
     """Run each method on the same instances; returns per-method arrays and timings (host numbers).
 
     The episodes are one compiled program shared by all methods and re-evaluations (``loop.scorer``); a
@@ -61,7 +62,9 @@ def search_methods(env: Env, team: Team, methods, num_instances: int, budget: in
     ``source``: the policy P the latent policy L was fine-tuned from; its greedy episodes on the same
     instances and episode keys as zero-shot (search and re-evaluation) are the ``source`` row.
     ``random_policy``: adds the row of uniform random legal actions (the team with all-zero params,
-    sampled), on the same instances and keys.
+    sampled), on the same instances and keys. ``programs``: compiled programs to reuse (e.g. across the
+    training seeds of one env and network: the team's parameters are arguments of the episode program, so
+    it compiles once; each call's strategies still compile their small ask/tell programs).
     """
     check_latent_team(team)
     if source is not None:
@@ -79,7 +82,7 @@ def search_methods(env: Env, team: Team, methods, num_instances: int, budget: in
     rows = [(m, team) for m in methods] + ([(SOURCE, source)] if source is not None else [])
     if random_policy:  # zero logits everywhere: uniform over the legal actions
         rows.append((RANDOM_POLICY, team.replace(params=jax.tree.map(jnp.zeros_like, team.params))))
-    programs = Programs()  # the episodes compile once per team network and shape, for all methods
+    programs = programs or Programs()  # the episodes compile once per team network and shape, for all methods
     for method, tm in rows:
         fixed = method in ("zero-shot", SOURCE, RANDOM_POLICY)
         strat = fixed_strategy(method, 1, 1, d, greedy=method != RANDOM_POLICY) if fixed else \
