@@ -6,6 +6,11 @@ trained at one small N (issue 26). Plan: bench/results/atlas_PLAN.md; recipe: be
     python bench/atlas.py report --root runs/atlas          # bench/results/atlas.{md,json,png}
     python bench/atlas.py cost   [--sizes 8 64 200]         # bench/results/atlas_cost.{md,json}
 
+The SMAX ladder (plan: atlas_PLAN.md, Amendment 1) runs the same steps with ``--recipe
+bench/atlas_smax.toml``: its maps come from the recipe's ``[envs]`` table, its results are named by its
+``name`` (atlas_smax.*), its episodes are stochastic (``stochastic = true``: every measure from the
+re-evaluated returns, no determinism check) and its MLP P is a recorded run (``[mlp] run``).
+
 ``search`` writes one raw file per (N, training seed) under bench/results/atlas_raw/ (skipping files
 that exist), so a stopped study continues where it stopped. ``report`` computes the plan's measures
 (lead D per agent and as a share of the competence margin M = P - random, t-intervals over training
@@ -45,22 +50,41 @@ def _train(out: Path, args: list[str], keys: dict) -> None:
     print(f"  {out}: {time.time() - t0:.0f} s", flush=True)
 
 
+def env_of(recipe: dict, n: int) -> str:
+    """The env at team size ``n``: the recipe's ``[envs]`` entry (SMAX maps), else ``env:n`` (MPE)."""
+    return recipe.get("envs", {}).get(str(n)) or f"{recipe['env']}:{n}"
+
+
+def use_results(recipe: dict, results: Path | None = None) -> None:
+    """Point RESULTS / RAW at ``results`` (default bench/results) and the recipe's name (default atlas)."""
+    global RESULTS, RAW
+    RESULTS = Path(results) if results else Path(__file__).parent / "results"
+    RAW = RESULTS / f"{recipe.get('name', 'atlas')}_raw"
+    RESULTS.mkdir(parents=True, exist_ok=True)
+
+
+def _out(recipe: dict, ext: str) -> Path:
+    return RESULTS / f"{recipe.get('name', 'atlas')}.{ext}"
+
+
 def runs(recipe: dict, root: Path) -> dict:
-    """Where each run of the recipe lives under ``root``."""
+    """Where each run of the recipe lives under ``root`` (the MLP P: the recipe's recorded run if it names one)."""
     n = recipe["train_size"]
-    return {"P": root / f"P{n}_entity", "P_mlp": root / f"P{n}_mlp",
+    mlp = recipe.get("mlp", {}).get("run")
+    return {"P": root / f"P{n}_entity", "P_mlp": Path(mlp) if mlp else root / f"P{n}_mlp",
             **{f"L{s}": root / f"L{n}_s{s}" for s in recipe["seeds"]}}
 
 
 def train(recipe: dict, root: Path) -> None:
     """P (every seed in one vmapped run), the MLP P beside it, then L of each seed from P's seed."""
     r, seeds = runs(recipe, root), recipe["seeds"]
-    env = f"{recipe['env']}:{recipe['train_size']}"
+    env = env_of(recipe, recipe["train_size"])
     src = dict(recipe["source"])
     steps = src.pop("total_steps")
     base = ["--env", env, "--total-steps", str(steps), "--seeds", str(len(seeds)), "--seed", str(seeds[0])]
     _train(r["P"], base, src)
-    _train(r["P_mlp"], base, {**src, **recipe["mlp"]})
+    if "run" not in recipe["mlp"]:
+        _train(r["P_mlp"], base, {**src, **recipe["mlp"]})
     lat = dict(recipe["latent"])
     for s in seeds:
         args = ["--env", env, "--total-steps", str(lat["total_steps"]), "--seed", str(s),
@@ -84,7 +108,7 @@ def search(recipe: dict, root: Path, sizes, seeds) -> None:
     r = runs(recipe, root)
     methods = ["zero-shot", recipe["shared"], recipe["per_agent"]]
     for n in sizes:
-        env = envs.make(f"{recipe['env']}:{n}")
+        env = envs.make(env_of(recipe, n))
         inst, budget = recipe["instances"][str(n)], recipe["budget"][str(n)]
         programs = Programs()  # the episode program compiles once per N, reused by every seed
         for s in seeds:
@@ -100,10 +124,11 @@ def search(recipe: dict, root: Path, sizes, seeds) -> None:
             t0 = time.time()
             res = search_methods(env, team, methods, inst, budget, seed=recipe["search_seed"],
                                  pop=recipe["population"], sigma=recipe["sigma"], reeval_episodes=recipe["reeval"],
+                                 repeats=recipe.get("repeats", 1),
                                  source=p_team, random_policy=True, log=print, programs=programs)
             wall = time.time() - t0
             points = [b for b in recipe["budget_points"] if b <= budget]
-            out = {"N": n, "seed": s, "instances": inst, "budget": budget, "budget_points": points, "wall_s": wall,
+            out = {"N": n, "env": env.spec.name, "seed": s, "instances": inst, "repeats": recipe.get("repeats", 1), "budget": budget, "budget_points": points, "wall_s": wall,
                    "L": l_loaded.source, "P": p_loaded.source, "backend": jax.default_backend(), "methods": {}}
             for m, v in res.items():
                 curve = np.asarray(v["curve"])
@@ -148,7 +173,7 @@ def measures(recipe: dict) -> dict:
         r = json.loads(path.read_text())
         n, s = r["N"], r["seed"]
         for m, v in r["methods"].items():
-            if m == "random-policy":  # sampled actions: its episodes are random by design
+            if m == "random-policy" or recipe.get("stochastic"):  # sampled actions: its episodes are random by design
                 continue
             if not np.allclose(v["best_seen"], v["reeval"], rtol=1e-5, atol=1e-3):
                 determinism.append(f"N={n} seed {s} {m}")
@@ -158,8 +183,13 @@ def measures(recipe: dict) -> dict:
                "zero_shot": float(np.mean(r["methods"]["zero-shot"]["reeval"])), "instances": r["instances"],
                "budget": r["budget"], "wall_s": r["wall_s"], "D": {}}
         for b in r["budget_points"]:
-            d = float(np.mean(np.subtract(r["methods"][pa]["curve"][str(b)], r["methods"][sh]["curve"][str(b)])))
-            row["D"][b] = d
+            if recipe.get("stochastic"):  # a max over noisy scores is biased: the fresh-key re-evaluation at B
+                if b != r["budget"]:
+                    continue
+                a, c = r["methods"][pa]["reeval"], r["methods"][sh]["reeval"]
+            else:
+                a, c = r["methods"][pa]["curve"][str(b)], r["methods"][sh]["curve"][str(b)]
+            row["D"][b] = float(np.mean(np.subtract(a, c)))
         row["best"] = {m: float(np.mean(r["methods"][m]["reeval"])) for m in (pa, sh)}
         rows.setdefault(n, []).append(row)
     return {"rows": rows, "determinism_failures": determinism}
@@ -169,9 +199,12 @@ def report(recipe: dict, root: Path) -> None:
     meas = measures(recipe)
     rows = meas["rows"]
     sizes = sorted(rows)
-    out = {"plan": "bench/results/atlas_PLAN.md", "recipe": "bench/atlas.toml", "per_agent": recipe["per_agent"],
-           "shared": recipe["shared"], "sizes": {}, "preconditions": {}, "verdicts": {}}
-    lines = ["# ATLAS out of distribution (generated by bench/atlas.py report; plan: atlas_PLAN.md)", ""]
+    name = recipe.get("name", "atlas")
+    out = {"plan": "bench/results/atlas_PLAN.md", "recipe": f"bench/{name}.toml", "per_agent": recipe["per_agent"],
+           "shared": recipe["shared"], "envs": {str(n): env_of(recipe, n) for n in sizes}, "sizes": {},
+           "preconditions": {}, "verdicts": {}}
+    lines = [f"# ATLAS out of distribution{': the SMAX ladder' if name != 'atlas' else ''} "
+             f"(generated by bench/atlas.py report; plan: atlas_PLAN.md)", ""]
     # precondition 1: competence at the trained size (entity P vs MLP P, greedy, same episodes)
     comp = competence(recipe, root)
     out["competence"] = comp
@@ -179,13 +212,17 @@ def report(recipe: dict, root: Path) -> None:
     if comp:
         e, mlp = comp["entity"], comp["mlp"]
         pre["P beats random at the trained size"] = comp.get("margin_lo", float("nan")) > 0
-        pre["entity P within or above the MLP P's interval"] = e["mean"] >= mlp["lo"]
-    pre["determinism (best seen == re-evaluated)"] = not meas["determinism_failures"]
+        # reported, not blocking: the plan says a worse entity P is printed as such and the study goes on
+        out["entity_within_or_above_mlp"] = bool(e["mean"] >= mlp["lo"])
+    if not recipe.get("stochastic"):
+        pre["determinism (best seen == re-evaluated)"] = not meas["determinism_failures"]
     out["preconditions"] = {k: bool(v) for k, v in pre.items()}
+    eq = recipe.get("equivalence_margin")
     # per N: D/N and D/M at the largest common budget 256 (and every budget point), over seeds
-    b_main = 256
-    table = ["| N | seeds | instances | P (zero-shot) | random | margin M | D at B=256 | D / N | D / M | D / abs(P) (caveat) |",
-             "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    b_main = 256 if 256 in recipe["budget_points"] else recipe["budget_points"][-1]
+    table = [f"| N | env | seeds | instances | P (zero-shot) | random | margin M | D at B={b_main} | D / N | D / M | "
+             "D / abs(P) (caveat) |" + (" per-agent vs shared |" if eq else ""),
+             "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |" + (" --- |" if eq else "")]
     slopes_x, share = [], {}
     for n in sizes:
         rs = sorted(rows[n], key=lambda r: r["seed"])
@@ -205,9 +242,13 @@ def report(recipe: dict, root: Path) -> None:
         if ood and entry["margin_positive"]:
             slopes_x.append(n)
         dm_txt = _fmt(*entry["D_over_M"]) if entry["margin_positive"] else "(precondition 2 failed: no margin)"
-        table.append(f"| {n}{'' if ood else ' (trained)'} | {len(rs)} | {rs[0]['instances']} | {_fmt(*entry['P'], d=1)} | "
-                     f"{_fmt(*entry['random'], d=1)} | {_fmt(*margin_ok, d=1)} | {_fmt(*entry['D'], d=2)} | "
-                     f"{_fmt(*entry['D_per_agent'], d=3)} | {dm_txt} | {_fmt(*entry['D_over_absP'], d=4)} |")
+        if eq:
+            entry["verdict"] = lead_verdict(entry["D_over_M"], eq) if entry["margin_positive"] else "no margin"
+        dp = 1 if abs(entry["P"][0]) >= 10 else 3
+        table.append(f"| {n}{'' if ood else ' (trained)'} | {env_of(recipe, n)} | {len(rs)} | {rs[0]['instances']} | "
+                     f"{_fmt(*entry['P'], d=dp)} | {_fmt(*entry['random'], d=dp)} | {_fmt(*margin_ok, d=dp)} | "
+                     f"{_fmt(*entry['D'], d=dp + 1)} | {_fmt(*entry['D_per_agent'], d=dp + 2)} | {dm_txt} | "
+                     f"{_fmt(*entry['D_over_absP'], d=4)} |" + (f" {entry['verdict']} |" if eq else ""))
     # size slope: per seed, D/M against log2 N over the OOD sizes with a margin
     seeds = sorted({s for n in slopes_x for s in share[n]})
     per_seed_slope = []
@@ -230,7 +271,8 @@ def report(recipe: dict, root: Path) -> None:
     by_verdict = {}
     for k, c in compute.items():  # the plan decides per N; the summary lists the sizes under each verdict
         by_verdict.setdefault(c["verdict"], []).append(k)
-    v_compute = "; ".join(f"{v} at N = {', '.join(map(str, ns))}" for v, ns in by_verdict.items()) or "not measured"
+    v_compute = "; ".join(f"{v} at N = {', '.join(map(str, ns))}" for v, ns in by_verdict.items()) or \
+        "not measured here (no size searched to B >= 1024)"
     failed = [k for k, v in pre.items() if not v]
     if failed:
         v_size = v_compute = f"precondition failed ({'; '.join(failed)})"
@@ -238,45 +280,77 @@ def report(recipe: dict, root: Path) -> None:
                                              "sizes": slopes_x},
                        "lead grows with compute": {"verdict": v_compute,
                                                    "by_size": {str(k): v for k, v in compute.items()}}}
-    lines += ["Trained at N = %d (entity network, shared feed-forward actor); searched zero-shot at every larger N "
-              "with no extra training. Intervals: 95%% t over training seeds (seed means; the instances are the "
-              "same for every seed and method at a given N)." % recipe["train_size"], ""]
+    arch = "recurrent" if recipe["source"].get("network.recurrent", True) else "feed-forward"
+    lines += [f"Trained at N = {recipe['train_size']} ({env_of(recipe, recipe['train_size'])}; entity network, shared "
+              f"{arch} actor); searched zero-shot at every larger N with no extra training. Intervals: 95% t over "
+              "training seeds (seed means; the instances and episode keys are the same for every seed and method "
+              "at a given N)." + (" SMAX episodes are stochastic: every return here is the fresh-key re-evaluation "
+                                  f"({recipe['reeval']} episodes per instance), never the best seen during search."
+                                  if recipe.get("stochastic") else ""), ""]
     lines += ["## Preconditions", ""] + [f"- {k}: **{'holds' if v else 'FAILED'}**" for k, v in pre.items()]
     if comp:
-        lines += ["", f"Competence at N = {recipe['train_size']} (greedy, {comp['episodes']} episodes per seed, "
-                  f"the same episodes for both): entity P {_fmt(comp['entity']['mean'], comp['entity']['lo'], comp['entity']['hi'], 1)}, "
-                  f"MLP P {_fmt(comp['mlp']['mean'], comp['mlp']['lo'], comp['mlp']['hi'], 1)}, "
-                  f"random policy {comp['random']:.1f}."]
-    lines += ["", "## Verdicts", "",
-              f"- **The lead grows with N**: {v_size}. Slope of D / M per doubling of N: "
+        lines += [f"- entity P within or above the MLP P's interval (reported, not blocking): "
+                  f"**{'yes' if out['entity_within_or_above_mlp'] else 'no'}**"]
+        lines += ["", competence_text(comp, recipe)]
+    lines += ["", "## Verdicts", ""]
+    if eq:
+        lines += [f"- **Per-agent beats shared** at {env_of(recipe, n)}: {out['sizes'][str(n)].get('verdict')} "
+                  f"(D / M {_fmt(*out['sizes'][str(n)]['D_over_M'])})" for n in sizes if n != recipe["train_size"]]
+    lines += [f"- **The lead grows with N**: {v_size}. Slope of D / M per doubling of N: "
               f"{_fmt(*slope)} over {len(per_seed_slope)} seeds (sizes {slopes_x}).",
               f"- **The lead grows with compute**: {v_compute}. "
               + "; ".join(f"N = {k}: D/M(B={c['B_max']}) - D/M(B=64) = {_fmt(*c['gain'])} ({c['verdict']})"
                           for k, c in compute.items()), "",
-              "## Lead by team size (B = 256)", "",
+              f"## Lead by team size (B = {b_main})", "",
               f"D = {recipe['per_agent']} - {recipe['shared']}, re-evaluated team return, mean over instances, "
-              "then over seeds. M = P - random policy (zero-shot, same instances). D / abs(P) falls like 1/N on "
-              "simple_spread even for a constant gain per agent (abs(P) grows like N^2): secondary only.", ""] + table
-    lines += ["", "## Lead against budget (D / M at each budget point, over seeds)", "",
+              "then over seeds. M = P - random policy (zero-shot, same instances). "
+              + ("D / abs(P) falls like 1/N on simple_spread even for a constant gain per agent (abs(P) grows like "
+                 "N^2): secondary only." if not recipe.get("stochastic") else "D / abs(P): secondary only.")
+              + (f" Per-agent vs shared: D / M's interval above 0 supported, below 0 refuted, inside +-{eq} no lead "
+                 "(equivalent), else not shown." if eq else ""), ""] + table
+    if len(recipe["budget_points"]) > 1:
+        lines += ["", "## Lead against budget (D / M at each budget point, over seeds)", "",
               "| N | " + " | ".join(f"B={b}" for b in recipe["budget_points"]) + " |",
               "| ---: |" + " ---: |" * len(recipe["budget_points"])]
-    for n in sizes:
+    for n in sizes if len(recipe["budget_points"]) > 1 else []:
         c = out["sizes"][str(n)]["curves"]
         if not out["sizes"][str(n)]["margin_positive"]:
             lines.append(f"| {n} | " + " | ".join(["(no margin)"] * len(recipe["budget_points"])) + " |")
             continue
         lines.append(f"| {n} | " + " | ".join(_fmt(*c[str(b)]) if str(b) in c else "-" for b in recipe["budget_points"]) + " |")
-    lines += ["", "Per-seed figures, instance counts and wall times: atlas.json. Cost by N: atlas_cost.md."]
-    (RESULTS / "atlas.md").write_text("\n".join(lines) + "\n")
-    (RESULTS / "atlas.json").write_text(json.dumps(out, indent=1, default=float) + "\n")
+    lines += ["", f"Per-seed figures, instance counts and wall times: {name}.json. Cost by N: atlas_cost.md."]
+    _out(recipe, "md").write_text("\n".join(lines) + "\n")
+    _out(recipe, "json").write_text(json.dumps(out, indent=1, default=float) + "\n")
     plot(out, recipe)
     print("\n".join(lines))
 
 
-def competence(recipe: dict, root: Path, episodes: int = 64) -> dict:
-    """Greedy return of the entity P and the MLP P at the trained size, per seed on the same episodes."""
+def lead_verdict(ci, margin: float) -> str:
+    """Per-agent vs shared from D / M's interval: above 0 supported, below 0 refuted, inside +-margin
+    equivalent (no lead), else not shown."""
+    _, lo, hi = ci
+    if not np.isfinite(lo):
+        return "not shown (fewer than 2 seeds)"
+    if lo > 0:
+        return "supported"
+    if hi < 0:
+        return "refuted"
+    if -margin < lo and hi < margin:
+        return "no lead (equivalent)"
+    return "not shown"
+
+
+def _run_seeds(run: Path) -> list[int]:
+    cfg = tomllib.loads((run / "config.toml").read_text())
+    return [cfg["seed"] + i for i in range(cfg["num_seeds"])]
+
+
+def competence(recipe: dict, root: Path, episodes: int | None = None) -> dict:
+    """Greedy return (and win rate) of the entity P and the MLP P at the trained size, per seed on the same
+    episodes; the paired entity - MLP difference over the seeds both have."""
     from marl import api
 
+    episodes = episodes or recipe.get("competence_episodes", 64)
     r = runs(recipe, root)
     if not (r["P"].exists() and r["P_mlp"].exists()):
         return {}
@@ -284,11 +358,20 @@ def competence(recipe: dict, root: Path, episodes: int = 64) -> dict:
     per = {}
     for name in ("P", "P_mlp"):
         rep = api.evaluate(str(r[name]), episodes=episodes, save=False)
-        per[name] = np.asarray(rep.returns)[-1].mean(axis=-1)  # [S]
-        m, lo, hi = t_ci(per[name])
-        out["entity" if name == "P" else "mlp"] = {"mean": m, "lo": lo, "hi": hi, "per_seed": per[name].tolist()}
-    trained = json.loads((RAW / f"N{recipe['train_size']}_s{recipe['seeds'][0]}.json").read_text()) \
-        if (RAW / f"N{recipe['train_size']}_s{recipe['seeds'][0]}.json").exists() else None
+        ret = np.asarray(rep.returns)[-1].mean(axis=-1)  # [S]
+        win = np.asarray(rep.won)[-1].mean(axis=-1)
+        per[name] = dict(zip(_run_seeds(r[name]), ret))
+        m, lo, hi = t_ci(ret)
+        wm, wlo, whi = t_ci(win)
+        out["entity" if name == "P" else "mlp"] = {"mean": m, "lo": lo, "hi": hi, "per_seed": ret.tolist(),
+                                                   "seeds": _run_seeds(r[name]), "win": [wm, wlo, whi],
+                                                   "win_per_seed": win.tolist()}
+    both = sorted(set(per["P"]) & set(per["P_mlp"]))
+    if both:
+        out["paired_seeds"] = both
+        out["paired_diff"] = t_ci([per["P"][s] - per["P_mlp"][s] for s in both])
+    path = RAW / f"N{recipe['train_size']}_s{recipe['seeds'][0]}.json"
+    trained = json.loads(path.read_text()) if path.exists() else None
     out["random"] = float(np.mean(trained["methods"]["random-policy"]["reeval"])) if trained else float("nan")
     if trained:
         rows = [json.loads(p.read_text()) for p in RAW.glob(f"N{recipe['train_size']}_s*.json")]
@@ -296,6 +379,20 @@ def competence(recipe: dict, root: Path, episodes: int = 64) -> dict:
                           for x in rows])
         out.update(margin=m, margin_lo=lo, margin_hi=hi)
     return out
+
+
+def competence_text(comp: dict, recipe: dict) -> str:
+    """One paragraph: entity P beside the MLP P at the trained size."""
+    d = 1 if abs(comp["entity"]["mean"]) >= 10 else 3
+    e, m = comp["entity"], comp["mlp"]
+    txt = (f"Competence at N = {recipe['train_size']} (greedy, {comp['episodes']} episodes per seed, the same "
+           f"episodes for both): entity P {_fmt(e['mean'], e['lo'], e['hi'], d)} (seeds {e['seeds']}), "
+           f"MLP P {_fmt(m['mean'], m['lo'], m['hi'], d)} (seeds {m['seeds']}), random policy {comp['random']:.{d}f}.")
+    if recipe.get("stochastic"):  # SMAX: win rates too
+        txt += (f" Greedy win rate: entity P {_fmt(*e['win'])}, MLP P {_fmt(*m['win'])}.")
+    if "paired_diff" in comp:
+        txt += f" Paired entity - MLP return on seeds {comp['paired_seeds']}: {_fmt(*comp['paired_diff'], d)}."
+    return txt
 
 
 def plot(out: dict, recipe: dict) -> None:
@@ -340,7 +437,7 @@ def plot(out: dict, recipe: dict) -> None:
     ax.set_title("lead against budget")
     ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(RESULTS / "atlas.png", dpi=120)
+    fig.savefig(_out(recipe, "png"), dpi=120)
 
 
 # -- cost by N ------------------------------------------------------------------------------------
@@ -446,7 +543,6 @@ def cost_child(recipe: dict, n: int) -> dict:
     state = jax.jit(tr.init_seeds)(seed_keys(cfg))
     chunk = jax.jit(jax.vmap(tr.chunk))
     compile_train, train_s = timed(lambda s: chunk(s)[0], state, reps=1)
-    t0 = time.perf_counter()
     res = search_methods(env, team, ["sep-cmaes-per-agent"], 1, 2 * 16, pop=16, reeval_episodes=1, log=lambda *_: None)
     r = res["sep-cmaes-per-agent"]
     search_eps = 2 * 16
@@ -469,12 +565,8 @@ def main() -> None:
     ap.add_argument("--from-json", action="store_true", help="cost: re-render atlas_cost.md from atlas_cost.json")
     ap.add_argument("--results", help="write results here instead of bench/results (a dry run of the pipeline)")
     a = ap.parse_args()
-    if a.results:
-        global RESULTS, RAW
-        RESULTS = Path(a.results)
-        RAW = RESULTS / "atlas_raw"
-        RESULTS.mkdir(parents=True, exist_ok=True)
     recipe = tomllib.loads(Path(a.recipe).read_text())
+    use_results(recipe, a.results)
     root = Path(a.root)
     if a.step == "train":
         train(recipe, root)
