@@ -214,6 +214,10 @@ def report(recipe: dict, root: Path) -> None:
         pre["P beats random at the trained size"] = comp.get("margin_lo", float("nan")) > 0
         # reported, not blocking: the plan says a worse entity P is printed as such and the study goes on
         out["entity_within_or_above_mlp"] = bool(e["mean"] >= mlp["lo"])
+    live = latent_weights(recipe, root)
+    out["latent_max_abs"] = live
+    if live:  # a latent projection still at its zero start: L = P, and search has nothing to search
+        pre["the latent is live (every L's latent projection non-zero)"] = all(v > 0 for v in live.values())
     if not recipe.get("stochastic"):
         pre["determinism (best seen == re-evaluated)"] = not meas["determinism_failures"]
     out["preconditions"] = {k: bool(v) for k, v in pre.items()}
@@ -323,6 +327,22 @@ def report(recipe: dict, root: Path) -> None:
     _out(recipe, "json").write_text(json.dumps(out, indent=1, default=float) + "\n")
     plot(out, recipe)
     print("\n".join(lines))
+
+
+def latent_weights(recipe: dict, root: Path) -> dict:
+    """Per training seed, max |W| of L's latent projection (0: the latent never trained); {} without runs."""
+    import jax
+
+    from marl.runs.loader import load_team
+
+    out = {}
+    for s in recipe["seeds"]:
+        run = runs(recipe, root)[f"L{s}"]
+        if not run.exists():
+            return {}
+        leaves = jax.tree_util.tree_flatten_with_path(load_team(str(run)).team.params)[0]
+        out[s] = max(float(np.abs(np.asarray(x)).max()) for path, x in leaves if "latent" in jax.tree_util.keystr(path))
+    return out
 
 
 def lead_verdict(ci, margin: float) -> str:

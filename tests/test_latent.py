@@ -271,3 +271,17 @@ def test_common_noise_needs_the_random_tie_break_and_k_at_least_2():
         tiny_config(latent_common_noise=True)
     with pytest.raises(UserError, match="num_latents"):
         tiny_config(num_latents=1)
+
+
+def test_untrained_latent_warning_only_when_every_instance_was_masked():
+    """A chunk whose every update left every instance untrained (all copies tied: a policy that always
+    wins) warns once with the fix; one trained instance anywhere, or a run without latents, does not."""
+    from marl.runs.loop import untrained_latent_warning
+
+    cfg = TrainConfig(env="smax:3m", num_envs=16, num_latents=4, network=NetworkConfig(latent_dim=2))
+    msg = untrained_latent_warning({"tie_masked": np.ones((2, 8))}, 16, cfg)
+    assert msg and "updates 17-24" in msg and "latent_tie_break=length" in msg and "4 copies" in msg
+    partly = np.ones((2, 8))
+    partly[1, 3] = 0.75
+    assert untrained_latent_warning({"tie_masked": partly}, 16, cfg) is None
+    assert untrained_latent_warning({"return": np.ones((2, 8))}, 0, cfg) is None

@@ -131,6 +131,19 @@ def _record_start(out: Path, parent: dict | None) -> None:
         write_atomic(out / START_FILE, json.dumps({"init_from": ref}) + "\n")
 
 
+def untrained_latent_warning(metrics: dict, first: int, config: TrainConfig) -> str | None:
+    """A warning when every instance of every update in a chunk was left untrained by best-of-K latent
+    training (``tie_masked`` [S, U] all 1: all K copies tied at the best return, e.g. a policy that always
+    wins): the latent projection cannot move from its zero start, so the latent policy stays the source."""
+    masked = metrics.get("tie_masked")
+    if masked is None or not np.all(np.asarray(masked) >= 1.0):
+        return None
+    last = first + np.asarray(masked).shape[-1]
+    return (f"marl: warning: latent training left every instance untrained in updates {first + 1}-{last} (all "
+            f"{config.num_latents} copies tied at the best return with latent_tie_break={config.latent_tie_break}): "
+            "the latent does not move; set latent_tie_break=length (fastest episode wins) or random")
+
+
 def _diverged_error(out: Path, new: dict[int, int], config: TrainConfig) -> UserError:
     seeds = ", ".join(f"seed {s} ({out}#{s}) at update {u}" for s, u in sorted(new.items()))
     last = steps(out)
@@ -363,6 +376,7 @@ def _run_chunks(trainer: Trainer, config: TrainConfig, out: Path, opts: TrainOpt
     try:
         loggers = make_loggers(list(opts.log), out, config, trainer.spec, start_update * config.steps_per_update)
         mngr = ckpt.manager(out, create=True, keep_last=config.keep_last, keep_every=config.keep_every)
+        warned_ties = False
         with bar:
             for i in range(n_chunks):
                 t0 = time.time()
@@ -386,6 +400,10 @@ def _run_chunks(trainer: Trainer, config: TrainConfig, out: Path, opts: TrainOpt
                     opts.note(f"marl: warning: seed(s) {', '.join(map(str, sorted(new)))} diverged at update(s) "
                               f"{', '.join(str(new[s]) for s in sorted(new))}; frozen at their last finite state, "
                               f"the other seeds train on (keep_finite_seeds)")
+                msg = None if warned_ties else untrained_latent_warning(metrics, first, config)
+                if msg:
+                    warned_ties = True
+                    opts.note(msg)
                 bar.advance(update, metrics, time.time() - t0, time.time() - t_start)
                 if (c + 1) % config.checkpoint_every == 0 or update >= config.num_updates:
                     meta = ckpt.make_meta(config, trainer.spec, update, parent)
