@@ -224,9 +224,9 @@ def report(recipe: dict, root: Path) -> None:
     eq = recipe.get("equivalence_margin")
     # per N: D/N and D/M at the largest common budget 256 (and every budget point), over seeds
     b_main = 256 if 256 in recipe["budget_points"] else recipe["budget_points"][-1]
-    table = [f"| N | env | seeds | instances | P (zero-shot) | random | margin M | D at B={b_main} | D / N | D / M | "
-             "D / abs(P) (caveat) |" + (" per-agent vs shared |" if eq else ""),
-             "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |" + (" --- |" if eq else "")]
+    table = [f"| N | env | seeds | instances | P (zero-shot) | random | margin M | L at z = 0 | per-agent at B_max (re-eval) | "
+             f"shared at B_max (re-eval) | D at B={b_main} | D / N | D / M | D / abs(P) (caveat) |" + (" per-agent vs shared |" if eq else ""),
+             "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |" + (" --- |" if eq else "")]
     slopes_x, share = [], {}
     for n in sizes:
         rs = sorted(rows[n], key=lambda r: r["seed"])
@@ -236,7 +236,9 @@ def report(recipe: dict, root: Path) -> None:
         dp = [r["D"].get(b_main, np.nan) / abs(r["P"]) for r in rs]
         entry = {"seeds": [r["seed"] for r in rs], "M": margin_ok, "D": t_ci(d), "D_per_agent": t_ci(np.divide(d, n)),
                  "D_over_M": t_ci(dm), "D_over_absP": t_ci(dp), "P": t_ci([r["P"] for r in rs]),
-                 "random": t_ci([r["random"] for r in rs]), "margin_positive": bool(margin_ok[1] > 0 if np.isfinite(margin_ok[1]) else margin_ok[0] > 0),
+                 "random": t_ci([r["random"] for r in rs]), "L_zero_shot": t_ci([r["zero_shot"] for r in rs]),
+                 "per_agent_reeval": t_ci([r["best"][recipe["per_agent"]] for r in rs]),
+                 "shared_reeval": t_ci([r["best"][recipe["shared"]] for r in rs]), "margin_positive": bool(margin_ok[1] > 0 if np.isfinite(margin_ok[1]) else margin_ok[0] > 0),
                  "curves": {str(b): t_ci([r["D"][b] / r["M"] for r in rs if b in r["D"]])
                             for b in recipe["budget_points"] if all(b in r["D"] for r in rs)},
                  "per_seed": rs}
@@ -251,6 +253,8 @@ def report(recipe: dict, root: Path) -> None:
         dp = 1 if abs(entry["P"][0]) >= 10 else 3
         table.append(f"| {n}{'' if ood else ' (trained)'} | {env_of(recipe, n)} | {len(rs)} | {rs[0]['instances']} | "
                      f"{_fmt(*entry['P'], d=dp)} | {_fmt(*entry['random'], d=dp)} | {_fmt(*margin_ok, d=dp)} | "
+                     f"{_fmt(*entry['L_zero_shot'], d=dp)} | {_fmt(*entry['per_agent_reeval'], d=dp)} | "
+                     f"{_fmt(*entry['shared_reeval'], d=dp)} | "
                      f"{_fmt(*entry['D'], d=dp + 1)} | {_fmt(*entry['D_per_agent'], d=dp + 2)} | {dm_txt} | "
                      f"{_fmt(*entry['D_over_absP'], d=4)} |" + (f" {entry['verdict']} |" if eq else ""))
     # size slope: per seed, D/M against log2 N over the OOD sizes with a margin
@@ -383,6 +387,7 @@ def competence(recipe: dict, root: Path, episodes: int | None = None) -> dict:
         per[name] = dict(zip(_run_seeds(r[name]), ret))
         m, lo, hi = t_ci(ret)
         wm, wlo, whi = t_ci(win)
+        wlo, whi = max(wlo, 0.0), min(whi, 1.0)  # a rate: the over-seed t-interval clipped to [0, 1]
         out["entity" if name == "P" else "mlp"] = {"mean": m, "lo": lo, "hi": hi, "per_seed": ret.tolist(),
                                                    "seeds": _run_seeds(r[name]), "win": [wm, wlo, whi],
                                                    "win_per_seed": win.tolist()}
