@@ -1,6 +1,7 @@
 """Latent search: the search loop (injected fitness), shared vs per-agent latents, CLI errors, outputs."""
 
 import json
+import re
 
 import jax
 import jax.numpy as jnp
@@ -379,3 +380,18 @@ def test_shared_programs_compile_the_episodes_once_across_teams(latent_team):
     for m in again:
         np.testing.assert_array_equal(again[m]["reeval"], fresh[m]["reeval"])
         assert not np.array_equal(again[m]["reeval"], search_methods(env, team, [m], **kw)[m]["reeval"])
+
+
+def test_one_instance_prints_no_zero_width_interval():
+    """One instance: the table says there is no interval instead of printing ``[x, x]``; with several
+    instances the interval is printed as before."""
+    from marl.analysis.search import table
+
+    methods = ["zero-shot", "sep-cmaes-shared", "sep-cmaes-per-agent"]
+    s1 = {**summarize(_fake_results(methods, instances=1), per_agent="sep-cmaes-per-agent"), "instances": 1}
+    s = summarize(_fake_results(methods), per_agent="sep-cmaes-per-agent")
+    text1 = table(s1)
+    assert "[no CI: 1 instance]" in text1
+    assert not re.search(r"\[\s*(-?\d+\.\d+),\s*\1\]", text1)
+    lo, hi = s["methods"]["zero-shot"]["reeval"][1:]
+    assert f"[{lo:8.3f}, {hi:8.3f}]" in table({**s, "instances": 4}) and "no CI" not in table({**s, "instances": 4})

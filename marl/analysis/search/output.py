@@ -26,12 +26,17 @@ def family(method: str) -> str:
     return next((name for name, members in FAMILIES.items() if method in members), BASELINES)
 
 
+def _ci(lo: float, hi: float, summary: dict) -> str:
+    """``[lo, hi]``; with one instance there is nothing to resample: no interval, said so (never ``[x, x]``)."""
+    return "[no CI: 1 instance]" if summary.get("instances") == 1 else f"[{lo:8.3f}, {hi:8.3f}]"
+
+
 def method_table(summary: dict) -> str:
     """The per-method table as text: best seen and re-evaluated score (mean [95% CI]) and search seconds."""
     rows = [f"{'method':<20} {'best seen [95% CI]':>30} {'re-evaluated [95% CI]':>30} {'search s':>9}"]
     for m, s in summary["methods"].items():
         b, r = s["best_seen"], s["reeval"]
-        rows.append(f"{m:<20} {b[0]:>10.3f} [{b[1]:8.3f}, {b[2]:8.3f}] {r[0]:>10.3f} [{r[1]:8.3f}, {r[2]:8.3f}] "
+        rows.append(f"{m:<20} {b[0]:>10.3f} {_ci(b[1], b[2], summary):>19} {r[0]:>10.3f} {_ci(r[1], r[2], summary):>19} "
                     f"{s['search_s']:>9.2f}")
     return "\n".join(rows)
 
@@ -52,7 +57,7 @@ def headline(summary: dict) -> list[str]:
 
 def _comparison_rows(summary: dict, keys) -> list[str]:
     comp = summary["comparisons"]
-    return [f"{k:<60} {comp[k][0]:>9.3f} [{comp[k][1]:8.3f}, {comp[k][2]:8.3f}]" for k in keys]
+    return [f"{k:<60} {comp[k][0]:>9.3f} {_ci(comp[k][1], comp[k][2], summary)}" for k in keys]
 
 
 def table(summary: dict) -> str:
