@@ -144,15 +144,12 @@ def search(recipe: dict, root: Path, sizes, seeds) -> None:
 # -- report ---------------------------------------------------------------------------------------
 
 def t_ci(x) -> tuple[float, float, float]:
-    """Mean and 95% t-interval over the values (seeds); one value: (x, nan, nan)."""
-    from scipy import stats
+    """Mean and 95% t-interval over the values (seeds) (``marl.core.evaluation.mean_ci``); one value:
+    (x, nan, nan), so that one seed never reads as a zero-width interval."""
+    from marl.core.evaluation import mean_ci
 
-    x = np.asarray(x, float)
-    m = float(x.mean())
-    if len(x) < 2:
-        return m, float("nan"), float("nan")
-    h = float(stats.t.ppf(0.975, len(x) - 1) * x.std(ddof=1) / np.sqrt(len(x)))
-    return m, m - h, m + h
+    m, lo, hi = mean_ci(x)
+    return (m, float("nan"), float("nan")) if np.size(x) < 2 else (m, lo, hi)
 
 
 def _verdict(lo: float, hi: float, up: str = "supported", down: str = "refuted") -> str:

@@ -50,3 +50,35 @@ def test_stochastic_measures_use_the_reevaluation(tmp_path):
     det = atlas.measures({**recipe, "stochastic": False})
     assert [r["D"][256] for r in det["rows"][8]] == [0.0, 0.0]
     assert len(det["determinism_failures"]) == 4
+
+
+def test_t_ci_is_the_t_interval_and_one_seed_has_none():
+    from scipy import stats
+
+    x = np.array([1.0, 2.0, 4.0])
+    h = stats.t.ppf(0.975, 2) * x.std(ddof=1) / np.sqrt(3)
+    np.testing.assert_allclose(atlas.t_ci(x), (x.mean(), x.mean() - h, x.mean() + h))
+    m, lo, hi = atlas.t_ci([3.0])
+    assert m == 3.0 and np.isnan(lo) and np.isnan(hi)
+
+
+def test_latent_weights_reads_the_latent_projection(tmp_path, monkeypatch):
+    """The 'latent is live' precondition: max |W| of each L's latent kernel (0 for a latent that never
+    trained), other parameters ignored; no L run yet: {}."""
+    from types import SimpleNamespace
+
+    import marl.runs.loader as loader
+
+    recipe = {"train_size": 3, "seeds": [8, 9]}
+    assert atlas.latent_weights(recipe, tmp_path) == {}
+    kernels = {8: np.zeros((3, 4, 5)), 9: np.full((3, 4, 5), -0.25)}
+    for s in kernels:
+        (tmp_path / f"L3_s{s}").mkdir()
+
+    def fake_load(ref):
+        s = int(ref.rsplit("_s", 1)[1])
+        params = {"params": {"latent": {"kernel": kernels[s]}, "trunk": {"kernel": np.ones((2, 2))}}}
+        return SimpleNamespace(team=SimpleNamespace(params=params))
+
+    monkeypatch.setattr(loader, "load_team", fake_load)
+    assert atlas.latent_weights(recipe, tmp_path) == {8: 0.0, 9: 0.25}
