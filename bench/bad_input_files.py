@@ -11,7 +11,9 @@ Placeholders (``make_bad_input_files`` returns them, for ``str.format``):
   ``{dir_toml}`` / ``{dir_json}`` / ``{dir_gif}`` / ``{dir_npy}`` (folders with file names);
 - damaged runs (copies of ``{run}``): ``{run_badeval}`` (eval/greedy.npz truncated), ``{run_naneval}``
   (eval/greedy.npz with NaN returns), ``{run_evaldir}`` (eval/greedy.npz a folder), ``{run_badcfg}``
-  (config.toml not UTF-8);
+  (config.toml not UTF-8), ``{run_evallink}`` (eval/ a symbolic link to ``{outside}``, a folder beside it);
+- output places of another kind: ``{a_json}`` (a JSON file), ``{link_out}`` (a symbolic link to a folder),
+  ``{nonrun_dir}`` (a folder holding an unrelated file);
 - sweep files ``{sweep_NAME}``, one per entry of ``SWEEPS``.
 """
 
@@ -49,6 +51,11 @@ SWEEPS = {  # name -> sweep file text (each is refused)
                   'b = "happo"\n',
     "resources_neg": _PLAIN + "[resources]\nnum_cpus = -1\n",
     "out_abs": 'out = "/proc/x"\nenvs = ["smax:3m"]\n',
+    # a [report] out outside the sweep's --out: absolute elsewhere, or climbing out of it
+    "report_out_abs": _PLAIN + 'histories = ["shared", "happo"]\n[[pairs]]\na = "shared"\nb = "happo"\n'
+                      '[report]\nout = "/elsewhere/summary"\n',
+    "report_out_up": _PLAIN + 'histories = ["shared", "happo"]\n[[pairs]]\na = "shared"\nb = "happo"\n'
+                     '[report]\nout = "../up"\n',
 }
 
 
@@ -98,9 +105,63 @@ def make_bad_input_files(root: Path, ref: Path) -> dict:
     (p["run_naneval"] / "eval" / "greedy.npz").write_bytes(
         _npz_bytes(**{**outcomes, "returns": np.full((2, 2, 4), np.nan, np.float32)}))
     (p["run_evaldir"] / "eval" / "greedy.npz").mkdir(parents=True)
+    p["outside"] = root / "outside"
+    p["outside"].mkdir()
+    p["run_evallink"] = root / "run_evallink"
+    shutil.copytree(ref, p["run_evallink"])
+    shutil.rmtree(p["run_evallink"] / "eval", ignore_errors=True)
+    (p["run_evallink"] / "eval").symlink_to(p["outside"], target_is_directory=True)
+    p["a_json"] = root / "a.json"
+    p["a_json"].write_text('{"kept": true}\n')
+    p["link_out"] = root / "link_out"
+    p["link_out"].symlink_to(p["outside"], target_is_directory=True)
+    p["nonrun_dir"] = root / "nonrun"
+    p["nonrun_dir"].mkdir()
+    (p["nonrun_dir"] / "notes.txt").write_text("unrelated\n")
     cfg = p["run_badcfg"] / "config.toml"
     cfg.write_bytes(cfg.read_bytes() + b'\n# \xff\xfe not UTF-8\n')
     for name, text in SWEEPS.items():
         p[f"sweep_{name}"] = root / f"sweep_{name}.toml"
         p[f"sweep_{name}"].write_text(text)
     return p
+
+
+def _fill(value, paths: dict):
+    """``value`` with every string formatted with the placeholders (lists and tables walked)."""
+    if isinstance(value, str):
+        return value.format(**paths)
+    if isinstance(value, list):
+        return [_fill(v, paths) for v in value]
+    if isinstance(value, dict):
+        return {k: _fill(v, paths) for k, v in value.items()}
+    return value
+
+
+def run_case(case: dict, paths: dict) -> tuple[int, list[str]]:
+    """Run one bad-input case (tests/data/bad_inputs.toml): a ``marl`` argv, or with ``call`` a Python API
+    function (``marl.evaluate``, ``probes.api.barrier``) on ``args`` / ``kwargs``. Returns the exit code and
+    the stderr lines the command printed; an API call's ``UserError`` is the line ``marl: error: MESSAGE``
+    and code 2 (what the command prints for it), any other exception code 70 with its repr."""
+    import contextlib
+    import importlib
+
+    from cli.main import main
+    from common.errors import UserError
+
+    if "call" not in case:
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+            try:
+                code = main([a.format(**paths) for a in case["argv"]])
+            except SystemExit as e:  # argparse
+                code = e.code
+        return code, err.getvalue().strip().splitlines()
+    module, _, name = case["call"].rpartition(".")
+    fn = getattr(importlib.import_module("marl.api" if module == "marl" else module), name)
+    try:
+        fn(*_fill(case.get("args", []), paths), **_fill(case.get("kwargs", {}), paths))
+    except UserError as e:
+        return 2, [f"marl: error: {e}"]
+    except Exception as e:  # noqa: BLE001 - what a case must never raise
+        return 70, [repr(e)]
+    return 0, []

@@ -18,9 +18,7 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import hashlib
-import io
 import os
 import random
 import shutil
@@ -35,17 +33,15 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from cli.main import main as marl_main
 from common.errors import UserError
 from marl.core.config import NetworkConfig, TrainConfig
 from marl.runs import checkpoint as ckpt
-from marl.runs.lock import LOG_FILE
 from marl.runs import layout, metrics_log
 from marl.runs.loader import load_state
 from marl.runs.loop import train_run
 from marl.runs.metrics_log import TIMING_KEYS
 
-from bad_input_files import make_bad_input_files  # bench/bad_input_files.py, beside this script
+from bad_input_files import make_bad_input_files, run_case  # bench/bad_input_files.py, beside this script
 
 ROOT = Path(__file__).resolve().parent.parent
 BAD_INPUTS = ROOT / "tests" / "data" / "bad_inputs.toml"  # the cases tests/test_faults.py runs
@@ -162,9 +158,9 @@ def damage(root: Path, ref: Path, rng: random.Random) -> dict:
 
 
 def snapshot(folder: Path) -> dict:
-    """Every file's digest, less the lock's audit trail (as tests/test_faults.py's ``_snapshot``)."""
+    """Every file's digest, the lock's log included (as tests/test_faults.py's ``_snapshot``)."""
     return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "dir"
-            for p in sorted(folder.rglob("*")) if p.name != LOG_FILE}
+            for p in sorted(folder.rglob("*"))}
 
 
 def bad_inputs(root: Path, ref: Path) -> dict:
@@ -174,32 +170,31 @@ def bad_inputs(root: Path, ref: Path) -> dict:
     cases = tomllib.loads(BAD_INPUTS.read_text())["case"]
     before = snapshot(root)
     by_class: dict = {}
+    changed = 0
     for c in cases:
-        argv = tuple(a.format(**paths) for a in c["argv"])
-        err = io.StringIO()
         saved = {k: os.environ.get(k) for k in c.get("env", {})}
         os.environ.update(c.get("env", {}))
         try:
-            with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
-                try:
-                    code = marl_main([str(a) for a in argv])
-                except SystemExit as e:
-                    code = e.code
-                except Exception:  # a traceback: counted, not raised
-                    code = "traceback"
+            code, lines = run_case(c, paths)  # the same runner tests/test_faults.py uses
+        except Exception as e:  # a traceback: counted, not raised
+            code, lines = "traceback", [repr(e)]
         finally:
             for k, v in saved.items():
                 os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
-        lines = err.getvalue().strip().splitlines()
         ok = code == 2 and len(lines) == 1 and lines[0].startswith("marl: error: ") and c["expect"] in lines[0]
         row = by_class.setdefault(c["class"], [0, 0, 0, set()])
         row[0] += ok
         row[1] += 1
-        row[2] += code == "traceback" or code == 70 or "Traceback" in err.getvalue()
-        row[3].add(argv[0])
+        row[2] += code == "traceback" or code == 70 or any("Traceback" in ln for ln in lines)
+        row[3].add(c["call"] if "call" in c else c["argv"][0])
         if not ok:
-            print("NOT CLEAR:", argv, code, err.getvalue()[:300])
-    return {"classes": by_class, "untouched": snapshot(root) == before}
+            print("NOT CLEAR:", c.get("argv") or c["call"], code, "\n".join(lines)[:300])
+        now = snapshot(root)
+        if now != before:  # every case leaves every file as it was: counted per case
+            changed += 1
+            print("CHANGED FILES:", c.get("argv") or c["call"], sorted(set(now.items()) ^ set(before.items()))[:4])
+            before = now
+    return {"classes": by_class, "untouched": changed == 0, "changed": changed}
 
 
 def main() -> None:

@@ -17,7 +17,7 @@ from cli import config, envs, eval, lineage, probe, render, report, search, swee
 from cli.args import Parser, parse_args
 from cli.doc import document
 from common.compile_cache import enable_compilation_cache
-from common.errors import run_guarded
+from common.errors import reopen_closed_streams, run_guarded
 from common.preflight import check_platform
 
 __all__ = ["main", "make_parser", "parse_args", "run"]
@@ -42,6 +42,7 @@ def _checked(args) -> int:
 def main(argv: list[str] | None = None, hard_exit: bool = False) -> int:
     """Run the ``marl`` command on ``argv`` (default ``sys.argv[1:]``); returns the exit code.
     ``hard_exit``: a process of its own (the console script), which ends at once after an error."""
+    reopen_closed_streams()  # `marl ... >&-`: before argparse prints help or an error
     args = parse_args(make_parser(), argv)
     enable_compilation_cache()  # before a subcommand imports jax
     return run_guarded("marl", _checked, args, hard_exit=hard_exit)

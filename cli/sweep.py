@@ -7,10 +7,10 @@ from __future__ import annotations
 def _cmd_sweep(args) -> int:
     from sweeps.runner import check_out, describe, load_sweep, plan, plan_probes, run_sweep, select
 
-    if args.out:
-        from common.preflight import check_out_dir
+    if args.out is not None:
+        from common.preflight import check_output
 
-        check_out_dir(args.out)
+        check_output(args.out, "--out", kind="folder")
     sweep = load_sweep(args.file)
     runs = plan(sweep, args.out, args.overrides or [])
     jobs = plan_probes(sweep, runs)  # bad pairs and unequal budgets are refused before anything trains

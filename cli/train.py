@@ -33,7 +33,7 @@ def _cmd_train(args) -> int:
         cfg, init_from = history_config(args.history, build_config(args), args.init_from)
     else:
         cfg = build_config(args)
-    out = Path(args.out) if args.out else api.default_out(cfg, args.history)
+    out = args.out if args.out is not None else api.default_out(cfg, args.history)  # '' is refused, never the default
     api.train(cfg, out, init_from=init_from, resume_if_exists=args.resume_if_exists, progress=not args.quiet,
               devices=args.devices, log=tuple(args.log), echo=print)
     return 0

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 EXIT_USER = 2  # bad input, an interruption, a full disk: one line saying what to do
 EXIT_INTERNAL = 70  # an unexpected error (EX_SOFTWARE): one line and a log file with the traceback
+EXIT_PIPE = 141  # standard output closed by its reader (`marl eval RUN | head -1`): 128 + SIGPIPE, as a shell reports git's
 
 
 class UserError(Exception):
@@ -49,6 +50,53 @@ def explain(e: BaseException) -> str | None:
     return None
 
 
+def reopen_closed_streams() -> None:
+    """Standard streams the caller closed (``marl ... >&-``) reopened on the null device, so that output and
+    the error line go nowhere instead of raising, and no file opened later takes descriptor 0, 1 or 2 (a
+    child process would write into it)."""
+    import os
+    import sys
+
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            null = os.open(os.devnull, os.O_RDWR)
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+    for name, mode in (("stdin", "r"), ("stdout", "w"), ("stderr", "w")):
+        if getattr(sys, name) is None:
+            setattr(sys, name, open(os.devnull, mode))
+        if getattr(sys, f"__{name}__") is None:  # a library may reset sys.stdout to sys.__stdout__ (jaxmarl does)
+            setattr(sys, f"__{name}__", getattr(sys, name))
+
+
+def _silence_stdout() -> None:
+    """After a broken pipe: standard output goes to the null device, so that nothing (the interpreter's
+    last flush included) writes to the closed pipe again."""
+    import os
+    import sys
+
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, sys.stdout.fileno())
+        os.close(null)
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def _flush_all() -> None:
+    import sys
+
+    for s in (sys.stdout, sys.stderr):
+        try:
+            if s is not None:
+                s.flush()
+        except (OSError, ValueError):
+            pass
+
+
 def _crash_report(prog: str, e: BaseException) -> str:
     """Write the traceback to a log file; the one line that names the error and the file."""
     import os
@@ -73,7 +121,9 @@ def run_guarded(prog: str, fn, *args, hard_exit: bool = False) -> int:
 
     A UserError, an interruption (Ctrl-C or SIGTERM), a full disk, an unwritable path or an
     out-of-memory inside a compiled program prints one line ``PROG: error: ...`` on stderr and returns
-    2; any other exception prints one line naming it and a log file holding the traceback, and returns
+    2; standard output closed by its reader (a broken pipe) ends quietly with ``EXIT_PIPE`` (141, as a
+    shell reports ``git log | head -1``); closed standard streams are reopened on the null device; any
+    other exception prints one line naming it and a log file holding the traceback, and returns
     70 (``MARL_DEBUG=1`` re-raises it instead). ``hard_exit`` (a process of its own, not a library
     call): after an interruption or an error the process ends at once with that code (``os._exit``),
     so no background thread of XLA or orbax prints at interpreter shutdown; after success, Ctrl-C and
@@ -84,6 +134,7 @@ def run_guarded(prog: str, fn, *args, hard_exit: bool = False) -> int:
     import sys
     import warnings
 
+    reopen_closed_streams()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     warnings.filterwarnings("ignore", message="coroutine .* was never awaited", category=RuntimeWarning)
     debug = os.environ.get("MARL_DEBUG", "").strip().lower() not in ("", "0", "false", "no", "off")
@@ -91,10 +142,16 @@ def run_guarded(prog: str, fn, *args, hard_exit: bool = False) -> int:
     code = None
     try:
         code = fn(*args)
+        if sys.stdout is not None:
+            sys.stdout.flush()  # here, where a closed pipe is caught, not at interpreter shutdown
         return code
     except UserError as e:
         print(f"{prog}: error: {e}", file=sys.stderr)
         code = EXIT_USER
+        return code
+    except BrokenPipeError:  # the reader of our output has gone: nothing to say, and no one to say it to
+        _silence_stdout()
+        code = EXIT_PIPE
         return code
     except KeyboardInterrupt:  # outside a training loop (which says how to resume)
         print(f"{prog}: error: interrupted", file=sys.stderr)
@@ -113,6 +170,5 @@ def run_guarded(prog: str, fn, *args, hard_exit: bool = False) -> int:
             signal.signal(signal.SIGINT, signal.SIG_IGN)
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
             if code not in (None, 0):
-                sys.stdout.flush()
-                sys.stderr.flush()
+                _flush_all()
                 os._exit(code)

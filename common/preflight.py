@@ -5,9 +5,12 @@ One helper for each kind of input, shared by every command, so that bad input en
 
 - input files: ``read_text`` (exists, is a file, readable, UTF-8), ``read_toml``, ``read_json``,
   ``load_npz`` (a readable .npz archive, optionally with given keys and finite values);
-- output places: ``check_out_dir`` (a folder we can write in, or can create) and ``check_out_file``
-  (a file we can write; not a folder); a probe file is made and removed, the only test that works as
-  root and on read-only or virtual file systems;
+- output places: ``check_output``, the one rule every command and API function applies to every place
+  it writes (never inside a run folder, except eval's own outcome files in ``RUN/eval/``; never onto an
+  existing file of another kind; never through a link; never outside a given root, such as a sweep's
+  ``--out``; never an empty name), on top of ``check_out_dir`` (a folder we can write in, or can create)
+  and ``check_out_file`` (a file we can write; not a folder); a probe file is made and removed, the
+  only test that works as root and on read-only or virtual file systems;
 - names that become paths: ``check_path_name`` (one path component, no separators, no ``..``) and
   ``check_inside`` (a planned path lies inside a root);
 - numbers: ``check_number`` (finite, integer where asked, in range; 64-bit seeds);
@@ -161,6 +164,107 @@ def check_out_file(path, what: str = "--json") -> None:
     _probe_write(_existing_parent(path, what), path, what)
 
 
+# -- the output-place rule ---------------------------------------------------------------------
+
+# What makes a folder a run folder (``marl.runs.layout`` names the same files): its config and either
+# its training log or its checkpoints. Nothing but training (and eval's outcome files in ``eval/``)
+# writes inside one.
+RUN_CONFIG, RUN_METRICS, RUN_CKPTS, RUN_EVAL = "config.toml", "metrics.jsonl", "checkpoints", "eval"
+
+
+def is_run_folder(path) -> bool:
+    """Whether ``path`` is a run folder: ``config.toml`` and ``metrics.jsonl`` or ``checkpoints/`` in it."""
+    p = Path(path)
+    return (p / RUN_CONFIG).is_file() and ((p / RUN_METRICS).exists() or (p / RUN_CKPTS).is_dir())
+
+
+def run_folder_of(path) -> Path | None:
+    """The run folder that is ``path`` or holds it (links followed), or None."""
+    p = Path(path).absolute()
+    for q in (p, *p.parents):
+        if q.exists() and is_run_folder(q):
+            return q
+    try:  # the place a link leads to counts too
+        r = Path(os.path.realpath(p))
+    except OSError:
+        return None
+    for q in (r, *r.parents):
+        if q.exists() and is_run_folder(q):
+            return q
+    return None
+
+
+def _links_between(root: Path, path: Path) -> Path | None:
+    """The first symbolic link on the way from ``root`` down to ``path`` (``root`` itself excluded)."""
+    root, p = Path(root).absolute(), Path(path).absolute()
+    try:
+        rel = p.relative_to(root)
+    except ValueError:
+        return None
+    q = root
+    for part in rel.parts:
+        q = q / part
+        if q.is_symlink():
+            return q
+    return None
+
+
+def check_output(path, what: str, *, kind: str = "file", suffixes: tuple[str, ...] = (), writes: tuple[str, ...] = (),
+                 outcome_of: Path | None = None, root=None) -> Path:
+    """The one rule for a place a command writes (``kind`` "file" or "folder"); returns ``Path(path)``.
+
+    Refused, each with one line: an empty name; a path that is a symbolic link; a place inside a run
+    folder (its own files, ``checkpoints/``, or the run folder itself), except, with ``outcome_of=RUN``,
+    eval's outcome files directly in ``RUN/eval/`` (not through a link); a place outside ``root`` (links
+    and ``..`` followed; no link on the way down from it); a file of another kind in the way: for a file,
+    an existing one whose suffix is not in ``suffixes`` or, for ``.json``, that does not hold JSON; for a
+    folder, an entry named in ``writes`` that is not a plain file. Then the place must be writable
+    (``check_out_file`` / ``check_out_dir``)."""
+    text = str(path) if path is not None else ""
+    if not text.strip():
+        raise UserError(f"{what} is empty; name a {kind} (e.g. {what} results/x{suffixes[0] if suffixes else ''})")
+    p = Path(text)
+    if p.is_symlink():
+        raise UserError(f"{what} {p} is a symbolic link (to {os.readlink(p)}); name the place itself, not a link to it")
+    if root is not None:
+        check_inside(p, root, what)
+        link = _links_between(Path(root), p)
+        if link is not None:
+            raise UserError(f"{what} {p}: {link} is a symbolic link; outputs are not written through links")
+    run = run_folder_of(p)
+    if run is not None:
+        allowed = outcome_of is not None and kind == "file" and run == Path(outcome_of).absolute() and \
+            p.absolute().parent == run / RUN_EVAL
+        if allowed and (run / RUN_EVAL).is_symlink():
+            raise UserError(f"{run / RUN_EVAL} is a symbolic link (to {os.readlink(run / RUN_EVAL)}); a run folder's "
+                            f"files must be its own: replace the link with a folder")
+        if not allowed:
+            where = "is the run folder" if p.absolute() == run else "lies inside the run folder"
+            raise UserError(f"{what} {p} {where} {run}; a run folder holds only what `marl train` and `marl eval` "
+                            f"write there: name a place outside it")
+    if kind == "file":
+        if p.exists() and p.is_file():
+            if suffixes and p.suffix.lower() not in suffixes:
+                raise UserError(f"{what} {p} exists and is not a {'/'.join(suffixes)} file; it would be replaced: "
+                                f"name a new file or a {'/'.join(suffixes)} file")
+            if p.suffix.lower() == ".json" and ".json" in suffixes:
+                try:
+                    json.loads(p.read_text(encoding="utf-8"))
+                except (OSError, UnicodeDecodeError, ValueError):
+                    raise UserError(f"{what} {p} exists and does not hold JSON (not an output of this suite); it "
+                                    f"would be replaced: name a new file") from None
+        check_out_file(p, what)
+    else:
+        if p.is_dir():
+            for name in writes:
+                q = p / name
+                if q.is_symlink() or (q.exists() and not q.is_file()):
+                    raise UserError(f"{what} {p}: {q} is in the way (a {'link' if q.is_symlink() else 'folder'}, "
+                                    f"where a file is written); remove it or name another folder")
+        check_out_dir(p, what)
+    return p
+
+
 # -- names that become paths -------------------------------------------------------------------
 
 
@@ -195,7 +299,7 @@ def check_number(value, name: str, *, lo=None, hi=None, integer: bool = False, l
         rng = f"in {'(' if lo_open else '['}{lo}, {hi}]"
     kind = "an integer" if integer else "a finite number"
     msg = f"{name} must be {kind}{' ' + rng if rng else ''}, got {value!r}"
-    if isinstance(value, bool):
+    if isinstance(value, (bool, str, bytes)):  # a number, not text that looks like one (the API takes numbers)
         raise UserError(msg)
     if not isinstance(value, (int, float)):
         try:
@@ -215,6 +319,21 @@ def check_number(value, name: str, *, lo=None, hi=None, integer: bool = False, l
     return value
 
 
+# Counts of episodes, instances, budgets, resamples: past this an argument exhausts memory long before it
+# runs (each command's memory estimate refuses smaller ones that still do not fit).
+MAX_EPISODES = 1 << 20
+
+
+def check_count(value, name: str, *, lo: int = 1, hi: int = MAX_EPISODES) -> int:
+    """An integer count in [lo, hi] as the API and the CLI take it: an ``int`` (a numpy integer too), not a
+    bool, a float or a string; returns it as an ``int``."""
+    import numbers
+
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not lo <= int(value) <= hi:
+        raise UserError(f"{name} must be an integer in [{lo}, {hi}], got {value!r}")
+    return int(value)
+
+
 # A seed becomes jax.random.PRNGKey(seed), which with JAX_ENABLE_X64 off (``check_platform``) keeps only its
 # low 32 bits: 2^32 would be the same key as 0, so larger seeds are refused, not silently aliased.
 SEED_MAX = 2**32 - 1
@@ -222,7 +341,7 @@ SEED_MAX = 2**32 - 1
 
 def check_seed(value, name: str = "seed") -> int:
     """A seed: an integer in [0, 2^32 - 1] (``SEED_MAX``)."""
-    return check_number(value, name, lo=0, hi=SEED_MAX, integer=True)
+    return check_count(value, name, lo=0, hi=SEED_MAX)
 
 
 # -- the platform ------------------------------------------------------------------------------

@@ -56,6 +56,8 @@ def train(config: TrainConfig | str | Path | None = None, out: str | Path | None
     from marl.runs.lock import resume_mode
     from marl.runs.loop import train_run
 
+    if out is not None and not str(out).strip():
+        raise UserError("--out is empty; name the run's folder (or leave it out for runs/<env>-<algo>)")
     cfg = make_config(config, {k.replace("__", "."): v for k, v in overrides.items()})
     out = Path(out) if out is not None else default_out(cfg)
     resume = False
@@ -134,7 +136,8 @@ def resume(run: str | Path, *, fallback: bool = False, progress: bool = False, d
 
 
 def _describe(out: Path, cfg: TrainConfig) -> str:
-    return (f"run {out}: {cfg.env} {cfg.algo}{'' if cfg.share_actor else ' (separate actors)'}, "
+    where = f"{out} ({Path(out).resolve()})" if str(out) == "." else str(out)  # '.' confirmed by its name
+    return (f"run {where}: {cfg.env} {cfg.algo}{'' if cfg.share_actor else ' (separate actors)'}, "
             f"{cfg.num_seeds} seed(s), {cfg.num_updates} updates of {cfg.steps_per_update} env steps")
 
 

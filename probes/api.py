@@ -21,11 +21,11 @@ def barrier(ref_a: str, ref_b: str, out: str | Path, *, alphas=defaults.ALPHAS, 
     """Return (and win rate) along theta(alpha) = (1 - alpha) A + alpha B on common episodes, and the barrier
     (cross-fitted headline, max, midpoint) with bootstrap CIs; ``alphas``: an odd count or a list holding
     0, 0.5 and 1; ``align``: also B permutation-aligned to A."""
-    from common.preflight import check_out_dir
+    from common.preflight import check_output
     from probes.interpolate import parse_alphas
     from probes.pipeline import probe_barrier
 
-    check_out_dir(out)
+    check_output(out, "--out", kind="folder")
     grid = parse_alphas(alphas) if isinstance(alphas, str) else alphas
     return probe_barrier(ref_a, ref_b, out, grid, episodes, align, greedy, boot, eval_seed, quiet=quiet,
                          team_batch=team_batch)
@@ -36,10 +36,10 @@ def teams(ref_a: str, ref_b: str, out: str | Path, *, episodes: int = defaults.E
           seat_ids: bool = False, max_perms: int = defaults.MAX_PERMS, quiet: bool = True) -> dict:
     """Mixed teams, hot-swap, clone-all and role-swap between A and B, each with its paired difference to
     its base team on the same episodes."""
-    from common.preflight import check_out_dir
+    from common.preflight import check_output
     from probes.pipeline import probe_teams
 
-    check_out_dir(out)
+    check_output(out, "--out", kind="folder")
     return probe_teams(ref_a, ref_b, out, episodes, greedy, boot, eval_seed, quiet=quiet, team_batch=team_batch,
                        seat_ids=seat_ids, max_perms=max_perms)
 
@@ -47,8 +47,8 @@ def teams(ref_a: str, ref_b: str, out: str | Path, *, episodes: int = defaults.E
 def weights(ref_a: str, ref_b: str | None, out: str | Path, *, reference: str | None = None, quiet: bool = True) -> dict:
     """Per-layer L2 distances and cosine similarities of actor parameters within and across teams (and of
     displacements from ``reference``)."""
-    from common.preflight import check_out_dir
+    from common.preflight import check_output
     from probes.pipeline import probe_weights
 
-    check_out_dir(out)
+    check_output(out, "--out", kind="folder")
     return probe_weights(ref_a, ref_b, out, reference, quiet=quiet)

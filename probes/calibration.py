@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import time
 from pathlib import Path
 
 import numpy as np
 from scipy import stats as sps
 
+from common.files import write_atomic, write_json
 from probes.estimators import barrier_stats, gap_curve
 
 ESTIMATORS = ("barrier", "midpoint", "barrier_max")  # keys of barrier_stats: point and "<key>_ci"
@@ -203,8 +203,8 @@ def main(argv=None, default_out: str | Path | None = None) -> int:
               f"mean {r['mean']['barrier']:.4f} (truth {r['truth']['barrier']:.4f})", flush=True)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".json").write_text(json.dumps(rows, indent=1))
-    out.with_suffix(".md").write_text(markdown(rows, time.time() - t))
+    write_json(out.with_suffix(".json"), rows, indent=1)
+    write_atomic(out.with_suffix(".md"), markdown(rows, time.time() - t))
     print(f"wrote {out}.md, {out}.json")
     return 0
 

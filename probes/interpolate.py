@@ -22,7 +22,7 @@ MAX_ALPHAS = 1001  # points on the line between two teams: each is a team evalua
 
 
 def alpha_grid(alphas) -> np.ndarray:
-    """An odd int K >= 3 -> linspace(0, 1, K); a sequence -> its sorted unique values, which must hold 0,
+    """An odd int K >= 3 -> linspace(0, 1, K); a sequence in increasing order -> those values, which must hold 0,
     0.5 and 1 (the endpoints of the line and the midpoint barrier). Bad grids raise a one-line UserError."""
     if isinstance(alphas, (int, np.integer)):
         if alphas < 3 or alphas % 2 == 0:
@@ -35,7 +35,10 @@ def alpha_grid(alphas) -> np.ndarray:
     if not np.all(np.isfinite(vals)) or vals.min(initial=0) < 0 or vals.max(initial=0) > 1:
         bad = [v for v in vals if not (0 <= v <= 1)]
         raise UserError(f"alphas must lie in [0, 1], got {bad[0]}")
-    grid = np.unique(vals)
+    if np.any(np.diff(vals) <= 0):  # a list is the grid as written: a reversed or repeated value is a typo
+        raise UserError(f"alphas must be listed in increasing order without repeats (e.g. 0,0.25,0.5,0.75,1), got "
+                        f"{','.join(f'{v:g}' for v in vals)}")
+    grid = vals
     missing = [v for v in (0.0, 0.5, 1.0) if not np.isclose(grid, v, atol=1e-9).any()]
     if missing:
         raise UserError(f"the alphas must include 0, 0.5 and 1 (the barrier estimators need them); missing "

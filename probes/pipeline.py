@@ -7,16 +7,14 @@ the first two. Each returns its report dict.
 
 from __future__ import annotations
 
-import csv
-import json
 import sys
 from pathlib import Path
 
 import jax
 import numpy as np
 
-from common.errors import UserError
-from common.preflight import check_number, check_seed
+from common.files import save_npz, write_dict_csv, write_json
+from common.preflight import check_count, check_seed
 from marl.core.team import check_compatible
 import probes.defaults as defaults
 import probes.plots as plots
@@ -33,26 +31,20 @@ def _command() -> str:
 
 
 def _write_json(path: Path, data: dict) -> None:
-    path.write_text(json.dumps(data, indent=2, default=lambda o: np.asarray(o).tolist()))
+    write_json(path, data, default=lambda o: np.asarray(o).tolist())
 
 
 def _write_csv(path: Path, rows: list[dict]) -> None:
-    if not rows:
-        return
-    with path.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
+    if rows:
+        write_dict_csv(path, rows)
 
 
 def _check_counts(episodes: int, team_batch: int = 0, num_boot: int = defaults.BOOT,
                   eval_seed: int = defaults.EVAL_SEED) -> None:
-    check_number(num_boot, "--boot", lo=2, integer=True)  # a bootstrap needs two resamples for a CI
+    check_count(num_boot, "--boot", lo=2)  # a bootstrap needs two resamples for a CI
     check_seed(eval_seed, "--eval-seed")
-    if episodes < 2:
-        raise UserError(f"--episodes must be >= 2 (a bootstrap needs two episodes), got {episodes}")
-    if team_batch < 0:
-        raise UserError(f"--team-batch must be >= 0 (0 evaluates all teams at once), got {team_batch}")
+    check_count(episodes, "--episodes", lo=2)  # a bootstrap needs two episodes
+    check_count(team_batch, "--team-batch", lo=0)  # 0 evaluates all teams at once
 
 
 def _check_memory(env, team, episodes: int, teams: int, num_boot: int) -> None:
@@ -103,7 +95,7 @@ def probe_barrier(ref_a: str, ref_b: str, out: str | Path, alphas=defaults.ALPHA
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     _write_json(out / "barrier.json", report)
-    np.savez_compressed(out / "barrier.npz", **arrays)
+    save_npz(out / "barrier.npz", arrays)
     rows = []
     for i, a in enumerate(rep["alphas"]):
         row = {"alpha": a}
@@ -146,8 +138,7 @@ def probe_teams(ref_a: str, ref_b: str, out: str | Path, episodes: int = default
     """Mixed teams, hot-swap, clone-all and role-swap between two checkpoints (ids move with the rows
     unless ``seat_ids``), each with its paired difference to the probe's base team."""
     _check_counts(episodes, team_batch, num_boot, eval_seed)
-    if max_perms < 1:
-        raise UserError(f"--max-perms must be >= 1, got {max_perms}")
+    check_count(max_perms, "--max-perms")
     team_a, team_b, env, src_a, src_b = _load_pair(ref_a, ref_b)
     _check_memory(env, team_a, episodes, max(1, team_batch), num_boot)
     if seat_ids and not (team_a.shared and team_b.shared):
@@ -160,7 +151,7 @@ def probe_teams(ref_a: str, ref_b: str, out: str | Path, episodes: int = default
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     _write_json(out / "teams.json", report)
-    np.savez_compressed(out / "teams.npz", **{f"{p}_{k}": v for p, d in eps.items() for k, v in d.items()})
+    save_npz(out / "teams.npz", {f"{p}_{k}": v for p, d in eps.items() for k, v in d.items()})
     metrics = [m for m in ("return", "win_rate") if m in rep["mixed"]]
 
     def cols(s, i):

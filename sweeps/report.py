@@ -43,13 +43,13 @@ The history must be an endpoint of some ``[[pairs]]`` table (``sweeps/schema.py`
 
 from __future__ import annotations
 
-import csv
 import json
 from pathlib import Path
 
 import numpy as np
 
 from common.errors import UserError
+from common.files import save_figure, write_atomic, write_dict_csv, write_json
 from common import stats, study_stats
 from common.stats import aggregate  # the old verdict's per-pair IQM table
 from sweeps.schema import INIT_FROM, did_you_mean
@@ -298,17 +298,33 @@ def check_groups(rep: dict, groups) -> None:
                             f"{did_you_mean(p, groups, 'groups')}")
 
 
-def write_report(sweep: dict, jobs, echo=None) -> Path:
-    """Summary table (markdown, CSV, JSON), aggregates, contrasts, verdict and figure in ``[report] out``
-    (``write_rows`` on the probe jobs' ``job_row``s); ``echo``: the verdict and the jobs whose CI excludes 0."""
-    return write_rows(sweep, [job_row(j) for j in jobs], echo)
+REPORT_FILES = ("summary.md", "summary.json", "pairs.csv", "aggregate.csv", "connectivity.png")
 
 
-def write_rows(sweep: dict, rows: list[dict], echo=None, endpoints=()) -> Path:
+def report_dir(sweep: dict, root) -> Path:
+    """Where a sweep's probe report goes: ``[report] out`` read relative to the sweep's root folder (``--out``,
+    else the file's ``out``), which it must stay inside, under the one output rule (``check_output``):
+    a sweep file never names a place outside the folder the sweep was told to write in."""
+    from common.preflight import check_output
+
+    out = Path(str(sweep["report"]["out"]))
+    return check_output(out if out.is_absolute() else Path(root) / out, "sweep [report] out", kind="folder",
+                        writes=REPORT_FILES, root=root)
+
+
+def write_report(sweep: dict, jobs, echo=None, out: Path | None = None) -> Path:
+    """Summary table (markdown, CSV, JSON), aggregates, contrasts, verdict and figure in ``out`` (the sweep's
+    ``report_dir``) (``write_rows`` on the probe jobs' ``job_row``s); ``echo``: the verdict and the jobs whose
+    CI excludes 0."""
+    return write_rows(sweep, [job_row(j) for j in jobs], echo, out=out)
+
+
+def write_rows(sweep: dict, rows: list[dict], echo=None, endpoints=(), out: Path | None = None) -> Path:
     """``write_report`` from job rows (``job_row``'s dicts; ``_curve`` for the figure, which is left out when a
-    row has none, e.g. rows read back from pairs.csv); ``endpoints``: see ``check_preconditions``."""
+    row has none, e.g. rows read back from pairs.csv); ``endpoints``: see ``check_preconditions``; ``out``:
+    the folder (default ``[report] out`` as written, for a re-aggregation outside a sweep)."""
     rep = sweep["report"]
-    out = Path(rep["out"])
+    out = Path(rep["out"]) if out is None else Path(out)
     out.mkdir(parents=True, exist_ok=True)
     connected, separated = list(rep.get("connected", [])), list(rep.get("separated", []))
     check_groups(rep, {r["pair"] for r in rows})
@@ -326,23 +342,17 @@ def write_rows(sweep: dict, rows: list[dict], echo=None, endpoints=()) -> Path:
     excl = [{k: r[k] for k in ("env", "pair", "a", "b", "barrier", "barrier_lo", "barrier_hi")} for r in ev["excludes_zero"]]
     flat = [{k: v for k, v in r.items() if not k.startswith("_")} for r in rows]
     keys = list(dict.fromkeys(k for r in flat for k in r))
-    with (out / "pairs.csv").open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=keys)
-        w.writeheader()
-        w.writerows(flat)
-    with (out / "aggregate.csv").open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=["statistic", "pair", "env", "jobs", "mean", "lo", "hi", "single_job", "resampled",
-                                          "method"])
-        w.writeheader()
-        for name, a in (("cross-fitted barrier", agg), ("midpoint barrier", agg_mid), ("cross-fitted win barrier", agg_win),
-                        ("aligned cross-fitted barrier", agg_aligned)):
-            w.writerows({"statistic": name, **x} for x in a)
+    write_dict_csv(out / "pairs.csv", flat, keys)
+    write_dict_csv(out / "aggregate.csv", [{"statistic": name, **x} for name, a in (
+        ("cross-fitted barrier", agg), ("midpoint barrier", agg_mid), ("cross-fitted win barrier", agg_win),
+        ("aligned cross-fitted barrier", agg_aligned)) for x in a],
+        ["statistic", "pair", "env", "jobs", "mean", "lo", "hi", "single_job", "resampled", "method"])
     probe = sweep.get("probe", {})
-    (out / "summary.json").write_text(json.dumps({
+    write_json(out / "summary.json", {
         "probe": probe, "rows": rows, "aggregate": agg, "aggregate_midpoint": agg_mid, "aggregate_win": agg_win,
         "aggregate_aligned": agg_aligned, "connected_tests": tests, "preconditions": ev["preconditions"],
         "excludes_zero": excl, "verdict": decision, "reasons": reasons, "contrasts": cons,
-        "aggregate_iqm_old": agg_old, "verdict_old": decision_old, "reasons_old": reasons_old}, indent=1))
+        "aggregate_iqm_old": agg_old, "verdict_old": decision_old, "reasons_old": reasons_old}, indent=1)
     if all("_curve" in r for r in rows):
         _figure(rows, agg, out / "connectivity.png")
     f3 = lambda x: f"{x:.3f}"
@@ -416,7 +426,7 @@ def write_rows(sweep: dict, rows: list[dict], echo=None, endpoints=()) -> Path:
                      + (f3(r["hot_swap_worst_diff"]) if "hot_swap_worst_diff" in r else "-") + " |")
     lines += ["", "Files: pairs.csv (every job), aggregate.csv, summary.json, connectivity.png; per-job JSON, CSV, "
               "per-episode npz and figures in each probe folder of the sweep's out."]
-    (out / "summary.md").write_text("\n".join(lines) + "\n")
+    write_atomic(out / "summary.md", "\n".join(lines) + "\n")
     if echo is not None:
         if reasons:
             echo(f"verdict: {decision} (old rule, kept beside: {decision_old})")
@@ -456,5 +466,5 @@ def _figure(rows: list[dict], agg: list[dict], path: Path) -> None:
     ax.set_yticks(y, labels, fontsize=7)
     ax.set(title="cross-fitted barrier: mean [95% CI], teams resampled", xlabel="barrier on return")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)

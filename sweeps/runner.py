@@ -33,7 +33,8 @@ import sys
 from pathlib import Path
 
 from common.errors import UserError
-from common.preflight import check_inside, check_out_dir, check_path_name
+from common.files import write_atomic
+from common.preflight import check_inside, check_output, check_path_name
 from marl.core.config import TrainConfig, flatten, split_override
 from marl.runs.lock import folder_state
 import probes.defaults as probe_defaults
@@ -294,8 +295,10 @@ def plan_probes(sweep: dict, runs: list[PlannedRun]) -> list[ProbeJob]:
         from sweeps.report import check_groups
 
         check_groups(sweep.get("report", {}), [p.get("name", f"{p['a']} x {p['b']}") for p in pairs])
-        if "report" in sweep:
-            check_out_dir(sweep["report"]["out"], "sweep [report] out")
+        if "report" in sweep:  # inside the sweep's root, by the one output rule, before anything trains
+            from sweeps.report import report_dir
+
+            report_dir(sweep, runs[0].root)
     if not sweep.get("allow_unequal_budgets", False):
         for (env, point, name), (ba, bb) in budgets.items():
             if ba != bb:
@@ -371,14 +374,14 @@ def run_probe(job: ProbeJob, echo=print) -> Path:
         probe_teams(ref_a, ref_b, job.out, probe["team_episodes"] or probe["episodes"], True, probe["boot"],
                     probe["eval_seed"], quiet=True, command=cmd, team_batch=probe["team_batch"],
                     max_perms=probe["max_perms"])
-    marker.write_text(json.dumps(settings, indent=1))
+    write_atomic(marker, json.dumps(settings, indent=1))
     return job.out
 
 
 def check_out(runs: list[PlannedRun]) -> None:
     """Every run folder can be made: no file in the way, a writable folder above it."""
     for root in dict.fromkeys(r.root for r in runs):
-        check_out_dir(root, "sweep out")
+        check_output(root, "sweep out", kind="folder")
     for r in runs:
         for parent in (r.out, *r.out.parents):
             if parent.exists():
@@ -434,8 +437,8 @@ def run_sweep(runs: list[PlannedRun], progress: bool = True, echo=print, sweep: 
         for job in jobs:
             run_probe(job, echo)
         if "report" in sweep:
-            from sweeps.report import write_report
+            from sweeps.report import report_dir, write_report
 
-            path = write_report(sweep, jobs, echo)
+            path = write_report(sweep, jobs, echo, out=report_dir(sweep, jobs[0].a.root))
             echo(f"report {path}")
     return [r.out for r in todo]

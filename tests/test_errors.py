@@ -91,7 +91,7 @@ def test_platform_missing_backend_and_bad_xla_flag(tmp_path):
 
 @pytest.mark.parametrize("value, kw, ok", [
     (1, dict(lo=1, integer=True), True), (0, dict(lo=1, integer=True), False), (2.5, dict(integer=True), False),
-    (float("nan"), {}, False), (float("inf"), dict(lo=0), False), ("3", dict(integer=True), True),
+    (float("nan"), {}, False), (float("inf"), dict(lo=0), False), ("3", dict(integer=True), False),  # a number, not text
     ("x", {}, False), (0.0, dict(lo=0, lo_open=True), False), (1e-9, dict(lo=0, lo_open=True), True),
     (5, dict(hi=4), False), (True, dict(integer=True), False), (2**64, dict(hi=2**63 - 1, integer=True), False),
 ])

@@ -29,13 +29,13 @@ from marl.runs import checkpoint as ckpt
 from cli.args import config_flags
 from cli.main import main, make_parser, parse_args
 from marl.api import resume_config
-from marl.runs.lock import DONE_FILE, LOG_FILE
+from marl.runs.lock import DONE_FILE
 from marl.runs import layout, metrics_log
 from marl.runs.loader import load_state
 from marl.runs.loop import train_run
 from marl.runs.metrics_log import TIMING_KEYS
 from marl.core.trainer import NONFINITE, Trainer, seed_keys
-from bench.bad_input_files import make_bad_input_files
+from bench.bad_input_files import make_bad_input_files, run_case
 
 ROOT = Path(__file__).resolve().parent.parent
 BAD_INPUTS = ROOT / "tests" / "data" / "bad_inputs.toml"  # also run by bench/fault_injection.py
@@ -56,10 +56,9 @@ def _metrics(run):
 
 
 def _snapshot(folder: Path) -> dict:
-    """Every file's digest, less the lock's own audit trail (``lock.log`` records each attempt, refused
-    ones included, by design: marl/runs/lock.py)."""
+    """Every file's digest, the lock's log included (a refused attempt leaves ``lock.log`` as it was)."""
     return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "dir"
-            for p in sorted(folder.rglob("*")) if p.name != LOG_FILE}
+            for p in sorted(folder.rglob("*"))}
 
 
 def _cli(capsys, *argv) -> tuple[int, str, str]:
@@ -335,6 +334,8 @@ def test_divergence_stops_the_run_and_keeps_the_last_good_checkpoint(tiny_run, t
     assert line.split("last good checkpoint is ")[1].startswith(f"{run.resolve()}/checkpoints/2;")
     assert "keep_finite_seeds=true" in line
     assert layout.steps(run) == [2] and _snapshot(run / layout.CKPT_DIR) == before
+    # the training log ends where the kept checkpoint does (no row of the diverged chunk)
+    assert max(d["update"] for d in metrics_log.metric_rows(run / layout.METRICS_FILE)) == 2
     # keep_finite_seeds (safe to set on resume): seed 0 trains on exactly as unbroken, seed 1 stays at step 2
     code, _, err = _cli(capsys, "train", "--resume", run, "--keep-finite-seeds", "--quiet")
     assert code == 0 and "seed(s) 1 diverged at update(s) 3" in err
@@ -376,19 +377,21 @@ def test_bad_inputs_one_line_exit_2_nothing_modified(tiny_run, tmp_path, capsys,
     paths = make_bad_input_files(tmp_path, tiny_run)  # the same files bench/fault_injection.py makes
     new = paths["new"]
     cases = tomllib.loads(BAD_INPUTS.read_text())["case"]
-    assert len(cases) >= 170 and {c["class"] for c in cases} >= {
+    assert len(cases) >= 220 and {c["class"] for c in cases} >= {
         "files not what they seem", "output places", "numbers at the edges", "contradictions",
-        "names that become paths", "the platform"}
+        "names that become paths", "the platform", "outputs inside a run folder", "outputs onto another kind of file",
+        "outputs through links", "outputs outside the sweep's --out", "empty output names", "API arguments"}
     before = _snapshot(tmp_path)
     for c in cases:
-        argv = tuple(a.format(**paths) for a in c["argv"])
         with monkeypatch.context() as m:
             for k, v in c.get("env", {}).items():
                 m.setenv(k, v)
-            line = _one_error_line(capsys, *argv)
-        assert c["expect"] in line, (argv, line)
-    after = _snapshot(tmp_path)
-    assert after == before and not new.exists()
+            code, lines = run_case(c, paths)  # the same runner bench/fault_injection.py uses
+        what = c.get("argv") or c["call"]
+        assert code == 2 and len(lines) == 1 and lines[0].startswith("marl: error: "), (what, code, lines)
+        assert c["expect"] in lines[0], (what, lines[0])
+        assert _snapshot(tmp_path) == before, what  # every case leaves every file as it was, lock.log included
+    assert not new.exists()
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders (/proc cases above cover it)")

@@ -65,7 +65,11 @@ def test_interpolation_endpoints_exact(teams):
 
 def test_alpha_grid_and_errors():
     np.testing.assert_allclose(alpha_grid(21), np.linspace(0, 1, 21))
-    np.testing.assert_allclose(alpha_grid([1, 0.3, 0.5, 0.7, 0]), [0, 0.3, 0.5, 0.7, 1])
+    np.testing.assert_allclose(alpha_grid([0, 0.3, 0.5, 0.7, 1]), [0, 0.3, 0.5, 0.7, 1])
+    with pytest.raises(UserError, match="increasing order without repeats"):  # a reversed list is a typo
+        alpha_grid([1, 0.3, 0.5, 0.7, 0])
+    with pytest.raises(UserError, match="increasing order without repeats"):
+        alpha_grid([0, 0.5, 0.5, 1])
     np.testing.assert_allclose(parse_alphas("0,0.25,0.5,1"), [0, 0.25, 0.5, 1])
     assert len(parse_alphas("3")) == 3  # 0, 0.5, 1
     for bad in ("1", "0", "-1", "2", "20", "0,1.5", "-0.1,0.5", "abc", "0.5", "0,0.25,1", "0,0.5"):

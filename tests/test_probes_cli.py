@@ -116,5 +116,5 @@ def test_cli_errors(runs, tmp_path, capsys):
     assert "--alphas" in _error_line(capsys, ["probe", "barrier", a, a, "--alphas", "many", "--out", out])
     assert "seed" in _error_line(capsys, ["probe", "barrier", a + "#5", a, "--out", out])
     assert "--episodes" in _error_line(capsys, ["probe", "barrier", a, a, "--episodes", "1", "--out", out])
-    assert "--team-batch must be >= 0" in _error_line(capsys, ["probe", "teams", a, a, "--team-batch", "-1",
+    assert "--team-batch must be an integer in [0, 1048576], got -1" in _error_line(capsys, ["probe", "teams", a, a, "--team-batch", "-1",
                                                                "--out", out])

@@ -145,7 +145,7 @@ def test_cli_refuses_run_without_latent(tmp_path, capsys):
     code = main(["search", str(run), "--out", str(tmp_path / "o"), "--methods", "cmaes-bogus"])
     assert code == 2 and "unknown search method 'cmaes-bogus'" in capsys.readouterr().err
     code = main(["search", str(run), "--out", str(tmp_path / "o"), "--repeats", "0"])
-    assert code == 2 and "--repeats must be >= 1, got 0" in capsys.readouterr().err
+    assert code == 2 and "--repeats must be an integer in [1, 1048576], got 0" in capsys.readouterr().err
 
 
 def test_budget_must_fit_population_times_repeats(latent_team):
@@ -231,8 +231,8 @@ def test_search_run_checks_arguments_before_loading(tmp_path):
     for kw, msg in [(dict(methods=["cmaes-bogus"]), "unknown search method 'cmaes-bogus'"),
                     (dict(per_agent="cmaes-sharde"), "--per-agent 'cmaes-sharde' is not a per-agent method"),
                     (dict(methods=["zero-shot", "cmaes-shared"]), "--per-agent sep-cmaes-per-agent is not among"),
-                    (dict(instances=0), "--instances must be >= 1, got 0"),
-                    (dict(repeats=0), "--repeats must be >= 1, got 0"),
+                    (dict(instances=0), "--instances must be an integer in [1, 1048576], got 0"),
+                    (dict(repeats=0), "--repeats must be an integer in [1, 1048576], got 0"),
                     (dict(sigma=float("nan")), "--sigma must be a finite number > 0, got nan")]:
         with pytest.raises(UserError, match=re.escape(msg)):
             search_run(run, out=tmp_path / "o", **kw)

@@ -364,7 +364,7 @@ def test_dry_run_prints_plan(tmp_path, capsys):
 
 
 def test_cli_bad_inputs_one_line_exit_2(tmp_path, capsys, monkeypatch):
-    f = _write(tmp_path, SWEEP.replace("REPORT", str(tmp_path / "rep")))
+    f = _write(tmp_path, SWEEP.replace("REPORT", "rep"))
     afile = tmp_path / "afile"
     afile.write_text("x")
 
@@ -450,7 +450,7 @@ def swept(tmp_path_factory, ray_local):
     root = tmp_path_factory.mktemp("sweeps")
     out = {}
     for executor in ("local", "ray"):
-        f = _write(root, SWEEP.replace("REPORT", str(root / f"report-{executor}")), f"{executor}.toml")
+        f = _write(root, SWEEP.replace("REPORT", "probe-report"), f"{executor}.toml")  # read below --out
         args = ["sweep", str(f), "--out", str(root / executor), "--quiet", "--executor", executor]
         assert main(args + (["--jobs", "2"] if executor == "local" else [])) == 0
         out[executor] = root
@@ -470,8 +470,8 @@ def test_local_and_ray_give_bitwise_equal_runs_and_the_same_report(swept):
         assert not (a / ".lock").exists() and not (b / ".lock").exists()
     cont = ckpt.read_meta(swept / "ray" / "smax-3m" / "lr-0.002" / "continued", 2)
     assert cont["parent"]["run"] == str((swept / "ray" / "smax-3m" / "lr-0.002" / "shared").resolve())
-    rep_l = json.loads((swept / "report-local" / "summary.json").read_text())
-    rep_r = json.loads((swept / "report-ray" / "summary.json").read_text())
+    rep_l = json.loads((swept / "local" / "probe-report" / "summary.json").read_text())
+    rep_r = json.loads((swept / "ray" / "probe-report" / "summary.json").read_text())
     assert len(rep_l["rows"]) == 2 and rep_l["rows"][0]["env"] == "smax:3m [lr-0.001]"
     assert rep_l["rows"] == rep_r["rows"] and rep_l["aggregate"] == rep_r["aggregate"]
 
@@ -486,7 +486,8 @@ def test_rerun_trains_nothing_and_another_config_is_refused(swept, capsys):
     assert "holds a run with another config" in capsys.readouterr().err
     after = {p: p.stat().st_mtime_ns for p in (swept / "local").rglob("*") if p.is_file()}
     changed = [p for p in before if after.get(p) != before[p] and not p.name.endswith(".config.toml")
-               and (swept / "local" / "report") not in p.parents]  # the training report is written again
+               and (swept / "local" / "report") not in p.parents  # the training report is written again
+               and (swept / "local" / "probe-report") not in p.parents]  # and so is the probe report
     assert not changed and set(after) >= set(before)  # probes reused too (sweep_job.json kept)
 
 

@@ -16,7 +16,8 @@ from pathlib import Path
 import numpy as np
 
 from common.errors import UserError
-from common.preflight import check_out_file, check_seed, input_file
+from common.files import replacing
+from common.preflight import check_count, check_output, check_seed, input_file
 
 
 def parse_latent(text: str | None, num_agents: int, latent_dim: int):
@@ -211,7 +212,8 @@ def animate(env, seq: list, out: Path, fps: int) -> int:
         fig, frames, update = viz.fig, viz.state_seq, viz.update
     ani = animation.FuncAnimation(fig, update, frames=len(frames), blit=False, interval=1000 // fps, repeat=False)
     out.parent.mkdir(parents=True, exist_ok=True)
-    ani.save(out, writer=animation.PillowWriter(fps=fps))
+    with replacing(out) as tmp:  # atomically: a stopped render leaves no half GIF
+        ani.save(tmp, writer=animation.PillowWriter(fps=fps))
     plt.close(fig)
     return len(frames)
 
@@ -224,17 +226,16 @@ def render(ref: str, out: str | Path, *, episodes: int = 1, sampled: bool = Fals
 
     from marl.runs.loader import load
 
-    if episodes < 1:
-        raise UserError(f"--episodes must be >= 1, got {episodes}")
-    if fps < 1:
-        raise UserError(f"--fps must be >= 1, got {fps}")
-    if max_steps is not None and max_steps < 1:
-        raise UserError(f"--max-steps must be >= 1, got {max_steps}")
+    check_count(episodes, "--episodes", hi=1000)  # every frame of every episode is drawn
+    check_count(fps, "--fps", hi=1000)
+    if max_steps is not None:
+        check_count(max_steps, "--max-steps")
     check_seed(eval_seed, "--eval-seed")
-    out = Path(out)
-    if out.suffix.lower() != ".gif":
+    if str(out).strip() and Path(out).suffix.lower() != ".gif":
         raise UserError(f"--out must name a .gif file, got {out}")
-    check_out_file(out, "--out")  # a folder, a file in the way, an unwritable place: before any episode is played
+    # the one output rule (not in a run folder, not a link, no other kind of file in the way, writable):
+    # before any episode is played
+    out = check_output(out, "--out", suffixes=(".gif",))
     loaded = load(ref)
     team, env, source = loaded.team, loaded.env, loaded.source
     z = parse_latent(latent, team.num_agents, team.network.latent_dim)

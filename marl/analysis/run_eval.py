@@ -11,7 +11,6 @@ so ``marl eval RUN --all-steps`` followed by later single evaluations keeps one 
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 
 import numpy as np
@@ -19,11 +18,11 @@ import numpy as np
 from common.errors import UserError
 from common.study_stats import wilson_ci
 from marl.core.evaluation import evaluate, mean_ci
-from common.files import replacing
+from common.files import save_npz, write_json
 from marl.runs.layout import CheckpointRef, load_config, parse_ref, resolve_step, steps as run_steps
 from marl.runs.loader import load_actors, run_env
 from marl.analysis.defaults import EPISODES, EVAL_SEED
-from common.preflight import check_out_file, check_seed, load_npz
+from common.preflight import check_count, check_output, check_seed, load_npz
 from marl.runs.resources import check_memory, state_bytes
 
 EVAL_DIR = "eval"
@@ -63,8 +62,7 @@ def write_outcomes(path: Path, data: dict) -> None:
     """Write the outcome arrays ``data`` to the npz ``path`` (compressed), replacing it atomically."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with replacing(path) as tmp, open(tmp, "wb") as f:  # a file object: savez would append .npz to a name
-        np.savez_compressed(f, **data)
+    save_npz(path, data)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,8 +106,7 @@ def evaluate_run(ref, *, episodes: int = EPISODES, greedy: bool = True, eval_see
     ``echo`` receives one line per step and per seed."""
     import jax
 
-    if episodes < 1:
-        raise UserError(f"--episodes must be >= 1, got {episodes}")
+    check_count(episodes, "--episodes")
     check_seed(eval_seed, "--eval-seed")
     ref_text = str(ref)
     ref = parse_ref(ref_text)
@@ -118,12 +115,13 @@ def evaluate_run(ref, *, episodes: int = EPISODES, greedy: bool = True, eval_see
     steps = run_steps(ref.run) if all_steps else [resolve_step(ref)]
     if not steps:
         raise UserError(f"run {ref.run} has no checkpoint yet; train it (or resume it) first")
-    if json_path:
-        check_out_file(json_path, "--json")
+    if json_path is not None:  # both files it names, by the one output rule (never a run's own files)
+        check_output(json_path, "--json", suffixes=(".json",))
+        check_output(Path(json_path).with_suffix(".npz"), "--json's outcomes file", suffixes=(".npz",))
     config = load_config(ref.run)
     old = None
-    if save and not json_path:  # the run's table is read (and its place checked) before any work
-        check_out_file(outcomes_path(ref.run, greedy), "outcomes file")
+    if save and json_path is None:  # the run's table is read (and its place checked) before any work
+        check_output(outcomes_path(ref.run, greedy), "outcomes file", suffixes=(".npz",), outcome_of=ref.run)
         old = read_outcomes(outcomes_path(ref.run, greedy))
     seeds = [ref.seed] if "#" in ref_text else list(range(config.num_seeds))
 
@@ -170,10 +168,10 @@ def evaluate_run(ref, *, episodes: int = EPISODES, greedy: bool = True, eval_see
                         rows=per_step)
     if not save:
         return report
-    if json_path:
+    if json_path is not None:
         head = {"run": str(ref.run), "episodes": episodes, "greedy": greedy}
         body = {"steps": per_step} if all_steps else {"step": per_step[0]["step"], "seeds": per_step[0]["seeds"]}
-        Path(json_path).write_text(json.dumps({**head, **body}, indent=2))
+        write_json(Path(json_path), {**head, **body})
         npz = Path(json_path).with_suffix(".npz")
         write_outcomes(npz, report.arrays())
     else:
@@ -243,7 +241,7 @@ def evaluate_absolute(ref, *, eval_seed: int = EVAL_SEED, save: bool = True, ech
         raise UserError(f"run {ref.run} has no evaluated checkpoints to choose the best from "
                         f"({outcomes_path(ref.run, True)}); run `marl eval {ref.run} --all-steps` first")
     if save:
-        check_out_file(absolute_path(ref.run), "outcomes file")
+        check_output(absolute_path(ref.run), "outcomes file", suffixes=(".npz",), outcome_of=ref.run)
     seeds, best = [int(s) for s in src["seeds"]], best_steps(src)
     episodes = ABSOLUTE_FACTOR * int(src["episodes"])
     key = jax.random.fold_in(jax.random.PRNGKey(eval_seed), ABSOLUTE_KEY_INDEX)

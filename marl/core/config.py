@@ -26,6 +26,13 @@ ADV_NORMS = ("update", "minibatch")  # adv_norm choices (marl.core.minibatch)
 
 # The optimiser's step counter (and the update counter) are int32 inside the compiled program.
 MAX_OPT_STEPS = 2**31 - 1
+# Upper bounds on sizes, checked at construction before anything is built: a width or a count past these
+# exhausts memory or overflows an int32 shape long before it trains (a 16384 x 16384 float32 layer is 1 GiB).
+MAX_WIDTH = 16_384  # network.hidden, network.critic_hidden, network.latent_dim
+MAX_COUNT = 1 << 20  # num_envs, rollout_len, minibatches, updates_per_chunk, checkpoint_every, keep_*
+MAX_SEEDS = 4096  # num_seeds (vmapped together), num_latents
+MAX_EPOCHS = 10_000
+MAX_AGENTS = 4096  # num_agents
 
 
 def _check(cond: bool, msg: str) -> None:
@@ -60,10 +67,11 @@ class NetworkConfig:
 
     def __post_init__(self):
         _check_finite(self, "network.")
-        _check(self.hidden >= 1, f"network.hidden must be >= 1, got {self.hidden}")
-        _check(self.critic_hidden >= 1, f"network.critic_hidden must be >= 1, got {self.critic_hidden}")
+        for name in ("hidden", "critic_hidden"):
+            _check(1 <= getattr(self, name) <= MAX_WIDTH,
+                   f"network.{name} must be in [1, {MAX_WIDTH}], got {getattr(self, name)}")
         _check(self.activation in ACTIVATIONS, f"network.activation must be one of {ACTIVATIONS}, got {self.activation!r}")
-        _check(self.latent_dim >= 0, f"network.latent_dim must be >= 0, got {self.latent_dim}")
+        _check(0 <= self.latent_dim <= MAX_WIDTH, f"network.latent_dim must be in [0, {MAX_WIDTH}], got {self.latent_dim}")
         _check(self.kind in NETWORK_KINDS, f"network.kind must be one of {NETWORK_KINDS}, got {self.kind!r}")
         _check(not (self.kind == "entity" and self.agent_id),
                "network.kind=entity reads no seat id (its input is a set, the same at any team size): set "
@@ -147,14 +155,17 @@ class TrainConfig:
         _check(self.reward in REWARDS, f"reward must be one of {REWARDS}, got {self.reward!r}")
         _check(not (self.reward == "agent" and family == "smax"),
                "reward=agent needs per-agent rewards, which SMAX does not have (its reward is shared): use reward=team")
-        _check(self.num_agents >= 0, f"num_agents must be >= 0, got {self.num_agents}")
+        _check(0 <= self.num_agents <= MAX_AGENTS, f"num_agents must be in [0, {MAX_AGENTS}], got {self.num_agents}")
         _check(self.num_agents == 0 or self.env.startswith("mpe:simple_spread"), "num_agents applies only to mpe:simple_spread")
         _check(0 <= self.seed <= SEED_MAX, f"seed must be an integer in [0, {SEED_MAX}] (2^32 - 1: a larger seed "
                                             f"would give the key of a smaller one), got {self.seed}")
-        for name in ("num_seeds", "num_envs", "rollout_len", "epochs", "minibatches", "updates_per_chunk", "checkpoint_every"):
-            _check(getattr(self, name) >= 1, f"{name} must be >= 1, got {getattr(self, name)}")
-        _check(self.keep_last >= 0 and self.keep_every >= 0,
-               f"keep_last and keep_every must be >= 0 (0: off), got {self.keep_last} and {self.keep_every}")
+        for name, hi in (("num_seeds", MAX_SEEDS), ("num_envs", MAX_COUNT), ("rollout_len", MAX_COUNT),
+                         ("epochs", MAX_EPOCHS), ("minibatches", MAX_COUNT), ("updates_per_chunk", MAX_COUNT),
+                         ("checkpoint_every", MAX_COUNT)):
+            _check(1 <= getattr(self, name) <= hi, f"{name} must be in [1, {hi}], got {getattr(self, name)}")
+        _check(0 <= self.keep_last <= MAX_COUNT and 0 <= self.keep_every <= MAX_COUNT,
+               f"keep_last and keep_every must be in [0, {MAX_COUNT}] (0: off), got {self.keep_last} and {self.keep_every}")
+        _check(self.num_latents <= MAX_SEEDS, f"num_latents must be <= {MAX_SEEDS}, got {self.num_latents}")
         _check(self.total_steps >= self.num_envs * self.rollout_len,
                f"total_steps ({self.total_steps}) is less than one update (num_envs*rollout_len = {self.num_envs * self.rollout_len})")
         opt_steps = self.num_updates * self.epochs * self.minibatches
@@ -228,6 +239,9 @@ class TrainConfig:
         did-you-mean, values are coerced to each field's type."""
         d = dict(d)
         net = d.pop("network", {}) or {}
+        if not isinstance(net, dict):
+            raise UserError(f"bad config: network must be a table of network keys ([network] in a TOML file, "
+                            f"network.KEY=VALUE on the command line), got {net!r}; `marl config show` lists them")
         _reject_unknown(d, cls, "")
         _reject_unknown(net, NetworkConfig, "network.")
         d = {k: _coerce(k, v, field_types(cls)[k]) for k, v in d.items()}
@@ -381,6 +395,10 @@ def _coerce(name: str, value, typ):
         if typ is int:
             if isinstance(value, bool):
                 raise ValueError
+            if isinstance(value, int):
+                return value  # exactly (a float round trip would change a large integer)
+            if isinstance(value, str) and value.strip().lstrip("+-").isdigit():
+                return int(value)
             f = float(value)
             if not math.isfinite(f):
                 raise UserError(f"bad config: {name} must be a finite integer, got {value!r}")

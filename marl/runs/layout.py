@@ -15,11 +15,12 @@ import shutil
 from pathlib import Path
 
 from common.errors import UserError
+from common.preflight import RUN_CKPTS, RUN_CONFIG, RUN_METRICS, run_folder_of
 from marl.core.config import TrainConfig
 
-CONFIG_FILE = "config.toml"
-METRICS_FILE = "metrics.jsonl"
-CKPT_DIR = "checkpoints"
+CONFIG_FILE = RUN_CONFIG  # the names that make a folder a run folder live with the output rule (common.preflight)
+METRICS_FILE = RUN_METRICS
+CKPT_DIR = RUN_CKPTS
 DISCARDED_DIR = "checkpoints.discarded"  # steps set aside by a resume (later steps, incomplete folders)
 START_FILE = "start.json"  # the exact warm-start source of a run (so a run with no checkpoint can start over)
 
@@ -46,6 +47,8 @@ def parse_ref(ref: str | Path) -> CheckpointRef:
         text, _, s = text.rpartition("#")
         if not s.isdigit():
             raise UserError(f"bad seed in {ref!r}: write RUN#SEED with an integer seed")
+        if text.endswith("/"):
+            raise UserError(f"bad reference {ref!r}: write RUN#SEED or RUN/{CKPT_DIR}/STEP#SEED, with no '/' before '#'")
         seed = int(s)
     path = Path(text)
     step = None
@@ -113,6 +116,23 @@ def check_own_files(run: Path) -> None:
         if p.is_symlink():
             raise UserError(f"{p} is a symbolic link (to {os.readlink(p)}); a run folder's files must be its own "
                             f"(a write would land outside {run}): replace the link with the file or folder itself")
+
+
+def check_new_run_place(out: Path) -> None:
+    """The folder a new run is to be made in (``marl train --out``): not inside another run folder (its
+    checkpoints included), and if it exists, holding nothing but a run's own files (``OWN_FILES``: an empty
+    folder, or one a run stopped before its first checkpoint left), so no unrelated folder becomes a run."""
+    out = Path(out)
+    inside = run_folder_of(out.absolute().parent)
+    if inside is not None:
+        raise UserError(f"--out {out} lies inside the run folder {inside}; a run folder holds only its own files: "
+                        f"name a place outside it")
+    if out.is_dir():
+        other = sorted(p.name for p in out.iterdir() if p.name not in OWN_FILES)
+        if other:
+            shown = ", ".join(other[:3]) + (", ..." if len(other) > 3 else "")
+            raise UserError(f"--out {out}{f' ({out.resolve()})' if str(out) == '.' else ''} holds files that are not "
+                            f"a run's ({shown}); name a new or empty folder for the run")
 
 
 def resolve_step(ref: CheckpointRef) -> int:

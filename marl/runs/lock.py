@@ -162,14 +162,31 @@ def read_log(out: Path) -> list[dict]:
 class RunLock:
     """``with RunLock(out, mode): ...`` holds the folder's lock (reclaiming a stale one) or raises a
     one-line UserError naming the live holder. ``heartbeat()`` after each chunk; ``done(update)`` writes
-    the done marker before release."""
+    the done marker before release.
 
-    def __init__(self, out: Path, mode: str = "train"):
+    ``deferred_log``: the acquire (and reclaim) entries of ``lock.log`` are held back until ``commit()``
+    (the run has passed its checks and starts writing); a lock released before it writes nothing to
+    ``lock.log``, so a refused resume leaves every file of the folder as it was."""
+
+    def __init__(self, out: Path, mode: str = "train", deferred_log: bool = False):
         self.out = Path(out)
         self.mode = mode
         self.path = self.out / LOCK_FILE
         self.held = False
         self.finished = False
+        self._pending = [] if deferred_log else None  # log entries held back until commit()
+
+    def _log(self, event: str, **extra) -> None:
+        if self._pending is None:
+            _log(self.out, event, **extra)
+        else:
+            self._pending.append((event, extra, time.time()))
+
+    def commit(self) -> None:
+        """Write the held-back log entries (the run starts writing); later entries are written at once."""
+        for event, extra, t in self._pending or []:
+            _log(self.out, event, **extra, at=round(t, 3))
+        self._pending = None
 
     def acquire(self) -> "RunLock":
         """Take the lock (reclaiming a stale one) and return self; UserError naming a live holder."""
@@ -187,14 +204,14 @@ class RunLock:
                 try:
                     os.rename(self.path, f"{self.path}.stale.{os.getpid()}")
                     os.unlink(f"{self.path}.stale.{os.getpid()}")
-                    _log(self.out, "reclaim", stale=holder)
+                    self._log("reclaim", stale=holder)
                 except FileNotFoundError:
                     pass
                 continue
             with os.fdopen(fd, "w") as f:
                 f.write(json.dumps(me))
             self.held = True
-            _log(self.out, "acquire", mode=self.mode)
+            self._log("acquire", mode=self.mode)
             return self
         raise UserError(f"run folder {self.out}: could not take its lock {self.path}; another worker races for it")
 
@@ -211,7 +228,9 @@ class RunLock:
     def release(self) -> None:
         """Log the release and remove the lock file (no-op when not held)."""
         if self.held:
-            _log(self.out, "release", finished=self.finished)
+            if self._pending is None:  # a deferred lock that never committed leaves no trace in lock.log
+                _log(self.out, "release", finished=self.finished)
+            self._pending = None
             self.path.unlink(missing_ok=True)
             self.held = False
 

@@ -23,8 +23,8 @@ from marl.core.team import tile
 from marl.core.trainer import NONFINITE, Trainer, TrainState, seed_keys
 from marl.runs import checkpoint as ckpt
 from marl.runs import metrics_log
-from marl.runs.layout import (CKPT_DIR, CONFIG_FILE, DISCARDED_DIR, START_FILE, check_own_files, load_config, parse_ref,
-                              set_aside, steps)
+from marl.runs.layout import (CKPT_DIR, CONFIG_FILE, DISCARDED_DIR, START_FILE, check_new_run_place, check_own_files,
+                              load_config, parse_ref, set_aside, steps)
 from marl.runs.loader import load_state
 from marl.runs.lock import DONE_FILE, STARTED, RunLock, already_exists, folder_stage, train_mode
 from marl.runs.loggers import check_backends, make_loggers
@@ -216,6 +216,7 @@ def train_run(config: TrainConfig, out: str | Path, *, resume: bool = False, res
         check_out_dir(out, "run folder")  # the resume writes in it
     else:
         check_out_dir(out, "--out")  # before the lock creates the folder
+        check_new_run_place(out)  # not inside another run; no unrelated files made part of a run
         check_own_files(out)
     created = False
     if not out.exists():
@@ -224,7 +225,7 @@ def train_run(config: TrainConfig, out: str | Path, *, resume: bool = False, res
             created = True  # this call made the folder: a refusal before the run starts removes it
         except FileExistsError:
             pass
-    lock = RunLock(out, "resume" if resume else "new")
+    lock = RunLock(out, "resume" if resume else "new", deferred_log=True)
     try:
         lock.acquire()
     except BaseException:
@@ -281,6 +282,7 @@ def _train_locked(config: TrainConfig, out: Path, opts: TrainOptions, lock: RunL
     programs = _programs(trainer, config, opts)
     mode = train_mode(out, config, opts.resume)
     start = {"resume": _resume, "restart": _restart, "new": _new}[mode](trainer, config, out, opts, programs)
+    lock.commit()  # past every check: the attempt goes into lock.log (a refused one leaves it as it was)
     _run_chunks(trainer, config, out, opts, lock, programs, start)
     return out
 
@@ -396,6 +398,8 @@ def _run_chunks(trainer: Trainer, config: TrainConfig, out: Path, opts: TrainOpt
                     diverged.update(new)
                     frozen[list(new)] = True
                     if not config.keep_finite_seeds or frozen.all():
+                        kept = steps(out)  # the log ends where the kept checkpoint does, as after a resume
+                        metrics_log.truncate(out, kept[-1] if kept else 0)
                         raise _diverged_error(out, new, config)
                     opts.note(f"marl: warning: seed(s) {', '.join(map(str, sorted(new)))} diverged at update(s) "
                               f"{', '.join(str(new[s]) for s in sorted(new))}; frozen at their last finite state, "

@@ -134,6 +134,17 @@ def metric_rows(path: Path, repair: bool = False) -> list[dict]:
     return rows
 
 
+def torn_tail(run: Path) -> bool:
+    """Whether the run's metrics.jsonl ends in a cut line (a kill during an append; readers drop it)."""
+    path = log_path(run)
+    lines = [ln for ln in path.read_text().splitlines() if ln.strip()] if path.exists() else []
+    try:
+        json.loads(lines[-1]) if lines else None
+    except json.JSONDecodeError:
+        return True
+    return False
+
+
 def read_metrics(run: Path) -> list[dict]:
     """A run's metrics.jsonl as one row per (update, seed): ``update``, ``env_steps``, ``seed`` and every
     logged metric for that seed (None where it was not finite)."""

@@ -22,14 +22,13 @@ Modules: ``runs`` (finding and reading runs and their scores), ``tables`` (the s
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from common import stats
 from marl.analysis.report.build import Report, build_report
 from marl.analysis.report.export import (TABLE_FILES, layout_warnings, marl_eval_data, markdown_lines, summary_lines,
                                          write_csv, write_tables)
-from marl.analysis.report.figures import write_figures
+from marl.analysis.report.figures import FIGURE_FILES, write_figures
 from marl.analysis.report.runs import (FINAL_FRACTION, METRICS, SPECIAL_KEYS, Run, check_keys, eval_scores, find_runs,
                                        group_label, load_runs, train_scores)
 from marl.analysis.report.tables import curves, final_table, improvements, normalise, per_run, profiles
@@ -45,26 +44,28 @@ def write_report(paths, out, group_by: list[str] | None = None, metric: str = "r
     """The whole report (``build_report``) written to ``out``: report.md, the CSV tables, the figures and,
     with ``marl_eval_json``, marl-eval's JSON there. ``echo`` gets the summary, marl-eval layout warnings
     and the list of files. Returns {runs, final, improvement, files}."""
-    from common.preflight import check_out_dir, check_out_file
+    from common.files import write_atomic, write_json
+    from common.preflight import check_output
 
-    check_out_dir(out)  # the output places first: nothing is read or written before they are known good
-    if marl_eval_json:
-        check_out_file(marl_eval_json, "--marl-eval-json")
+    # the output places first (the one output rule): nothing is read or written before they are known good
+    check_output(out, "--out", kind="folder", writes=("report.md", *TABLE_FILES, *FIGURE_FILES))
+    if marl_eval_json is not None:
+        check_output(marl_eval_json, "--marl-eval-json", suffixes=(".json",))
     report = build_report(paths, group_by, metric, source, num_boot, seed, marl_eval=bool(marl_eval_json))
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     write_tables(report, out)
     figures = write_figures(report.curves, report.final, report.improvement, report.profiles, out, report.label)
     lines = markdown_lines(report, figures)
-    (out / "report.md").write_text("\n".join(lines) + "\n")
+    write_atomic(out / "report.md", "\n".join(lines) + "\n")
     result = {"runs": len(report.runs), "final": report.final, "improvement": report.improvement,
               "files": [str(out / "report.md")] + [str(f) for f in figures]}
     if report.marl_eval is not None:
         Path(marl_eval_json).parent.mkdir(parents=True, exist_ok=True)
-        Path(marl_eval_json).write_text(json.dumps(report.marl_eval, indent=1))
-        for w in report.warnings:
-            echo(f"warning: {w}")
+        write_json(Path(marl_eval_json), report.marl_eval, indent=1)
         result["files"].append(str(marl_eval_json))
+    for w in report.warnings:  # unfinished runs, what the marl-eval export left out
+        echo(f"warning: {w}")
     for row in report.improvement:
         if row.get("caution"):
             echo(f"warning: P({row['x']} > {row['y']}): {row['caution']}")

@@ -6,7 +6,7 @@ import dataclasses
 
 from common import stats
 from common.errors import UserError
-from common.preflight import check_seed
+from common.preflight import check_count, check_seed
 from marl.analysis.report.export import marl_eval_export
 from marl.analysis.report.runs import Run, load_runs
 from marl.analysis.report.tables import curves, final_table, improvements, normalise, per_run, profiles
@@ -68,8 +68,10 @@ def build_report(paths, group_by: list[str] | None = None, metric: str = "return
     --all-steps --absolute``: ``export.marl_eval_export``). Raises UserError with a one-line message for
     what cannot be reported.
     """
-    if num_boot < 1:
-        raise UserError(f"--boot must be >= 1, got {num_boot}")
+    if isinstance(paths, (str, bytes)) or not hasattr(paths, "__iter__") or not list(paths):
+        raise UserError("report needs at least one run folder, or a folder holding runs (a list of paths); got "
+                        f"{paths!r}")
+    check_count(num_boot, "--boot")
     check_seed(seed, "--seed")
     runs = load_runs(paths, metric, source, group_by)
     export = marl_eval_export(runs) if marl_eval else None  # before normalising: raw per-episode values
@@ -81,4 +83,5 @@ def build_report(paths, group_by: list[str] | None = None, metric: str = "return
     return Report(runs=tuple(runs), metric=metric, group_by=tuple(group_by or ["algo"]), num_boot=num_boot, seed=seed,
                   normalised=normed, curves=curve_rows, final=final, improvement=poi, profiles=prof,
                   per_run=per_run(runs), marl_eval=export.data if export else None,
-                  marl_eval_runs=tuple(export.runs) if export else (), warnings=tuple(export.warnings) if export else ())
+                  marl_eval_runs=tuple(export.runs) if export else (),
+                  warnings=tuple(r.note for r in runs if r.note) + (tuple(export.warnings) if export else ()))

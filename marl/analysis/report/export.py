@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import csv
+from common.files import write_atomic, write_dict_csv
+
 import dataclasses
 import math
 import re
@@ -208,12 +209,9 @@ def layout_warnings(data: dict) -> list[str]:
 def write_csv(path: Path, rows: list[dict]) -> None:
     """``rows`` as a CSV file with a header of the first row's keys (an empty file for no rows)."""
     if not rows:
-        path.write_text("")
+        write_atomic(path, "")
         return
-    with path.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
+    write_dict_csv(path, rows)
 
 
 def write_tables(report, out: Path) -> list[Path]:
@@ -249,6 +247,8 @@ def markdown_lines(report, figures: list[Path]) -> list[str]:
                   "|---|---|---|---|"]
         lines += [f"| {p['x']} | {p['y']} | {f3(p['p_x_better'])} [{f3(p['lo'])}, {f3(p['hi'])}] | {p.get('caution') or '-'} |"
                   for p in report.improvement]
+    if report.warnings:
+        lines += ["", "## Warnings", ""] + [f"- {w}" for w in report.warnings]
     lines += ["", "## Every run", "", "| run | seed | group | task | final |", "|---|---|---|---|---|"]
     lines += [f"| {r['run']} | {r['seed']} | {r['group']} | {r['task']} | {f3(r['final'])} |" for r in report.per_run]
     lines += marl_eval_lines(report.marl_eval_runs)

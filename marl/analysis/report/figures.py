@@ -3,6 +3,10 @@ matplotlib and seaborn are imported when a figure is drawn, not with this module
 
 from __future__ import annotations
 
+from common.files import save_figure
+
+FIGURE_FILES = ("curves.png", "final.png", "improvement.png", "profiles.png")
+
 from pathlib import Path
 
 import numpy as np
@@ -63,6 +67,6 @@ def _save(fig, path: Path) -> Path:
     import matplotlib.pyplot as plt
 
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)
     return path

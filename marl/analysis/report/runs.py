@@ -19,7 +19,7 @@ import numpy as np
 from common.errors import UserError
 from marl.core.config import TrainConfig, config_keys
 from marl.runs.layout import CONFIG_FILE, METRICS_FILE, load_config, steps
-from marl.runs.metrics_log import describe_gap, missing_updates, read_metrics
+from marl.runs.metrics_log import describe_gap, missing_updates, read_metrics, torn_tail
 
 SPECIAL_KEYS = {
     "env": "the environment (one task per env)",
@@ -44,6 +44,7 @@ class Run:
     seeds: np.ndarray  # [S]
     outcomes: dict | None  # the eval npz (per-episode), when there is one
     group: str = ""
+    note: str = ""  # why its scores may not be a finished run's (``unfinished_note``); "" for a finished run
 
     @property
     def task(self) -> str:
@@ -130,6 +131,19 @@ def train_scores(path: Path, metric: str = "return"):
     return x, s, final, np.asarray(seeds)
 
 
+def unfinished_note(path: Path, config: TrainConfig) -> str:
+    """A line for a run that has not trained all its updates (stopped, still training, or its log cut):
+    its scores are those of a shorter run than its peers'; "" for a finished run."""
+    rows = read_metrics(path)
+    trained = max((r["update"] for r in rows), default=0)
+    cut = torn_tail(path)
+    if trained >= config.num_updates and not cut:
+        return ""
+    return (f"run {path} is unfinished ({trained} of {config.num_updates} updates in its {METRICS_FILE}"
+            f"{', which ends in a cut line' if cut else ''}): its scores are from the updates it has, not a "
+            f"finished run's; finish it with `marl train --resume {path}` or leave it out")
+
+
 def eval_scores(out: dict, metric: str):
     """A run's scores from its per-episode outcomes: (env_steps [K], scores [S, K], final [S], seeds [S]);
     a score is the mean over a checkpoint's episodes, final the last checkpoint's."""
@@ -157,7 +171,7 @@ def load_runs(paths, metric: str = "return", source: str = "auto", group_by: lis
             raise UserError(f"run {p} has no per-episode evaluation ({outcomes_path(p, True)}); run "
                             f"`marl eval {p} --all-steps` first, or use --source train")
         x, s, final, seeds = eval_scores(out, metric) if use_eval else train_scores(p, metric)
-        runs.append(Run(p, cfg, np.asarray(x), s, final, seeds, out, group_label(p, cfg, keys)))
+        runs.append(Run(p, cfg, np.asarray(x), s, final, seeds, out, group_label(p, cfg, keys), unfinished_note(p, cfg)))
     tasks = sorted({r.task for r in runs})
     if len(tasks) > 1 and not group_by:
         raise UserError(f"the runs are of {len(tasks)} envs ({', '.join(tasks)}); pass --group-by env,algo for one "

@@ -3,15 +3,14 @@ reference to the summary, with the command's argument checks and one-line errors
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import envs
 from common.errors import UserError
-from common.preflight import check_seed
+from common.preflight import check_count, check_number, check_seed
 from marl.analysis.search.compare import check_latent_dim, check_latent_team, check_source, search_methods, summarize
 from marl.analysis.search.methods import DEFAULT_PER_AGENT, METHODS, PER_AGENT
-from marl.analysis.search.output import write_outputs
+from marl.analysis.search.output import OUTPUT_FILES, write_outputs
 from marl.core.team import resize
 from marl.runs.layout import CheckpointRef, load_config, parse_ref
 
@@ -31,10 +30,8 @@ def check_search_args(methods, per_agent: str, *, instances: int, budget: int, p
         raise UserError(f"--per-agent {per_agent} is not among --methods: add it or name one of them")
     for name, value in (("instances", instances), ("budget", budget), ("population", population),
                         ("reeval", reeval), ("repeats", repeats)):
-        if value < 1:
-            raise UserError(f"--{name} must be >= 1, got {value}")
-    if not (math.isfinite(sigma) and sigma > 0):
-        raise UserError(f"--sigma must be a finite number > 0, got {sigma}")
+        check_count(value, f"--{name}")
+    check_number(sigma, "--sigma", lo=0, lo_open=True)
     if budget < population * repeats or budget % (population * repeats):  # (search_methods' rule, told before loading)
         raise UserError(f"--budget ({budget}) must be a multiple of population x repeats ({population} x {repeats})")
     check_seed(seed, "--seed")
@@ -77,13 +74,13 @@ def search_run(ref: str | Path | CheckpointRef, *, instances: int = 64, budget: 
     before any checkpoint is loaded where it can be told from the arguments and the run's config.
     """
     from marl.runs.loader import load_team
-    from common.preflight import check_out_dir
+    from common.preflight import check_output
 
     methods = list(methods)
     check_search_args(methods, per_agent, instances=instances, budget=budget, population=population,
                       reeval=reeval, repeats=repeats, sigma=sigma, seed=seed)
     if out is not None:
-        check_out_dir(out)
+        check_output(out, "--out", kind="folder", writes=OUTPUT_FILES)
     ref = parse_ref(ref)
     check_latent_dim(load_config(ref.run).network.latent_dim, str(ref.run))  # before loading any checkpoint
     target = None if env is None else envs.make(env)

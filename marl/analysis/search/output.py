@@ -4,11 +4,10 @@ figure is drawn)."""
 
 from __future__ import annotations
 
-import csv
-import json
 import re
 from pathlib import Path
 
+from common.files import save_figure, write_atomic, write_csv, write_json
 from marl.analysis.search.methods import MATCHED_SHARED, PER_AGENT, RANDOM_POLICY, SOURCE
 
 OUTPUT_FILES = ("summary.json", "curves.csv", "pairwise.csv", "curves.png", "table.txt")
@@ -86,24 +85,18 @@ def write_outputs(summary: dict, out_dir, title: str = "") -> None:
     table.txt (the printed table, then every paired difference) and curves.png (one panel per family)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "summary.json").write_text(json.dumps(summary, indent=2))
-    with (out / "curves.csv").open("w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["method", "budget", "mean", "ci_lo", "ci_hi"])
-        for m, s in summary["methods"].items():
-            for b, mu, lo, hi in zip(s["budget"], s["curve_mean"], s["curve_lo"], s["curve_hi"]):
-                w.writerow([m, b, f"{mu:.6g}", f"{lo:.6g}", f"{hi:.6g}"])
-    with (out / "pairwise.csv").open("w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["comparison", "a", "b", "score", "mean", "ci_lo", "ci_hi"])
-        for r in pairwise_rows(summary):
-            w.writerow([r["comparison"], r["a"], r["b"], r["score"],
-                        *(f"{r[k]:.6g}" for k in ("mean", "ci_lo", "ci_hi"))])
+    write_json(out / "summary.json", summary)
+    write_csv(out / "curves.csv", [[m, b, f"{mu:.6g}", f"{lo:.6g}", f"{hi:.6g}"] for m, s in summary["methods"].items()
+                                   for b, mu, lo, hi in zip(s["budget"], s["curve_mean"], s["curve_lo"], s["curve_hi"])],
+              header=["method", "budget", "mean", "ci_lo", "ci_hi"])
+    write_csv(out / "pairwise.csv", [[r["comparison"], r["a"], r["b"], r["score"],
+                                      *(f"{r[k]:.6g}" for k in ("mean", "ci_lo", "ci_hi"))] for r in pairwise_rows(summary)],
+              header=["comparison", "a", "b", "score", "mean", "ci_lo", "ci_hi"])
     text = table(summary)
     if summary["comparisons"]:
         text += ("\n\nevery paired difference: mean [95% CI over instances] (also pairwise.csv)\n"
                  + "\n".join(_comparison_rows(summary, summary["comparisons"])))
-    (out / "table.txt").write_text(text + "\n")
+    write_atomic(out / "table.txt", text + "\n")
     plot_curves(summary, out / "curves.png", title)
 
 
@@ -141,5 +134,5 @@ def plot_curves(summary: dict, path, title: str = "") -> None:
         ax.set_title(fam)
     fig.suptitle(title or "latent search: best return vs budget (mean, 95% CI over instances)")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path, dpi=120)
     plt.close(fig)
