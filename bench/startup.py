@@ -34,9 +34,11 @@ TINY = ["num_envs=8", "updates_per_chunk=2", "epochs=1", "minibatches=2", "netwo
         "network.critic_hidden=16", "--quiet"]
 
 
-def wall(cmd: list[str], env=None) -> float:
+def wall(cmd: list[str], env=None, codes=(0,)) -> float:
     t = time.perf_counter()
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    r = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    if r.returncode not in codes:
+        raise RuntimeError(f"{' '.join(cmd)} ended with exit {r.returncode}")
     return time.perf_counter() - t
 
 
@@ -71,6 +73,66 @@ def help_table(marl: str, repeats: int) -> list[str]:
     for label, cmd in rows:
         t = [wall(cmd) for _ in range(repeats)]
         lines.append(f"| `{label}` | {statistics.median(t):.2f} | {max(t):.2f} |")
+    return lines
+
+
+def nothing_table(marl: str, repeats: int) -> list[str]:
+    """Commands that compute nothing: they read the environments as data (envs.catalog) and import no jax."""
+    rows = [("marl envs", [marl, "envs"], (0,)), ("marl config show", [marl, "config", "show"], (0,)),
+            ("marl train lrr=1e-3 (a typo's one-line error)", [marl, "train", "lrr=1e-3"], (2,)),
+            ("marl train --env smax:3mm (an unknown env's error)", [marl, "train", "--env", "smax:3mm"], (2,))]
+    lines = ["| command | median s | max s |", "| --- | ---: | ---: |"]
+    for label, cmd, codes in rows:
+        t = [wall(cmd, codes=codes) for _ in range(repeats)]
+        lines.append(f"| `{label}` | {statistics.median(t):.2f} | {max(t):.2f} |")
+    return lines
+
+
+_PHASES = r"""
+import json, sys, time
+t0 = time.perf_counter(); marks = {}
+import jax, jax.monitoring
+compiles = []
+jax.monitoring.register_event_duration_secs_listener(
+    lambda name, secs, **kw: compiles.append(secs) if name == "/jax/core/compile/backend_compile_duration" else None)
+import marl.api as api, marl.runs.loop as loop
+marks["import (jax, jaxmarl, the suite)"] = time.perf_counter() - t0
+cfg = api.make_config(None, {"env": "smax:3m", "total_steps": 500_000})
+t = time.perf_counter(); env = cfg.make_env(); marks["env construction"] = time.perf_counter() - t
+seen = {}
+real = loop._Progress.advance
+def advance(self, *a, **k):
+    seen.setdefault("first", time.perf_counter())
+    raise KeyboardInterrupt
+loop._Progress.advance = advance
+t = time.perf_counter()
+try:
+    loop.train_run(cfg, sys.argv[1], progress=True)
+except Exception:
+    pass
+marks["train_run to the first chunk's end"] = seen["first"] - t
+marks["of which XLA compiles (backend)"] = sum(compiles)
+marks["total to the first progress line"] = seen["first"] - t0
+print(json.dumps(marks))
+"""
+
+
+def phases_table(work: Path) -> list[str]:
+    """Where the time to a default `marl train`'s first progress line goes (cold: an empty cache folder; warm:
+    the same folder again): imports, env construction, the train loop to its first chunk, XLA's compiles."""
+    import json
+
+    cache = Path(tempfile.mkdtemp(prefix="cache-", dir=work))
+    cols = []
+    for _ in range(2):
+        tmp = Path(tempfile.mkdtemp(prefix="out-", dir=work))
+        r = subprocess.run([sys.executable, "-c", _PHASES, str(tmp / "run")], capture_output=True, text=True,
+                           env=cache_env(cache), check=True)
+        cols.append(json.loads(r.stdout.strip().splitlines()[-1]))
+        shutil.rmtree(tmp, ignore_errors=True)
+    lines = ["| phase (smax:3m, default config) | cold s | warm s |", "| --- | ---: | ---: |"]
+    lines += [f"| {k} | {cols[0][k]:.1f} | {cols[1][k]:.1f} |" for k in cols[0]]
+    shutil.rmtree(cache, ignore_errors=True)
     return lines
 
 
@@ -118,20 +180,25 @@ def command_table(marl: str, work: Path) -> list[str]:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--repeats", type=int, default=5, help="runs of each --help row")
-    p.add_argument("--only", choices=("help", "commands"), help="one section only")
+    p.add_argument("--only", choices=("help", "nothing", "commands", "phases"), help="one section only")
     p.add_argument("--work", help="folder for the tiny runs and caches (default: a new temporary folder)")
     p.add_argument("--out", help="markdown file to write (default: print)")
     a = p.parse_args(argv)
     marl = shutil.which("marl") or str(Path(sys.executable).parent / "marl")
     load = os.getloadavg()
     text = []
-    if a.only != "commands":
+    if a.only in (None, "help"):
         text += ["## `--help` (fresh processes, no jax)", "", *help_table(marl, a.repeats), ""]
-    if a.only != "help":
+    if a.only in (None, "nothing"):
+        text += ["## Commands that compute nothing (no jax or jaxmarl imported)", "", *nothing_table(marl, a.repeats), ""]
+    if a.only in (None, "commands", "phases"):
         work = Path(a.work or tempfile.mkdtemp(prefix="marl-startup-"))
         work.mkdir(parents=True, exist_ok=True)
-        text += ["## Commands that compile: cold (empty compilation cache) and warm (second run)", "",
-                 *command_table(marl, work), ""]
+        if a.only != "phases":
+            text += ["## Commands that compile: cold (empty compilation cache) and warm (second run)", "",
+                     *command_table(marl, work), ""]
+        if a.only != "commands":
+            text += ["## Where the time to `marl train`'s first progress line goes", "", *phases_table(work), ""]
     end = os.getloadavg()
     shared = " (above the core count: other processes shared the cores)" if max(load[0], end[0]) > os.cpu_count() else ""
     text.append(f"{os.cpu_count()} CPU cores; load average (1 min) {load[0]:.1f} at the start, {end[0]:.1f} at the "

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 
 def _cmd_envs(args) -> int:
-    import envs
+    from envs.catalog import names  # data: no jax or jaxmarl imported
 
-    for name in envs.names():
+    for name in names():
         print(name)
     print("mpe:simple_spread also takes a team size: mpe:simple_spread:8 (or num_agents=8)")
     return 0

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import sys
+
 from probes import defaults
 
 
 def _cmd_barrier(args) -> int:
     from probes import api
 
-    api.barrier(args.run_a, args.run_b, args.out, alphas=args.alphas, episodes=args.episodes, align=args.align,
-                greedy=not args.sample, boot=args.boot, eval_seed=args.eval_seed, team_batch=args.team_batch,
-                quiet=False)
+    rep = api.barrier(args.run_a, args.run_b, args.out, alphas=args.alphas, episodes=args.episodes, align=args.align,
+                      greedy=not args.sample, boot=args.boot, eval_seed=args.eval_seed, team_batch=args.team_batch,
+                      quiet=False)
+    for w in rep.get("warnings", []):
+        print(f"marl: warning: {w}", file=sys.stderr)
     return 0
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 
 def add_parser(subparsers) -> None:
     """Add the ``search`` subcommand (its arguments and handler) to the ``marl`` subparsers."""
@@ -43,5 +45,7 @@ def _cmd_search(args) -> int:
                          repeats=args.repeats, reeval=args.reeval, seed=args.seed, random_policy=args.random_policy,
                          env=args.env, out=args.out, echo=print)
     print(table(summary))
+    for w in summary.get("warnings", []):
+        print(f"marl: warning: {w}", file=sys.stderr)
     print(f"wrote {args.out}/{', '.join(OUTPUT_FILES)} (every paired difference: pairwise.csv, table.txt)")
     return 0

@@ -1,31 +1,17 @@
-"""Environment adapters over jaxmarl 0.2.0 with one stacked-array interface (agent axis first)."""
+"""Environment adapters over jaxmarl 0.2.0 with one stacked-array interface (agent axis first).
 
-import os
-import sys
+Importing the package imports nothing heavy: ``envs.catalog`` (every name, as data) answers at once, and
+``make``, ``names``, ``Env`` and the other names below load the adapters (and jaxmarl, quietly:
+``envs.quiet``) on first use.
+"""
 
-
-def _import_jaxmarl_quietly():
-    """jaxmarl prints two lines about submoduled environments on import (at the file-descriptor
-    level, so ``contextlib.redirect_stdout`` does not catch them); keep the CLI output clean."""
-    sys.stdout.flush()
-    saved = os.dup(1)
-    streams = sys.stdout, sys.stderr  # jaxmarl's mabrax module resets sys.stdout to sys.__stdout__
-    try:
-        with open(os.devnull, "w") as devnull:
-            os.dup2(devnull.fileno(), 1)
-            import jaxmarl  # noqa: F401
-
-            sys.stdout.flush()
-    finally:
-        os.dup2(saved, 1)
-        os.close(saved)
-        sys.stdout, sys.stderr = streams
+_LAZY = {"Env": "envs.adapter", "EnvSpec": "envs.base", "EnvState": "envs.base", "EpisodeInfo": "envs.base",
+         "TimeStep": "envs.base", "make": "envs.registry", "names": "envs.registry"}
 
 
-_import_jaxmarl_quietly()
+def __getattr__(name):
+    if name in _LAZY:
+        import importlib
 
-from envs.adapter import Env
-from envs.base import EnvSpec, EnvState, EpisodeInfo, TimeStep
-from envs.registry import make, names
-
-__all__ = ["Env", "EnvSpec", "EnvState", "EpisodeInfo", "TimeStep", "make", "names"]
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'envs' has no attribute {name!r}")

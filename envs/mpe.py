@@ -11,17 +11,16 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+
+import envs.quiet  # noqa: F401  (jaxmarl imported without its start-up lines)
 import jaxmarl
 
 from envs.adapter import Env, Hooks
+from envs.catalog import MPE_SCENARIOS
 from envs.base import EnvSpec
 from common.errors import UserError
 
-SCENARIOS = {
-    "simple_spread": "MPE_simple_spread_v3",
-    "simple_reference": "MPE_simple_reference_v3",
-    "simple_speaker_listener": "MPE_simple_speaker_listener_v4",
-}
+SCENARIOS = MPE_SCENARIOS  # scenario -> jaxmarl's id (envs.catalog: the names as data)
 
 
 def make_mpe(scenario: str, num_agents: int | None = None) -> Env:

@@ -6,13 +6,11 @@ import difflib
 
 from envs.adapter import Env
 from common.errors import UserError
-from envs.mpe import SCENARIOS, make_mpe
-from envs.smax import make_smax, map_names
+from envs.catalog import names
+from envs.mpe import make_mpe
+from envs.smax import make_smax
 
-
-def names() -> list[str]:
-    """Every accepted name. ``mpe:simple_spread`` also takes ``num_agents`` (or the ``:N`` suffix)."""
-    return [f"smax:{m}" for m in map_names()] + [f"mpe:{s}" for s in sorted(SCENARIOS)]
+__all__ = ["make", "names"]
 
 
 def make(name: str, **kwargs) -> Env:

@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import jax.numpy as jnp
+
+import envs.quiet  # noqa: F401  (jaxmarl imported without its start-up lines)
 import jaxmarl
 from jaxmarl.environments.smax import map_name_to_scenario
 from jaxmarl.environments.smax.smax_env import MAP_NAME_TO_SCENARIO, Scenario
 
 from envs.adapter import Env, Hooks
+from envs.catalog import EXTRA_SMAX
 from envs.base import EnvSpec
 
-# Large symmetric marine battles beyond the shipped maps (for team-size scaling studies).
-EXTRA_SCENARIOS = {
-    "20m": (20, 20),
-    "32m": (32, 32),
-}
+EXTRA_SCENARIOS = EXTRA_SMAX  # large symmetric marine battles beyond the shipped maps (envs.catalog)
 
 
 def map_names() -> list[str]:

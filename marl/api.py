@@ -15,9 +15,22 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
+from common.compile_cache import enable_compilation_cache
 from common.errors import UserError
 from marl.analysis import defaults
 from marl.core.config import RESUME_SAFE, TrainConfig
+
+# The API compiles with the same persistent cache as the `marl` command (MARL_COMPILATION_CACHE=0 opts out):
+# a notebook's second train / evaluate / search of a config loads its programs instead of compiling them.
+enable_compilation_cache()
+
+
+def _in_notebook() -> bool:
+    """Whether this process is a Jupyter kernel (where ``train`` shows progress by default)."""
+    import sys
+
+    shell = getattr(sys.modules.get("IPython"), "get_ipython", lambda: None)()
+    return type(shell).__name__ == "ZMQInteractiveShell"
 
 # What a resumed run may change: more env steps (the run continues; with anneal_lr the schedule is
 # stretched from the resume point), what to do when a seed diverges, and retention. Everything else would
@@ -43,7 +56,7 @@ def default_out(config: TrainConfig, label: str | None = None) -> Path:
 
 
 def train(config: TrainConfig | str | Path | None = None, out: str | Path | None = None, *,
-          init_from: str | None = None, resume_if_exists: bool = False, progress: bool = False,
+          init_from: str | None = None, resume_if_exists: bool = False, progress: bool | None = None,
           devices: int | None = None, log: tuple[str, ...] = (), echo: Callable[[str], None] = _quiet,
           **overrides) -> Path:
     """Train a new run into ``out`` and return its folder.
@@ -52,6 +65,7 @@ def train(config: TrainConfig | str | Path | None = None, out: str | Path | None
     (``network__hidden=64`` or ``**{"network.hidden": 64}`` for the network). ``init_from``: warm start
     from ``RUN[/checkpoints/STEP][#SEED]``. ``resume_if_exists``: a folder holding this same config is
     continued (or left alone when done: a requeued job). ``echo`` receives the one-line status messages.
+    ``progress``: a line per chunk (a bar on a terminal); None (default): on in a Jupyter notebook, off elsewhere.
     """
     from marl.runs.lock import resume_mode
     from marl.runs.loop import train_run
@@ -67,6 +81,7 @@ def train(config: TrainConfig | str | Path | None = None, out: str | Path | None
             echo(f"run {out} is already done ({cfg.num_updates} updates); nothing to train")
             return out
     echo(_describe(out, cfg))
+    progress = _in_notebook() if progress is None else progress
     train_run(cfg, out, resume=resume, init_from=init_from, progress=progress, devices=devices, log=tuple(log))
     echo(f"saved {out}")
     return out
@@ -109,7 +124,7 @@ def resume_config(run: str | Path, overrides: dict | list | None = None,
     return cfg
 
 
-def resume(run: str | Path, *, fallback: bool = False, progress: bool = False, devices: int | None = None,
+def resume(run: str | Path, *, fallback: bool = False, progress: bool | None = None, devices: int | None = None,
            log: tuple[str, ...] = (), echo: Callable[[str], None] = _quiet, overrides: dict | list | None = None,
            config: TrainConfig | str | Path | None = None, allow_log_gap: bool = False) -> Path:
     """Continue a stopped run exactly: ``run`` is ``RUN`` (latest step) or ``RUN/checkpoints/STEP`` (later
@@ -128,6 +143,7 @@ def resume(run: str | Path, *, fallback: bool = False, progress: bool = False, d
     done = ref.step is None and bool(last) and last[-1] >= cfg.num_updates  # train_run says so, changes nothing
     if not done:
         echo(_describe(ref.run, cfg))
+    progress = _in_notebook() if progress is None else progress
     train_run(cfg, ref.run, resume=True, resume_step=ref.step, fallback=fallback, progress=progress,
               devices=devices, log=tuple(log), allow_log_gap=allow_log_gap)
     if not done:

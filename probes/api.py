@@ -13,6 +13,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import probes.defaults as defaults
+from common.compile_cache import enable_compilation_cache
+
+enable_compilation_cache()  # the `marl` command's persistent compile cache (MARL_COMPILATION_CACHE=0 opts out)
 
 
 def barrier(ref_a: str, ref_b: str, out: str | Path, *, alphas=defaults.ALPHAS, episodes: int = defaults.EPISODES,

@@ -47,6 +47,17 @@ def _check_counts(episodes: int, team_batch: int = 0, num_boot: int = defaults.B
     check_count(team_batch, "--team-batch", lo=0)  # 0 evaluates all teams at once
 
 
+def grid_warnings(grid) -> list[str]:
+    """A warning for an alpha grid coarser than the smallest one whose calibration is recorded
+    (``defaults.MIN_CALIBRATED_ALPHAS``): its cross-fitted headline is not known to hold there."""
+    if len(grid) >= defaults.MIN_CALIBRATED_ALPHAS:
+        return []
+    return [f"{len(grid)} alphas is coarser than the smallest grid whose calibration is recorded "
+            f"({defaults.MIN_CALIBRATED_ALPHAS} points, probes.calibration): the cross-fitted barrier chooses its "
+            f"alpha on half the episodes among few points and can miss a dip between them; use --alphas "
+            f"{defaults.MIN_CALIBRATED_ALPHAS} or more (the per-alpha curve in barrier.csv shows every point)"]
+
+
 def _check_memory(env, team, episodes: int, teams: int, num_boot: int) -> None:
     """Refuse (one line, before any program is compiled) episodes or bootstrap resamples that cannot fit
     in memory: a program of that size aborts the process instead of raising."""
@@ -81,7 +92,7 @@ def probe_barrier(ref_a: str, ref_b: str, out: str | Path, alphas=defaults.ALPHA
     key = jax.random.PRNGKey(eval_seed)
     rep, eps = barrier_probe(env, team_a, team_b, grid, key, episodes, greedy, num_boot, team_batch=team_batch)
     report = {"probe": "barrier", "command": command or _command(), "a": src_a, "b": src_b, "env": src_a["env"],
-              "eval_seed": eval_seed, "num_boot": num_boot, "naive": rep,
+              "eval_seed": eval_seed, "num_boot": num_boot, "warnings": grid_warnings(grid), "naive": rep,
               "weight_distance": {"naive": team_distance(team_a.params, team_b.params)}}
     arrays = {"alphas": grid, **{f"naive_{k}": v for k, v in eps.items()}}
     aligned = None

@@ -114,3 +114,20 @@ def test_unknown_name_suggests_close_ones():
         envs.make("smax:3mm")
     with pytest.raises(UserError, match="num_agents applies only"):
         envs.make("mpe:simple_reference", num_agents=3)
+
+
+def test_catalog_is_jaxmarls_list():
+    """``envs.catalog`` (the names as data, read without jaxmarl) holds exactly jaxmarl's SMAX maps, the
+    suite's extra maps and the MPE scenarios the adapters build; a map added to or dropped from jaxmarl
+    fails here."""
+    from jaxmarl.environments.smax.smax_env import MAP_NAME_TO_SCENARIO
+
+    from envs import catalog, mpe, smax
+
+    assert list(catalog.SMAX_MAPS) == sorted(MAP_NAME_TO_SCENARIO)
+    assert smax.map_names() == list(catalog.SMAX_MAPS) + sorted(catalog.EXTRA_SMAX)
+    assert envs.names() == catalog.names() and len(set(catalog.names())) == len(catalog.names())
+    for name in catalog.names():  # every listed name is one make() builds
+        if name.startswith("mpe:"):
+            assert mpe.SCENARIOS[name.split(":")[1]].startswith("MPE_")
+    assert envs.make("smax:20m").spec.num_agents == catalog.EXTRA_SMAX["20m"][0]

@@ -182,3 +182,23 @@ def test_wandb_is_one_offline_run_per_seed_resumed_by_id(tmp_path, monkeypatch):
         assert [d.get("return") for d in logged[run_id]] == [x if x is None else pytest.approx(x) for x in returns]
         assert not any("win_rate" in d for d in logged[run_id])
         assert len(list((out / WANDB_DIR).glob(f"offline-run-*-{run_id}"))) == 2  # one per process
+
+
+@pytest.mark.slow  # a marl process with W&B (skipped where wandb is not installed: it is the `wandb` extra)
+def test_wandb_prints_nothing_between_the_progress_lines(tmp_path):
+    """W&B's banners and console capture are off: with WANDB_SILENT unset, a `marl train --log wandb` prints
+    only the command's own lines (no line starting with 'wandb:')."""
+    pytest.importorskip("wandb")
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_")}
+    env["WANDB_MODE"] = "offline"
+    cmd = [sys.executable, "-m", "cli.main", "train", "--env", "mpe:simple_spread", "--total-steps", "256",
+           "--out", str(tmp_path / "r"), "--log", "wandb", "num_envs=8", "rollout_len=16", "epochs=1",
+           "minibatches=2", "updates_per_chunk=1", "network.hidden=16", "network.critic_hidden=16"]
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900, cwd=Path(__file__).parent.parent)
+    assert r.returncode == 0, r.stderr[-2000:]
+    lines = (r.stdout + r.stderr).splitlines()
+    assert any(ln.startswith("update ") for ln in lines), lines  # the progress lines are there
+    assert not [ln for ln in lines if ln.lower().startswith("wandb")], lines

@@ -141,7 +141,7 @@ class TrainConfig:
         family, _, rest = self.env.partition(":")
         # the name exactly (mpe may add a team size ":N"): "smax:3m_junk" or "smax:3m:x" is no env
         base, _, size = self.env.rpartition(":") if family == "mpe" and rest.count(":") == 1 else (self.env, "", "")
-        from envs.registry import names  # here, not at the top: reading a config imports no jaxmarl
+        from envs.catalog import names  # the names as data: reading a config imports no jax or jaxmarl
 
         if base not in names() or (size and not size.isdigit()):
             close = difflib.get_close_matches(self.env, names(), n=3, cutoff=0.5)

@@ -127,7 +127,9 @@ class Wandb:
         run = wandb.init(project=os.environ.get("WANDB_PROJECT", "marl-suite"), id=run_id, resume="allow",
                          group=folder, name=f"{folder}#{s}", tags=[config.env, config.algo, folder[:64]],
                          config=config.to_dict(), dir=str(out), mode=os.environ.get("WANDB_MODE", "offline"),
-                         reinit="create_new", allow_val_change=True)  # a resume may raise total_steps
+                         reinit="create_new", allow_val_change=True,  # a resume may raise total_steps
+                         # no banners and no console capture: W&B's own lines stay out of the progress lines
+                         settings=wandb.Settings(silent=True, console="off"))
         run.define_metric("env_steps")
         run.define_metric("*", step_metric="env_steps")  # x axis: env steps, whatever W&B's own step
         return run

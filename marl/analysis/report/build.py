@@ -73,7 +73,8 @@ def build_report(paths, group_by: list[str] | None = None, metric: str = "return
                         f"{paths!r}")
     check_count(num_boot, "--boot")
     check_seed(seed, "--seed")
-    runs = load_runs(paths, metric, source, group_by)
+    skipped: list[str] = []
+    runs = load_runs(paths, metric, source, group_by, skipped)
     export = marl_eval_export(runs) if marl_eval else None  # before normalising: raw per-episode values
     normed = normalise(runs, metric)
     curve_rows = curves(runs, num_boot, seed)
@@ -84,4 +85,5 @@ def build_report(paths, group_by: list[str] | None = None, metric: str = "return
                   normalised=normed, curves=curve_rows, final=final, improvement=poi, profiles=prof,
                   per_run=per_run(runs), marl_eval=export.data if export else None,
                   marl_eval_runs=tuple(export.runs) if export else (),
-                  warnings=tuple(r.note for r in runs if r.note) + (tuple(export.warnings) if export else ()))
+                  warnings=tuple(skipped) + tuple(r.note for r in runs if r.note)
+                  + (tuple(export.warnings) if export else ()))

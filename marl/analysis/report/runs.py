@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from common.errors import UserError
+from envs.catalog import has_win
 from marl.core.config import TrainConfig, config_keys
 from marl.runs.layout import CONFIG_FILE, METRICS_FILE, load_config, steps
 from marl.runs.metrics_log import describe_gap, missing_updates, read_metrics, torn_tail
@@ -152,19 +153,23 @@ def eval_scores(out: dict, metric: str):
     return out["env_steps"], s, s[:, -1], out["seeds"]
 
 
-def load_runs(paths, metric: str = "return", source: str = "auto", group_by: list[str] | None = None) -> list[Run]:
-    """Read every run below ``paths`` and its scores; one-line errors for what cannot be reported."""
+def load_runs(paths, metric: str = "return", source: str = "auto", group_by: list[str] | None = None,
+              skipped: list[str] | None = None) -> list[Run]:
+    """Read every run below ``paths`` and its scores; one-line errors for what cannot be reported. With
+    ``metric="win_rate"`` the runs of envs without a win flag are left out, each named in ``skipped`` (a
+    list the caller passes; none left is a one-line error)."""
     from marl.analysis.run_eval import outcomes_path, read_outcomes  # imports jax: only when reading
 
     if metric not in METRICS:
         raise UserError(f"--metric must be one of {', '.join(METRICS)}, got {metric!r}")
     keys = group_by or ["algo"]
     check_keys(keys)
-    runs = []
+    runs, left_out = [], []
     for p in find_runs(paths):
         cfg = load_config(p)
-        if metric == "win_rate" and not cfg.env.startswith("smax"):
-            raise UserError(f"run {p} is {cfg.env}, which has no win rate; use --metric return")
+        if metric == "win_rate" and not has_win(cfg.env):
+            left_out.append(f"run {p} ({cfg.env}) has no win rate: left out of --metric win_rate")
+            continue
         out = read_outcomes(outcomes_path(p, greedy=True))
         use_eval = source == "eval" or (source == "auto" and out is not None)
         if use_eval and out is None:
@@ -172,6 +177,11 @@ def load_runs(paths, metric: str = "return", source: str = "auto", group_by: lis
                             f"`marl eval {p} --all-steps` first, or use --source train")
         x, s, final, seeds = eval_scores(out, metric) if use_eval else train_scores(p, metric)
         runs.append(Run(p, cfg, np.asarray(x), s, final, seeds, out, group_label(p, cfg, keys), unfinished_note(p, cfg)))
+    if left_out and not runs:
+        raise UserError(f"none of the runs has a win rate ({left_out[0].split(' (')[0]} and {len(left_out) - 1} more "
+                        f"are of envs without one); use --metric return")
+    if skipped is not None:
+        skipped.extend(left_out)
     tasks = sorted({r.task for r in runs})
     if len(tasks) > 1 and not group_by:
         raise UserError(f"the runs are of {len(tasks)} envs ({', '.join(tasks)}); pass --group-by env,algo for one "

@@ -141,4 +141,21 @@ def summarize(results: dict, budget_points=None, per_agent: str | None = None) -
             if MATCHED_SHARED[per_agent] != "cmaes-shared":
                 diff(per_agent, MATCHED_SHARED[per_agent], key)
     summary["per_agent"] = per_agent
+    summary["warnings"] = inert_latent_warnings(results)
     return summary
+
+
+def inert_latent_warnings(results: dict) -> list[str]:
+    """A warning when every latent method scored exactly what zero-shot (L at z = 0) scored on every
+    instance, best seen and re-evaluated: the latent changes no action of this run, so the search cannot
+    find anything (a latent projection left at zero, e.g. latent training whose instances all tied)."""
+    zero = results.get("zero-shot")
+    latent = [m for m in results if m not in ("zero-shot", SOURCE, RANDOM_POLICY)]
+    if zero is None or not latent:
+        return []
+    if all(np.array_equal(results[m][k], zero[k]) for m in latent for k in ("best_seen", "reeval")):
+        return [f"every latent method ({', '.join(latent)}) scored exactly what zero-shot scored on every instance: "
+                "the latent has no effect on this run's actions (its latent weights are zero or never trained), "
+                "so searching it cannot help; retrain the latent run (e.g. latent_tie_break=length, or more "
+                "updates) and check that L's latent projection is non-zero"]
+    return []

@@ -92,7 +92,7 @@ def write_outputs(summary: dict, out_dir, title: str = "") -> None:
     write_csv(out / "pairwise.csv", [[r["comparison"], r["a"], r["b"], r["score"],
                                       *(f"{r[k]:.6g}" for k in ("mean", "ci_lo", "ci_hi"))] for r in pairwise_rows(summary)],
               header=["comparison", "a", "b", "score", "mean", "ci_lo", "ci_hi"])
-    text = table(summary)
+    text = table(summary) + "".join(f"\n\nwarning: {w}" for w in summary.get("warnings", []))
     if summary["comparisons"]:
         text += ("\n\nevery paired difference: mean [95% CI over instances] (also pairwise.csv)\n"
                  + "\n".join(_comparison_rows(summary, summary["comparisons"])))
