@@ -11,7 +11,8 @@ per run, with the names of the runs it starts from) and runs it; every executor 
 - ``describe(tasks, options) -> [str]``: what ``--dry-run`` prints beyond the plan (``[]``: nothing).
 
 Capabilities are declared here, so that nothing else tests an executor's name: which command-line options it
-reads (``--jobs``, ``--address``) and whether it runs the probes and reports itself (``runs_report``: the SLURM
+reads (``--jobs``, ``--address``), whether ``--dry-run`` prints what it would submit (``describes``) and whether
+it runs the probes and reports itself (``runs_report``: the SLURM
 executor submits them as a final job that depends on every training job; for the others the driver runs them
 once every task is done). A new executor is one module with a class of those methods plus one line in
 ``EXECUTORS``. This module imports no executor (and no jax): the CLI reads the registry for its choices.
@@ -59,14 +60,16 @@ class Executor(Protocol):
 @dataclasses.dataclass(frozen=True)
 class ExecutorSpec:
     """A registered executor: its ``name`` (``--executor NAME``), ``target`` (``module:Class``, imported only
-    when used), one line of ``help``, the command-line options it ``reads`` ("jobs", "address") and whether it
-    ``runs_report`` (the probes and reports run inside the executor, as its final job)."""
+    when used), one line of ``help``, the command-line options it ``reads`` ("jobs", "address"), whether it
+    ``runs_report`` (the probes and reports run inside the executor, as its final job) and whether it
+    ``describes`` (``--dry-run`` prints what it would submit)."""
 
     name: str
     target: str
     help: str
     reads: frozenset = frozenset()
     runs_report: bool = False
+    describes: bool = False  # --dry-run prints what it would submit (``describe``)
 
     def __post_init__(self):
         if ":" not in self.target:
@@ -87,7 +90,7 @@ EXECUTORS: dict[str, ExecutorSpec] = {s.name: s for s in (
     ExecutorSpec("ray", "sweeps.executors:RayExecutor", "a Ray task per run on a cluster (--address HOST:PORT)",
                  reads=frozenset({"address"})),
     ExecutorSpec("slurm", "sweeps.slurm:SlurmExecutor", "a SLURM job per run (submitit), probes and reports as a "
-                 "final dependent job", runs_report=True),
+                 "final dependent job", runs_report=True, describes=True),
 )}
 
 

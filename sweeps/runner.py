@@ -444,9 +444,9 @@ def describe_executor(runs: list[PlannedRun], sweep: dict | None, jobs: list[Pro
                       only: str | None = None, address: str | None = None) -> list[str]:
     """``--dry-run``: what the executor would submit (the SLURM executor: its sbatch scripts), writing nothing."""
     spec, options = executor_options(runs, sweep, jobs, executor, address=address, only=only)
-    ex = spec.load()
-    if not hasattr(ex, "describe"):
+    if not spec.describes:
         return []
+    ex = spec.load()
     states = {r.name: folder_state(r.out, r.config) for r in runs}
     todo = select(runs, only) if only is not None else runs
     return ex.describe(_tasks(runs, todo, states, write=False), options)

@@ -112,11 +112,16 @@ def _result(job_dir: Path, job_id: str):
         return None
 
 
-def squeue(ids: list[str]) -> dict[str, tuple[str, str]]:
-    """``{job id: (state, reason)}`` of this user's jobs among ``ids`` that the controller still knows."""
-    proc = subprocess.run(["squeue", "--me", "-h", "-t", "all", "-o", "%i|%T|%r"], capture_output=True, text=True)
+def squeue(ids: list[str]) -> dict[str, tuple[str, str]] | None:
+    """``{job id: (state, reason)}`` of this user's jobs among ``ids`` that the controller still knows; None when
+    squeue failed (the controller busy or restarting: ask again later)."""
+    try:
+        proc = subprocess.run(["squeue", "--me", "-h", "-t", "all", "-o", "%i|%T|%r"], capture_output=True, text=True,
+                              timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
     if proc.returncode != 0:
-        return {}
+        return None
     out = {}
     for line in proc.stdout.splitlines():
         parts = line.strip().split("|")
@@ -196,7 +201,7 @@ class SlurmExecutor:
         missing = dict.fromkeys(ids, 0)
         while len(ended) < len(ids):
             states = squeue(list(ids.values()))
-            for name, jid in ids.items():
+            for name, jid in ids.items() if states is not None else ():
                 if name in ended:
                     continue
                 state, reason = states.get(jid, ("", ""))

@@ -219,7 +219,7 @@ def test_registry_drives_the_cli_and_the_runner():
     from sweeps.registry import EXECUTORS, ExecutorOptions, ExecutorSpec, get_executor
 
     assert list(EXECUTORS) == ["local", "ray", "slurm"]
-    assert [n for n, s in EXECUTORS.items() if s.runs_report] == ["slurm"]
+    assert [n for n, s in EXECUTORS.items() if s.runs_report] == [n for n, s in EXECUTORS.items() if s.describes] == ["slurm"]
     for spec in EXECUTORS.values():  # every registered executor has the protocol's three methods
         cls = getattr(__import__(spec.target.split(":")[0], fromlist=["x"]), spec.target.split(":")[1])
         assert all(callable(getattr(cls, m, None)) for m in ("check", "run", "describe")), spec.name
