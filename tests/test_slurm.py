@@ -273,3 +273,16 @@ def test_slurm_refuses_fractional_gpus(tmp_path, capsys):
     f = _write(tmp_path, HIST.replace("time = 20", "num_gpus = 0.5"))
     assert main(["sweep", str(f), "--out", str(tmp_path / "o"), "--dry-run", "--executor", "slurm"]) == 2
     assert "num_gpus = 0.5: SLURM allots whole GPUs" in capsys.readouterr().err
+
+
+def test_slurm_missing_is_one_line_exit_2_before_anything_is_written(tmp_path, capsys, monkeypatch):
+    f = _write(tmp_path, HIST)
+    out = tmp_path / "o"
+    monkeypatch.setattr(shutil, "which", lambda name, *a, **k: None)  # as if SLURM were not installed
+    assert main(["sweep", str(f), "--out", str(out), "--executor", "slurm"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--executor slurm needs SLURM's sbatch and squeue on PATH" in err
+    monkeypatch.setitem(sys.modules, "submitit", None)  # as if submitit were not installed
+    assert main(["sweep", str(f), "--out", str(out), "--executor", "slurm"]) == 2
+    assert "--executor slurm needs submitit: pip install 'marl-suite[slurm]'" in capsys.readouterr().err
+    assert not out.exists()
