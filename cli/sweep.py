@@ -1,11 +1,12 @@
-"""``marl sweep FILE [--out DIR] [--dry-run] [--executor local|ray] [--jobs K] [--address ADDR] [--only RUN]
-[key=value ...]``: train -> training report (OUT/report) -> probe pairs -> probe report."""
+"""``marl sweep FILE [--out DIR] [--dry-run] [--executor NAME] [--jobs K] [--address ADDR] [--only RUN]
+[key=value ...]``: train -> training report (OUT/report) -> probe pairs -> probe report. The executors
+(``--executor`` choices) are those registered in ``sweeps/registry.py``."""
 
 from __future__ import annotations
 
 
 def _cmd_sweep(args) -> int:
-    from sweeps.runner import check_out, describe, load_sweep, plan, plan_probes, run_sweep, select
+    from sweeps.runner import check_out, describe, describe_executor, load_sweep, plan, plan_probes, run_sweep, select
 
     if args.out is not None:
         from common.preflight import check_output
@@ -22,6 +23,8 @@ def _cmd_sweep(args) -> int:
         if args.only is None:
             for j in jobs:
                 print(f"probe {j.stratum} {j.pair}: {j.label} -> {j.out}")
+        for line in describe_executor(runs, sweep, jobs, args.executor, only=args.only, address=args.address):
+            print(line)
         steps = sum(r.total_steps * r.config.num_seeds for r in shown)
         print(f"{len(shown)} run(s), {steps:,} env steps in all (every seed); "
               f"{0 if args.only is not None else len(jobs)} probe job(s); nothing run (--dry-run)")
@@ -42,10 +45,15 @@ def add_parser(subparsers) -> None:
     p.add_argument("--out", help="root folder of the run folders (default: the file's `out`)")
     p.add_argument("--dry-run", action="store_true", help="print the plan (runs, env steps, probe jobs) and stop")
     p.add_argument("--quiet", action="store_true", help="plain status lines instead of the live table")
-    p.add_argument("--executor", choices=("local", "ray"), default="local",
-                   help="local: subprocesses on this machine (default); ray: Ray tasks on a cluster")
-    p.add_argument("--jobs", type=int, default=1, help="local executor: runs trained at once (default 1)")
-    p.add_argument("--address", help="ray executor: the cluster's address (default: start a local Ray)")
+    from sweeps.registry import EXECUTORS
+
+    def readers(option: str) -> str:
+        return "/".join(n for n, s in EXECUTORS.items() if option in s.reads)
+
+    p.add_argument("--executor", choices=tuple(EXECUTORS), default="local",
+                   help="; ".join(f"{n}: {s.help}" for n, s in EXECUTORS.items()))
+    p.add_argument("--jobs", type=int, default=1, help=f"{readers('jobs')} executor: runs trained at once (default 1)")
+    p.add_argument("--address", help=f"{readers('address')} executor: the cluster's address (default: start a local Ray)")
     p.add_argument("--only", metavar="RUN", help="train only these runs (names or plan indices, comma-separated; "
                                                  "e.g. $SLURM_ARRAY_TASK_ID); no probes or reports")
     p.add_argument("overrides", nargs="*", metavar="key=value",

@@ -27,6 +27,8 @@ def main(argv: list[str]) -> None:
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG (Linux)
     except (OSError, AttributeError):
         pass
+    if hasattr(signal, "SIGUSR2"):  # SLURM's early warning (sbatch --signal, sent to every process of a job) is for
+        signal.signal(signal.SIGUSR2, signal.SIG_IGN)  # submitit's process; the trainer stops on the SIGTERM after it
     if os.getppid() != int(ppid):  # the parent died before the request took effect
         raise SystemExit(143)
     sys.argv = [module, *rest]

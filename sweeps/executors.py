@@ -1,4 +1,5 @@
-"""Executors of a sweep's train graph: ``local`` (subprocesses, at most K at a time) and ``ray``.
+"""Executors of a sweep's train graph: ``local`` (subprocesses, at most K at a time) and ``ray`` (the
+``slurm`` executor is ``sweeps/slurm.py``; all three are registered in ``sweeps/registry.py``).
 
 A ``Task`` is one run: the command that trains it (``python -m marl.worker``, which holds
 the run folder's lock while it trains and skips a done run), the tasks it starts from, its folder and
@@ -10,7 +11,7 @@ finished, and return the failed ones ({name: one-line reason}); a task whose sou
   stops at its next chunk, keeps its last checkpoint and releases its lock; a rerun resumes it. A run
   locked by a live process elsewhere (another sweep, a cluster job) waits until that lock is released.
   A live status table (rich, on a terminal; plain lines otherwise): queued / waiting / training x% (lines
-  of metrics.jsonl over num_updates) / done / failed.
+  of metrics.jsonl over num_updates) / done / failed, and each run's time (frozen when it finishes).
 - ray: each task is a Ray task asking ``num_cpus`` / ``num_gpus`` of ``[resources]``, its sources passed as
   object refs (Ray starts it when they finished), retried up to ``retries`` times; it runs the same
   command in a subprocess on whichever node Ray picks, so the run folders must be on a filesystem every
@@ -78,7 +79,7 @@ class Status:
 
     def __init__(self, tasks: list[Task], live: bool, echo=print, every: float = PROGRESS_EVERY):
         self.tasks = {t.name: t for t in tasks}
-        self.rows = {t.name: ["queued", "", None] for t in tasks}  # state, detail, start time
+        self.rows = {t.name: ["queued", "", None, None] for t in tasks}  # state, detail, start and end time
         self.echo = echo
         self.every, self.start, self.last = every, time.time(), time.time()
         self.live = None
@@ -105,11 +106,12 @@ class Status:
         if row[2] is None and (state == "training" or since is not None):
             row[2] = time.time() if since is None else since
         row[0], row[1] = state, detail
+        row[3] = time.time() if state in ("done", "failed") else None  # a finished run's time stops counting
         if not self.live:
             took = ""
             if state in ("done", "failed"):
                 left = sum(r[0] not in ("done", "failed") for r in self.rows.values())
-                took = f" ({f'{time.time() - row[2]:.1f} s, ' if row[2] else ''}{left} left)"
+                took = f" ({f'{row[3] - row[2]:.1f} s, ' if row[2] else ''}{left} left)"
             done = sum(r[0] == "done" for r in self.rows.values())
             self.echo(f"[{done}/{len(self.rows)}] {state} {name}{took}{': ' + detail if detail else ''}")
 
@@ -117,7 +119,7 @@ class Status:
         """``[done/N] after T s: training A 40% (12 s), B 5% (3 s); K queued``."""
         now = time.time()
         training = [f"{n} {100 * fraction_done(self.tasks[n]):.0f}% ({now - t0:.0f} s)"
-                    for n, (state, _, t0) in self.rows.items() if state == "training"]
+                    for n, (state, _, t0, _) in self.rows.items() if state == "training"]
         done = sum(r[0] == "done" for r in self.rows.values())
         queued = sum(r[0] in ("queued", "waiting") for r in self.rows.values())
         return (f"[{done}/{len(self.rows)}] after {now - self.start:.0f} s: training "
@@ -135,9 +137,9 @@ class Status:
         from rich.table import Table
 
         t = Table("run", "state", "progress", "time")
-        for name, (state, detail, t0) in self.rows.items():
+        for name, (state, detail, t0, t1) in self.rows.items():
             pct = f"{100 * fraction_done(self.tasks[name]):.0f}%" if state in ("training", "done") else ""
-            took = f"{time.time() - t0:.0f} s" if t0 else ""
+            took = f"{(t1 or time.time()) - t0:.0f} s" if t0 else ""
             t.add_row(name, state + (f" ({detail})" if detail else ""), pct, took)
         return t
 
@@ -293,3 +295,30 @@ def train_ray(tasks: list[Task], resources: dict, address: str | None = None, ec
     finally:
         if started:
             ray.shutdown()
+
+
+# -- the executors behind the registry (sweeps/registry.py) ------------------------------------------
+class LocalExecutor:
+    """``--executor local``: ``train_local`` (``--jobs K`` subprocesses of this driver)."""
+
+    def check(self, options) -> None:
+        pass
+
+    def run(self, tasks: list[Task], options, echo=print) -> dict[str, str]:
+        return train_local(tasks, options.max_jobs, options.progress, echo)
+
+    def describe(self, tasks: list[Task], options) -> list[str]:
+        return []
+
+
+class RayExecutor:
+    """``--executor ray``: ``train_ray`` (a Ray task per run, asking ``[resources]``)."""
+
+    def check(self, options) -> None:
+        check_ray(options.address)
+
+    def run(self, tasks: list[Task], options, echo=print) -> dict[str, str]:
+        return train_ray(tasks, options.resources, options.address, echo)
+
+    def describe(self, tasks: list[Task], options) -> list[str]:
+        return []

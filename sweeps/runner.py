@@ -18,8 +18,10 @@ Each run trains in its own subprocess (``marl train``), which holds the folder's
 so a crash or hang in one cannot take the sweep down, two workers never train the same folder, and no
 process restores a checkpoint after training another (a warm start restored in the process that had
 just trained its source was seen to hang in ``checkpoint.restore_state``; its cause was not found, and
-one process per run sidesteps it). Executors (``sweeps/executors.py``): ``local``
-(at most ``--jobs K`` subprocesses at a time) and ``ray`` (one task per run, sources as dependencies).
+one process per run sidesteps it). Executors (registered in ``sweeps/registry.py``): ``local``
+(at most ``--jobs K`` subprocesses at a time), ``ray`` (one task per run, sources as dependencies) and
+``slurm`` (``sweeps/slurm.py``: one SLURM job per run, sources as ``afterok`` dependencies, the probes and
+reports as a final dependent job).
 A probe job is reused only when its JSON records the same checkpoints and probe settings.
 """
 
@@ -330,14 +332,16 @@ def describe(run: PlannedRun) -> str:
             f"seed {c.seed} x {c.num_seeds}, {c.num_updates} updates of {c.steps_per_update} env steps{src}")
 
 
-def train_command(run: PlannedRun, python: str | None = None) -> list[str]:
+def train_command(run: PlannedRun, python: str | None = None, write: bool = True) -> list[str]:
     """The one command that trains, resumes or skips a run (``python -m marl.worker``); its
-    config file is written beside the run folder. Paths are absolute, for workers with another cwd."""
+    config file is written beside the run folder (not with ``write=False``: ``--dry-run``). Paths are
+    absolute, for workers with another cwd."""
     out = run.out.resolve()
     cfg_file = out.parent / f".{out.name}.config.toml"
     try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        run.config.to_toml(cfg_file)  # atomic: a concurrent driver never reads half a file
+        if write:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            run.config.to_toml(cfg_file)  # atomic: a concurrent driver never reads half a file
     except OSError as e:  # a read-only filesystem (where the permission check above cannot tell)
         raise UserError(f"sweep output {out.parent} is not writable ({e.strerror}); pick another --out") from None
     cmd = [python or sys.executable, "-m", "marl.worker", "--config", str(cfg_file), "--out", str(out)]
@@ -392,17 +396,72 @@ def check_out(runs: list[PlannedRun]) -> None:
                 break
 
 
+def _tasks(runs: list[PlannedRun], todo: list[PlannedRun], states: dict, write: bool = True) -> list:
+    """The executors' train graph: a ``Task`` per run of ``todo`` that is not done, its sources among them."""
+    from sweeps.executors import Task
+
+    pending = [r for r in todo if states[r.name] != "done"]
+    names = {r.name for r in pending}
+    return [Task(r.name, train_command(r, write=write), tuple(d.name for d in [source_of(r, runs)] if d and d.name in names),
+                 r.out.resolve(), r.config.num_updates) for r in pending]  # (an unwritable --out fails here)
+
+
+def finish(runs: list[PlannedRun], sweep: dict, jobs: list[ProbeJob], echo=print) -> None:
+    """After training: the training report (``marl report`` over every run, into ``OUT/report``), the probe
+    jobs, then the probe report (when the sweep has ``[report]``). The driver runs it, or (an executor that
+    ``runs_report``) the sweep's final job."""
+    if runs:
+        from sweeps.report import training_report
+
+        echo(f"report {training_report(sweep, runs, echo)}")
+    if jobs:
+        for job in jobs:
+            run_probe(job, echo)
+        if "report" in sweep:
+            from sweeps.report import report_dir, write_report
+
+            path = write_report(sweep, jobs, echo, out=report_dir(sweep, jobs[0].a.root))
+            echo(f"report {path}")
+
+
+def executor_options(runs: list[PlannedRun], sweep: dict | None, jobs: list[ProbeJob] | None, executor: str,
+                     max_jobs: int = 1, progress: bool = True, address: str | None = None, only: str | None = None):
+    """The registered executor ``executor`` (``sweeps/registry.py``) and its ``ExecutorOptions`` for this sweep."""
+    import functools
+
+    from sweeps.registry import ExecutorOptions, get_executor
+
+    spec = get_executor(executor)
+    final = None
+    if spec.runs_report and only is None and runs:
+        final = functools.partial(finish, runs, sweep or {}, list(jobs or []))
+    options = ExecutorOptions(max_jobs=max_jobs, progress=progress, address=address, resources=resources(sweep or {}),
+                              final=final, out=runs[0].root.resolve() if runs else None)
+    return spec, options
+
+
+def describe_executor(runs: list[PlannedRun], sweep: dict | None, jobs: list[ProbeJob] | None, executor: str,
+                      only: str | None = None, address: str | None = None) -> list[str]:
+    """``--dry-run``: what the executor would submit (the SLURM executor: its sbatch scripts), writing nothing."""
+    spec, options = executor_options(runs, sweep, jobs, executor, address=address, only=only)
+    if not spec.describes:
+        return []
+    ex = spec.load()
+    states = {r.name: folder_state(r.out, r.config) for r in runs}
+    todo = select(runs, only) if only is not None else runs
+    return ex.describe(_tasks(runs, todo, states, write=False), options)
+
+
 def run_sweep(runs: list[PlannedRun], progress: bool = True, echo=print, sweep: dict | None = None,
               jobs: list[ProbeJob] | None = None, executor: str = "local", max_jobs: int = 1,
               address: str | None = None, only: str | None = None) -> list[Path]:
-    """Train the planned runs (done ones skipped, stopped ones resumed) with ``executor``, then the
-    training report (``marl report`` over every run, into ``OUT/report``), then the probe jobs, then the
-    probe report (when the sweep has ``[report]``). ``only`` trains just the named runs (their sources
-    must be done) and stops there. Returns the run folders trained or skipped."""
-    from sweeps import executors
-
-    if max_jobs < 1:
-        raise UserError(f"--jobs must be >= 1, got {max_jobs}")
+    """Train the planned runs (done ones skipped, stopped ones resumed) with ``executor`` (a name in
+    ``sweeps.registry.EXECUTORS``), then the training report (``marl report`` over every run, into
+    ``OUT/report``), then the probe jobs, then the probe report (when the sweep has ``[report]``): ``finish``,
+    run by this driver, or as the executor's final job where it ``runs_report``. ``only`` trains just the
+    named runs (their sources must be done) and stops there. Returns the run folders trained or skipped."""
+    spec, options = executor_options(runs, sweep, jobs, executor, max_jobs, progress, address, only)
+    ex = spec.load()
     check_out(runs)
     states = {r.name: folder_state(r.out, r.config) for r in runs}  # every folder checked before anything trains
     todo = select(runs, only) if only is not None else runs
@@ -411,34 +470,17 @@ def run_sweep(runs: list[PlannedRun], progress: bool = True, echo=print, sweep: 
         if only is not None and src is not None and src not in todo and states[src.name] != "done":
             raise UserError(f"run {r.name} starts from {src.name}, which is not done; run --only {src.name} first "
                             f"(a SLURM array: make this task depend on that one)")
-    if executor == "ray":
-        executors.check_ray(address)  # Ray missing or the cluster unreachable: refused before anything runs
-    pending = [r for r in todo if states[r.name] != "done"]
-    names = {r.name for r in pending}
-    tasks = [executors.Task(r.name, train_command(r), tuple(d.name for d in [source_of(r, runs)] if d and d.name in names),
-                            r.out.resolve(), r.config.num_updates) for r in pending]  # (an unwritable --out fails here)
+    ex.check(options)  # e.g. Ray missing or its cluster unreachable: refused before anything runs
+    tasks = _tasks(runs, todo, states)
     for r in todo:
         st = states[r.name]
         echo(("skip (done) " if st == "done" else "resume " if st == "resume" else "train ") + describe(r))
-    if pending:
-        if executor == "ray":
-            failed = executors.train_ray(tasks, resources(sweep or {}), address, echo)
-        else:
-            failed = executors.train_local(tasks, max_jobs, progress, echo)
+    if tasks or options.final is not None:
+        failed = ex.run(tasks, options, echo)
         if failed:
             name, msg = next(iter(failed.items()))
             raise UserError(f"{len(failed)} run(s) failed ({name}: {msg}); fix it and run the sweep again "
                             f"(finished runs are kept)")
-    if only is None and runs:
-        from sweeps.report import training_report
-
-        echo(f"report {training_report(sweep or {}, runs, echo)}")
-    if only is None and sweep is not None and jobs:
-        for job in jobs:
-            run_probe(job, echo)
-        if "report" in sweep:
-            from sweeps.report import report_dir, write_report
-
-            path = write_report(sweep, jobs, echo, out=report_dir(sweep, jobs[0].a.root))
-            echo(f"report {path}")
+    if only is None and not spec.runs_report:
+        finish(runs, sweep or {}, list(jobs or []) if sweep is not None else [], echo)
     return [r.out for r in todo]

@@ -32,9 +32,13 @@ REPORT_KEYS = {"out": str, "metric": str, "connected": list, "separated": list, 
                "require": dict}
 # [report] require = { HISTORY = { ... } }: preconditions on a history's teams, read from the probes' endpoints
 REQUIRE_KEYS = {"min_greedy_win": (int, float), "envs": "names"}
-# [resources]: what each run asks of an executor (ray: per task; local: informational) and retries
-RESOURCE_KEYS = {"num_cpus": (int, float), "num_gpus": (int, float), "retries": int}
-RESOURCE_DEFAULTS = {"num_cpus": 1, "num_gpus": 0, "retries": 2}
+# [resources]: what each run asks of an executor (ray: per task; slurm: per job; local: informational) and
+# retries (ray: retries of a failed task; slurm: requeues of a job that ran out of time). SLURM only: partition,
+# account, qos, time (minutes per job), mem (sbatch --mem, e.g. "8G") and setup (shell lines run before the job)
+RESOURCE_KEYS = {"num_cpus": (int, float), "num_gpus": (int, float), "retries": int, "partition": str, "account": str,
+                 "qos": str, "time": int, "mem": str, "setup": list}
+RESOURCE_DEFAULTS = {"num_cpus": 1, "num_gpus": 0, "retries": 2, "time": 60, "setup": []}
+RESOURCE_NUMBERS = ("num_cpus", "num_gpus", "retries", "time")
 INIT_FROM = "init_from"  # [variants.NAME] init_from = "OTHER": a warm-start edge between variants
 # config keys every history sets itself (a sweep with histories refuses them in any layer)
 HISTORY_KEYS = ("algo", "share_actor")
@@ -155,9 +159,7 @@ def load_sweep(path) -> dict:
     _check_variants(data.get("variants", {}), where)
     if histories:
         _check_history_keys(data, where)
-    typed(data.get("resources", {}), RESOURCE_KEYS, f"{where}: [resources]")
-    for k, v in data.get("resources", {}).items():
-        check_number(v, f"{where}: [resources] {k}", lo=0, integer=k == "retries")
+    _check_resources(data.get("resources", {}), f"{where}: [resources]")
     probe = data.get("probe", {})
     known(probe, list(PROBE_SETTINGS) + ["env"], f"{where}: [probe]")
     typed({k: v for k, v in probe.items() if k != "env"}, PROBE_SETTINGS, f"{where}: [probe]")
@@ -184,6 +186,20 @@ def load_sweep(path) -> dict:
         raise UserError(f"{where}: [report] needs out (the folder of the summary)")
     _check_require(data, where)
     return data
+
+
+def _check_resources(table: dict, where: str) -> None:
+    """``[resources]``: known keys of their types, numbers >= 0 (time >= 1 minute), names without spaces or
+    newlines, setup a list of one-line shell commands."""
+    typed(table, RESOURCE_KEYS, where)
+    for k, v in table.items():
+        if k in RESOURCE_NUMBERS:
+            check_number(v, f"{where} {k}", lo=1 if k == "time" else 0, integer=k in ("retries", "time"))
+        elif k == "setup":
+            if not all(isinstance(line, str) and line.strip() and "\n" not in line for line in v):
+                raise UserError(f"{where}: setup must be a list of one-line shell commands, got {v!r}")
+        elif not v.strip() or any(c.isspace() for c in v):
+            raise UserError(f"{where}: {k} must be a name without spaces, got {v!r}")
 
 
 def _check_require(data: dict, where: str) -> None:
@@ -294,6 +310,6 @@ def variant_order(variants: dict) -> list[str]:
 
 
 def resources(sweep: dict) -> dict:
-    """The sweep's [resources] table over ``RESOURCE_DEFAULTS`` (num_cpus, num_gpus, retries)."""
+    """The sweep's [resources] table over ``RESOURCE_DEFAULTS`` (num_cpus, num_gpus, retries, time, setup)."""
     return {**RESOURCE_DEFAULTS, **sweep.get("resources", {})}
 

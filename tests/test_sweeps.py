@@ -4,6 +4,7 @@ the local and ray executors (same checkpoints bitwise, same report), a killed sw
 from __future__ import annotations
 
 import json
+import re
 import os
 import signal
 import subprocess
@@ -651,3 +652,34 @@ def test_status_table_lines_and_progress(tmp_path):
     console.print(st._table())
     text = console.export_text()
     assert "env/x" in text and "25%" in text and "done" in text
+
+
+def test_status_time_stops_when_a_run_finishes(tmp_path, monkeypatch):
+    from rich.console import Console
+
+    from sweeps import executors
+    from sweeps.executors import Status, Task
+
+    now = [1000.0]
+    monkeypatch.setattr(executors.time, "time", lambda: now[0])
+    tasks = [Task("a", [], (), tmp_path / "a", 4), Task("b", [], (), tmp_path / "b", 4)]
+    lines = []
+    st = Status(tasks, live=False, echo=lines.append, every=3600)
+    st.set("a", "training")
+    st.set("b", "training")
+    now[0] += 5
+    st.set("a", "done")
+    assert lines[-1] == "[1/2] done a (5.0 s, 1 left)"
+    now[0] += 100  # a finished 100 s ago; b still trains
+
+    def took(name):
+        console = Console(record=True, width=100)
+        console.print(st._table())
+        row = next(ln for ln in console.export_text().splitlines() if f" {name} " in ln)
+        return re.search(r"(\d+) s", row).group(1)
+
+    assert took("a") == "5" and took("b") == "105"
+    assert "training b 0% (105 s)" in st.progress_line() and " a " not in st.progress_line()
+    st.set("b", "failed", "boom")
+    now[0] += 50
+    assert took("b") == "105"

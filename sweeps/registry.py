@@ -1,0 +1,105 @@
+"""The sweep executors' protocol and registry: one name -> one ``ExecutorSpec`` (where the executor lives and
+what it can do), read by ``sweeps/runner.py`` and by ``marl sweep --executor`` (its choices and help).
+
+An executor takes the sweep's train graph (``sweeps.executors.Task``: one ``python -m marl.worker`` command
+per run, with the names of the runs it starts from) and runs it; every executor has the same three methods:
+
+- ``check(options)``: refuse what cannot work (a missing package, an unreachable cluster) with one
+  ``UserError`` line, before anything is written or runs;
+- ``run(tasks, options, echo) -> {name: reason}``: run every task after its sources, print status lines with
+  ``echo``, and return the failed tasks (a task whose source failed fails too);
+- ``describe(tasks, options) -> [str]``: what ``--dry-run`` prints beyond the plan (``[]``: nothing).
+
+Capabilities are declared here, so that nothing else tests an executor's name: which command-line options it
+reads (``--jobs``, ``--address``), whether ``--dry-run`` prints what it would submit (``describes``) and whether
+it runs the probes and reports itself (``runs_report``: the SLURM
+executor submits them as a final job that depends on every training job; for the others the driver runs them
+once every task is done). A new executor is one module with a class of those methods plus one line in
+``EXECUTORS``. This module imports no executor (and no jax): the CLI reads the registry for its choices.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+from pathlib import Path
+from typing import Callable, Protocol
+
+from common.errors import UserError
+
+
+@dataclasses.dataclass(frozen=True)
+class ExecutorOptions:
+    """What a sweep passes its executor: ``max_jobs`` (``--jobs``), ``progress`` (a live table on a terminal),
+    ``address`` (``--address``), the sweep's ``[resources]`` (over their defaults), ``final`` (the probes and
+    reports as one callable, for executors that run them as a final job; None: no final stage) and ``out``
+    (the sweep's root folder, where a cluster executor keeps its job files)."""
+
+    max_jobs: int = 1
+    progress: bool = True
+    address: str | None = None
+    resources: dict = dataclasses.field(default_factory=dict)
+    final: Callable | None = None
+    out: Path | None = None
+
+    def __post_init__(self):
+        if not isinstance(self.max_jobs, int) or isinstance(self.max_jobs, bool) or self.max_jobs < 1:
+            raise UserError(f"--jobs must be >= 1, got {self.max_jobs}")
+
+
+class Executor(Protocol):
+    """The one protocol of a sweep executor (see the module docstring)."""
+
+    def check(self, options: ExecutorOptions) -> None: ...
+
+    def run(self, tasks: list, options: ExecutorOptions, echo: Callable = print) -> dict[str, str]: ...
+
+    def describe(self, tasks: list, options: ExecutorOptions) -> list[str]: ...
+
+
+@dataclasses.dataclass(frozen=True)
+class ExecutorSpec:
+    """A registered executor: its ``name`` (``--executor NAME``), ``target`` (``module:Class``, imported only
+    when used), one line of ``help``, the command-line options it ``reads`` ("jobs", "address"), whether it
+    ``runs_report`` (the probes and reports run inside the executor, as its final job) and whether it
+    ``describes`` (``--dry-run`` prints what it would submit)."""
+
+    name: str
+    target: str
+    help: str
+    reads: frozenset = frozenset()
+    runs_report: bool = False
+    describes: bool = False  # --dry-run prints what it would submit (``describe``)
+
+    def __post_init__(self):
+        if ":" not in self.target:
+            raise ValueError(f"executor {self.name}: target must be 'module:Class', got {self.target!r}")
+        unknown = set(self.reads) - {"jobs", "address"}
+        if unknown:
+            raise ValueError(f"executor {self.name}: unknown options {sorted(unknown)}")
+
+    def load(self) -> Executor:
+        """A new instance of the executor class."""
+        module, _, cls = self.target.partition(":")
+        return getattr(importlib.import_module(module), cls)()
+
+
+EXECUTORS: dict[str, ExecutorSpec] = {s.name: s for s in (
+    ExecutorSpec("local", "sweeps.executors:LocalExecutor", "subprocesses on this machine, --jobs K at a time (default)",
+                 reads=frozenset({"jobs"})),
+    ExecutorSpec("ray", "sweeps.executors:RayExecutor", "a Ray task per run on a cluster (--address HOST:PORT)",
+                 reads=frozenset({"address"})),
+    ExecutorSpec("slurm", "sweeps.slurm:SlurmExecutor", "a SLURM job per run (submitit), probes and reports as a "
+                 "final dependent job", runs_report=True, describes=True),
+)}
+
+
+def get_executor(name: str) -> ExecutorSpec:
+    """The registered executor ``name``; else a one-line UserError with the closest name."""
+    if name not in EXECUTORS:
+        import difflib
+
+        close = difflib.get_close_matches(str(name), list(EXECUTORS), n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else f" (executors: {', '.join(EXECUTORS)})"
+        raise UserError(f"unknown executor {name!r}{hint}")
+    return EXECUTORS[name]
