@@ -3,8 +3,8 @@
 # data_process_pipeline, create_matrices_for_rliable and its four plots (performance profiles, aggregate
 # scores, probability of improvement, sample-efficiency curves) on our export, with no key edits.
 #
-#   1. a venv of its own ($VENV, default /tmp/marl-eval-venv): id-marl-eval 0.0.4 (--no-deps: it pins
-#      pandas 1.4.4 and pulls neptune) and what it imports, pinned below;
+#   1. a venv of its own ($VENV, default /tmp/marl-eval-venv) made by scripts/install_marl_eval.sh: id-marl-eval
+#      0.0.4 (--no-deps: it pins pandas 1.4.4 and pulls neptune) and what it imports, pinned there;
 #   2. tiny runs of mappo and happo (3 seeds each) on smax:3m, smax:2s3z (marl-eval env "smax", 2 tasks)
 #      and mpe:simple_spread (env "mpe"): 16 updates, a checkpoint every 2 (8 evaluation steps);
 #   3. `marl eval RUN --all-steps --absolute` (16 episodes per step; the absolute metric: each seed's best
@@ -25,10 +25,7 @@ export PYTHONWARNINGS=ignore JAX_COMPILATION_CACHE_DIR=${JAX_COMPILATION_CACHE_D
 
 if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import marl_eval, rliable" 2>/dev/null; then
   echo "== marl-eval venv: $venv"
-  python3 -m venv "$venv"
-  "$venv/bin/pip" install -q "numpy==1.26.4" "pandas==2.2.3" "matplotlib==3.9.4" "scipy==1.13.1" "seaborn==0.13.2" \
-    "colorcet==3.0.0" "colorama==0.4.6" "rliable==1.2.0" "arch==7.2.0" "absl-py==2.5.1"
-  "$venv/bin/pip" install -q --no-deps "id-marl-eval==0.0.4"
+  "$root/scripts/install_marl_eval.sh" "$venv"  # the documented, pinned install (the pins live there)
 fi
 "$venv/bin/pip" freeze | grep -iE "^(id-marl-eval|rliable|arch|numpy|pandas|matplotlib|scipy|seaborn|colorcet)=="
 
@@ -54,7 +51,7 @@ if grep -q "^warning:" "$work/report.log"; then echo "marl report warned about t
 echo "== marl-eval 0.0.4 on $work/report/marl_eval.json (no key edits)"
 rm -rf "$work/marl_eval"
 mkdir -p "$work/marl_eval"
-"$venv/bin/python" - "$work/report/marl_eval.json" "$work/report/marl_eval_runs.csv" "$work/marl_eval" <<'PY'
+"$venv/bin/python" - "$work/report/marl_eval.json" "$work/report/marl_eval_runs.csv" "$work/marl_eval" "$work/report.log" <<'PY'
 import copy, csv, json, sys, warnings
 from pathlib import Path
 
@@ -77,6 +74,9 @@ def save(plot, path: Path) -> None:
 
 
 src, runs_csv, out = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
+# what `marl report` printed as marl-eval's IQM on this export: "marl-eval on this export (absolute metric): ENV ALGO IQM x; ..."
+said = next(ln for ln in Path(sys.argv[4]).read_text().splitlines() if ln.startswith("marl-eval on this export"))
+printed = {tuple(p.split()[:2]): float(p.split()[-1]) for p in said.split(": ", 1)[1].split("; ")}
 raw = json.loads(src.read_text())  # exactly as exported
 ours = list(csv.DictReader(runs_csv.open()))
 norm = ["return"]
@@ -112,6 +112,9 @@ for env in sorted(raw):
         fig, scores, _ = aggregate_scores(matrices, metric_name=metric, metrics_to_normalize=norm,
                                           tabular_results_file_path=str(out / f"{env}_aggregated_score"))
         save(fig, out / f"{tag}_aggregate_scores.png")
+        if metric == "return":  # marl report printed the IQM marl-eval computes here
+            for a, v in scores.items():
+                assert np.isclose(float(v["IQM"]), printed[(env, a)], atol=2e-3), (env, a, v["IQM"], printed[(env, a)])
         save(probability_of_improvement(matrices, metric_name=metric, metrics_to_normalize=norm,
                                         algorithms_to_compare=[[algos[0], algos[1]]]),
              out / f"{tag}_prob_of_improvement.png")

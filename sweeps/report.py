@@ -281,11 +281,27 @@ def report_keys(sweep: dict, runs) -> list[str]:
 
 
 def training_report(sweep: dict, runs, echo=print) -> Path:
-    """``marl report`` over every run of the sweep into ``OUT/report``; returns report.md's path."""
+    """``marl report`` over every run of the sweep into ``OUT/report``; returns report.md's path. From the
+    training metrics, or with an ``[eval]`` table from evaluations: every kept checkpoint of every run on
+    ``episodes`` greedy episodes, and with ``absolute = true`` Mava's absolute metric too, the report then
+    writing marl-eval's JSON (``OUT/report/marl_eval.json``) and printing the IQM marl-eval computes on it."""
     import marl.api as api
+    from marl.analysis.defaults import EVAL_SEED
+    from sweeps.schema import EVAL_DEFAULTS
 
     out = runs[0].root / "report"
-    api.report([r.out for r in runs], out=out, group_by=report_keys(sweep, runs), source="train", echo=echo)
+    ev = {**EVAL_DEFAULTS, **sweep.get("eval", {})} if "eval" in sweep else None
+    if ev is None:
+        api.report([r.out for r in runs], out=out, group_by=report_keys(sweep, runs), source="train", echo=echo)
+        return out / "report.md"
+    seed = ev.get("eval_seed", EVAL_SEED)
+    for r in runs:  # the same episodes for every run, step and seed (the eval seed)
+        echo(f"eval {r.name}: every checkpoint on {ev['episodes']} episodes" + (" and its absolute metric" if ev["absolute"] else ""))
+        api.evaluate(r.out, episodes=ev["episodes"], eval_seed=seed, all_steps=True)
+        if ev["absolute"]:
+            api.evaluate(r.out, eval_seed=seed, absolute=True)
+    api.report([r.out for r in runs], out=out, group_by=report_keys(sweep, runs), source="eval", echo=echo,
+               marl_eval_json=out / "marl_eval.json" if ev["absolute"] else None)
     return out / "report.md"
 
 

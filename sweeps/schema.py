@@ -24,7 +24,12 @@ from sweeps.histories import HISTORY_SPECS, get_history
 # top-level key -> what it must be ("table", "list of str", ...)
 TOP = {"out": str, "envs": "names", "histories": "names", "config": dict, "env": dict, "history": dict,
        "grid": dict, "variants": dict, "resources": dict, "probe": dict, "pairs": list, "report": dict,
-       "allow_unequal_budgets": bool}
+       "allow_unequal_budgets": bool, "eval": dict}
+# [eval]: the training report (OUT/report) from evaluations instead of the training metrics: every kept checkpoint
+# of every run on `episodes` greedy episodes (`marl eval RUN --all-steps`), and with `absolute = true` also Mava's
+# absolute metric (`marl eval RUN --absolute`) and marl-eval's JSON (OUT/report/marl_eval.json)
+EVAL_KEYS = {"episodes": int, "absolute": bool, "eval_seed": int}
+EVAL_DEFAULTS = {"episodes": 32, "absolute": False}
 PROBE_SETTINGS = {"alphas": (int, list), "episodes": int, "boot": int, "eval_seed": int, "align": bool, "teams": bool,
                   "team_episodes": int, "max_perms": int, "team_batch": int}
 PAIR_KEYS = {"a": str, "b": str, "seeds": (str, list), "align": bool, "teams": bool, "name": str}
@@ -168,6 +173,9 @@ def load_sweep(path) -> dict:
             raise UserError(f"{where}: [probe.env.{env!r}] names an env that is not in envs{did_you_mean(env, envs, 'envs')}")
         typed(table, PROBE_SETTINGS, f"{where}: [probe.env.{env!r}]")
     typed(data.get("report", {}), REPORT_KEYS, f"{where}: [report]")
+    typed(data.get("eval", {}), EVAL_KEYS, f"{where}: [eval]")
+    if "episodes" in data.get("eval", {}):
+        check_number(data["eval"]["episodes"], f"{where}: [eval] episodes", lo=1, hi=1 << 16, integer=True)
     pairs = data.get("pairs", [])
     if not all(isinstance(p, dict) for p in pairs):
         raise UserError(f"{where}: pairs must be [[pairs]] tables with a, b and seeds")

@@ -388,3 +388,45 @@ def test_improvement_caution_for_few_runs_and_different_task_sets():
     assert diff == "different task sets: a: x; b: x, y"
     nan = [R(group="a", task="x", final=np.array([1.0, np.nan, np.nan, 2.0]))] + runs("b", ["x"], MIN_RUNS)
     assert "a on x (2)" in caution(nan, ("a", "b"))  # non-finite finals are not runs
+
+
+def test_marl_eval_iqm_is_what_marl_eval_computes():
+    """``marl_eval_iqm`` on a hand-made export: per task, the return min-max normalised by the lowest and
+    highest single episode anywhere in the task (steps and absolute metrics, marl-eval 0.0.4's scan, whose
+    max moves only when the min did not), each run's absolute mean, and the IQM of the runs x tasks matrix."""
+    from marl.analysis.report.export import marl_eval_iqm
+
+    def run(steps, absolute):
+        return {**{f"step_{k}": {"step_count": 10 * k, "return": v} for k, v in enumerate(steps)},
+                "absolute_metrics": {"return": absolute}}
+
+    data = {"smax": {
+        "3m": {"a": {"run_0": run([[0.0, 1.0]], [2.0, 2.0]), "run_1": run([[1.0, 1.0]], [1.0, 3.0])},
+               "b": {"run_0": run([[0.5, 0.5]], [0.0, 4.0]), "run_1": run([[-1.0, 0.0]], [1.0, 1.0])}},
+        "2s3z": {"a": {"run_0": run([[0.0, 10.0]], [5.0, 5.0]), "run_1": run([[2.0, 2.0]], [10.0, 10.0])},
+                 "b": {"run_0": run([[0.0, 0.0]], [0.0, 0.0]), "run_1": run([[1.0, 1.0]], [2.0, 2.0])}}}}
+    # 3m: the scan sees [0,1] -> lo 0, hi 1; [2,2] -> hi 2; [1,1]; [1,3] -> hi 3; [.5,.5]; [0,4] -> hi 4;
+    # [-1,0] lowers the min to -1 (and so does not raise the max); [1,1]: lo -1, hi 4
+    a_3m, b_3m = (np.array([2.0, 2.0]) + 1) / 5, (np.array([2.0, 1.0]) + 1) / 5
+    a_2s, b_2s = np.array([5.0, 10.0]) / 10, np.array([0.0, 2.0]) / 10  # lo 0, hi 10
+    rows = {r["algorithm"]: r for r in marl_eval_iqm(data)}
+    for algo, cols in (("a", (a_3m, a_2s)), ("b", (b_3m, b_2s))):
+        m = np.stack(cols, axis=1)
+        assert rows[algo]["runs"] == 2 and rows[algo]["tasks"] == 2
+        assert rows[algo]["iqm"] == pytest.approx(float(np.mean(np.sort(m.ravel())[1:3])))  # IQM of 4 values
+    data["smax"]["3m"]["b"]["run_1"]["step_0"]["return"] = [-1.0, 5.0]  # max moves only with the min: still 4
+    assert {r["algorithm"]: r for r in marl_eval_iqm(data)}["a"]["iqm"] == pytest.approx(rows["a"]["iqm"])
+
+
+@pytest.mark.slow  # asks PyPI
+def test_marl_eval_install_pins_resolve_on_this_python():
+    """scripts/install_marl_eval.sh's pins (marl-eval beside the suite, --no-deps over what it imports) resolve on
+    this Python: `pip install id-marl-eval` alone does not on 3.11 (pandas 1.4.4)."""
+    import subprocess
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parent.parent / "scripts" / "install_marl_eval.sh"
+    r = subprocess.run(["bash", str(script), "--check"], capture_output=True, text=True, timeout=600)
+    if r.returncode and any(s in r.stderr for s in ("Failed to establish", "Temporary failure", "Network is unreachable")):
+        pytest.skip("no package index reachable from here")
+    assert r.returncode == 0 and "the pins resolve" in r.stdout, r.stderr[-2000:]

@@ -683,3 +683,50 @@ def test_status_time_stops_when_a_run_finishes(tmp_path, monkeypatch):
     st.set("b", "failed", "boom")
     now[0] += 50
     assert took("b") == "105"
+
+
+EVAL_SWEEP = """
+out = "unused"
+envs = ["smax:3m"]
+
+[config]
+num_seeds = 2
+seed = 5
+total_steps = 64
+num_envs = 4
+rollout_len = 8
+epochs = 1
+minibatches = 1
+updates_per_chunk = 1
+
+[config.network]
+hidden = 16
+critic_hidden = 16
+recurrent = false
+
+[grid]
+lr = [1e-3, 2e-3]
+
+[eval]
+episodes = 4
+absolute = true
+"""
+
+
+@pytest.mark.slow
+def test_eval_table_reports_from_evaluations_with_marl_evals_json(tmp_path, capsys):
+    """``[eval] absolute = true``: the training report evaluates every run's checkpoints and its absolute metric,
+    reports from the evaluations, writes marl-eval's JSON and prints the IQM marl-eval computes on it."""
+    f = _write(tmp_path, EVAL_SWEEP)
+    assert main(["sweep", str(f), "--out", str(tmp_path / "o"), "--quiet"]) == 0
+    out = capsys.readouterr().out
+    for lr in ("lr-0.001", "lr-0.002"):
+        run = tmp_path / "o" / "smax-3m" / lr
+        assert (run / "eval" / "greedy.npz").exists() and (run / "eval" / "absolute.npz").exists()
+    data = json.loads((tmp_path / "o" / "report" / "marl_eval.json").read_text())
+    assert set(data["smax"]["3m"]) == {"lr=0.001", "lr=0.002"}
+    assert "marl-eval on this export (absolute metric): smax lr=0.001 IQM" in out and "differ by design" in out
+    md = (tmp_path / "o" / "report" / "report.md").read_text()
+    assert "scores from evaluation (marl eval)" in md and "## What marl-eval computes on this export" in md
+    with pytest.raises(UserError, match=r"\[eval\]: episodes must be an integer"):
+        load_sweep(_write(tmp_path, EVAL_SWEEP.replace("episodes = 4", "episodes = 4.5"), "bad.toml"))

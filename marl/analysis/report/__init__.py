@@ -26,8 +26,8 @@ from pathlib import Path
 
 from common import stats
 from marl.analysis.report.build import Report, build_report
-from marl.analysis.report.export import (TABLE_FILES, layout_warnings, marl_eval_data, markdown_lines, summary_lines,
-                                         write_csv, write_tables)
+from marl.analysis.report.export import (MARL_EVAL_DIFFERS, TABLE_FILES, layout_warnings, marl_eval_data, marl_eval_iqm,
+                                         markdown_lines, summary_lines, write_csv, write_tables)
 from marl.analysis.report.figures import FIGURE_FILES, write_figures
 from marl.analysis.report.runs import (FINAL_FRACTION, METRICS, SPECIAL_KEYS, Run, check_keys, eval_scores, find_runs,
                                        group_label, load_runs, train_scores)
@@ -64,12 +64,17 @@ def write_report(paths, out, group_by: list[str] | None = None, metric: str = "r
         Path(marl_eval_json).parent.mkdir(parents=True, exist_ok=True)
         write_json(Path(marl_eval_json), report.marl_eval, indent=1)
         result["files"].append(str(marl_eval_json))
+        result["marl_eval_iqm"] = marl_eval_iqm(report.marl_eval, report.metric)
     for w in report.warnings:  # unfinished runs, what the marl-eval export left out
         echo(f"warning: {w}")
     for row in report.improvement:
         if row.get("caution"):
             echo(f"warning: P({row['x']} > {row['y']}): {row['caution']}")
     echo("\n".join(summary_lines(lines)))
+    if report.marl_eval is not None:  # what marl-eval computes on the same export, and why it differs
+        echo("marl-eval on this export (absolute metric): " + "; ".join(
+            f"{r['env']} {r['algorithm']} IQM {r['iqm']:.3f}" for r in result["marl_eval_iqm"]))
+        echo(MARL_EVAL_DIFFERS)
     echo(f"wrote {out}/report.md, final.csv, improvement.csv, curves.csv, profiles.csv, runs.csv, "
          + ", ".join(p.name for p in figures) + (f"; {marl_eval_json}" if report.marl_eval is not None else ""))
     return result

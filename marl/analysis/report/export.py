@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from common.files import write_atomic, write_dict_csv
-
 import dataclasses
 import math
 import re
@@ -12,6 +10,8 @@ from pathlib import Path
 import numpy as np
 
 from common.errors import UserError
+from common.files import write_atomic, write_dict_csv
+from common.stats import iqm
 from marl.analysis.report.runs import Run
 
 TABLE_FILES = ("curves.csv", "final.csv", "improvement.csv", "profiles.csv", "runs.csv")
@@ -141,6 +141,54 @@ def _metrics(out: dict, at: tuple, has_win: bool) -> dict:
     return m
 
 
+# Why marl-eval's aggregate IQM and this report's final-score IQM differ on the same runs (both are shown).
+MARL_EVAL_DIFFERS = (
+    "marl-eval scores each run by its absolute metric (the seed's best checkpoint evaluated again on 10x the "
+    "episodes) and min-max normalises it per task by the lowest and highest single episode of any run, step or "
+    "absolute evaluation; the Final score table above scores each run by its final checkpoint's mean and "
+    "normalises per task over the runs' step means (with two tasks or more; one task is not normalised). Same "
+    "runs, another score and another "
+    "normaliser: the two IQMs differ by design.")
+
+
+def _marl_eval_bounds(algos: dict, metric: str) -> tuple[float, float]:
+    """The per-task min and max marl-eval 0.0.4's ``data_process_pipeline`` normalises ``metric`` by: over the
+    per-episode values of every algorithm, run and step of the task, the absolute metrics included, scanned
+    in order; as there, the max is raised only by a list that did not lower the min."""
+    lo = hi = None
+    for runs in algos.values():
+        for steps in runs.values():
+            for values in steps.values():
+                v = values[metric]
+                if lo is None:
+                    lo, hi = min(v), max(v)
+                elif lo > min(v):
+                    lo = min(v)
+                elif hi < max(v):
+                    hi = max(v)
+    return lo, hi
+
+
+def marl_eval_iqm(data: dict, metric: str = "return") -> list[dict]:
+    """The aggregate IQM marl-eval 0.0.4 computes on this export (``data_process_pipeline`` with the return
+    normalised, ``create_matrices_for_rliable``, ``aggregate_scores``), per env and algorithm: a runs x tasks
+    matrix of each run's ``absolute_metrics`` mean, the return min-max normalised per task
+    (``_marl_eval_bounds``; a win rate is left as it is), and the interquartile mean of the whole matrix.
+    Rows: env, algorithm, runs, tasks, iqm. ``bench/marl_eval_check.sh`` checks it against marl-eval itself."""
+    rows = []
+    for env, tasks in data.items():
+        cols: dict = {}
+        for algos in tasks.values():
+            lo, hi = _marl_eval_bounds(algos, metric) if metric == "return" else (0.0, 1.0)
+            for a, runs in algos.items():
+                v = np.array([np.mean(r["absolute_metrics"][metric]) for r in runs.values()], np.float64)
+                cols.setdefault(a, []).append((v - lo) / (hi - lo) if hi > lo else np.full_like(v, np.nan))
+        for a, c in cols.items():
+            m = np.stack(c, axis=1)  # [runs, tasks]
+            rows.append({"env": env, "algorithm": a, "runs": m.shape[0], "tasks": m.shape[1], "iqm": float(iqm(m.ravel()))})
+    return rows
+
+
 def marl_eval_data(runs: list[Run]) -> dict:
     """marl-eval's raw-experiment data of ``runs`` (``marl_eval_export(runs).data``)."""
     return marl_eval_export(runs).data
@@ -252,6 +300,12 @@ def markdown_lines(report, figures: list[Path]) -> list[str]:
     lines += ["", "## Every run", "", "| run | seed | group | task | final |", "|---|---|---|---|---|"]
     lines += [f"| {r['run']} | {r['seed']} | {r['group']} | {r['task']} | {f3(r['final'])} |" for r in report.per_run]
     lines += marl_eval_lines(report.marl_eval_runs)
+    if report.marl_eval is not None:
+        lines += ["", f"## What marl-eval computes on this export ({report.metric})", "",
+                  "| env | algorithm | runs x tasks | IQM (absolute metric) |", "|---|---|---|---|"]
+        lines += [f"| {r['env']} | {r['algorithm']} | {r['runs']} x {r['tasks']} | {_f3(r['iqm'])} |"
+                  for r in marl_eval_iqm(report.marl_eval, report.metric)]
+        lines += ["", MARL_EVAL_DIFFERS]
     lines += ["", "Files: final.csv, improvement.csv, curves.csv, profiles.csv, runs.csv, "
               + (f"{MARL_EVAL_RUNS}, " if report.marl_eval_runs else "") + ", ".join(p.name for p in figures) + "."]
     return lines
