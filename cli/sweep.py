@@ -1,4 +1,4 @@
-"""``marl sweep FILE [--out DIR] [--dry-run] [--executor NAME] [--jobs K] [--address ADDR] [--only RUN]
+"""``marl sweep FILE [--out DIR] [--dry-run | --estimate] [--executor NAME] [--jobs K] [--address ADDR] [--only RUN]
 [key=value ...]``: train -> training report (OUT/report) -> probe pairs -> probe report. The executors
 (``--executor`` choices) are those registered in ``sweeps/registry.py``."""
 
@@ -16,6 +16,13 @@ def _cmd_sweep(args) -> int:
     runs = plan(sweep, args.out, args.overrides or [])
     jobs = plan_probes(sweep, runs)  # bad pairs and unequal budgets are refused before anything trains
     check_out(runs)
+    if args.estimate:
+        from sweeps.estimate import estimate, lines
+
+        shown = select(runs, args.only) if args.only is not None else runs
+        for line in lines(estimate(shown, jobs if args.only is None else [], echo=print)):
+            print(line)
+        return 0
     if args.dry_run:
         shown = select(runs, args.only) if args.only is not None else runs
         for r in shown:
@@ -44,6 +51,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("file", help="sweep TOML, e.g. sweeps/histories.toml")
     p.add_argument("--out", help="root folder of the run folders (default: the file's `out`)")
     p.add_argument("--dry-run", action="store_true", help="print the plan (runs, env steps, probe jobs) and stop")
+    p.add_argument("--estimate", action="store_true",
+                   help="each run's and probe job's expected time on this machine, from a short measured calibration "
+                        "of the sweep's own programs (compiles, trains nothing, writes no file), and stop")
     p.add_argument("--quiet", action="store_true", help="plain status lines instead of the live table")
     from sweeps.registry import EXECUTORS
 

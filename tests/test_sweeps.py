@@ -730,3 +730,24 @@ def test_eval_table_reports_from_evaluations_with_marl_evals_json(tmp_path, caps
     assert "scores from evaluation (marl eval)" in md and "## What marl-eval computes on this export" in md
     with pytest.raises(UserError, match=r"\[eval\]: episodes must be an integer"):
         load_sweep(_write(tmp_path, EVAL_SWEEP.replace("episodes = 4", "episodes = 4.5"), "bad.toml"))
+
+
+@pytest.mark.slow
+def test_estimate_measures_the_sweeps_own_programs_and_writes_nothing(tmp_path, capsys):
+    """``--estimate``: one calibration per distinct program (the two lr grid points share one), a line per run
+    and probe job with its measured seconds, the total; no run folder or file is made."""
+    from sweeps.estimate import COST_KEYS, _cost_key, teams_played
+
+    f = _write(tmp_path, SWEEP.replace("REPORT", "rep"))
+    assert main(["sweep", str(f), "--out", str(tmp_path / "o"), "--estimate"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert sum(ln.startswith("calibrating ") for ln in out) == 1  # shared and continued: one program (same shape)
+    assert sum(" updates x " in ln for ln in out) == 4 and sum(ln.startswith("probe ") for ln in out) == 2
+    assert out[-1].startswith("estimate on this machine, one run at a time: training ")
+    assert not (tmp_path / "o").exists()
+    runs = plan(load_sweep(f), tmp_path / "o")
+    assert _cost_key(runs[0].config) == _cost_key(runs[0].config.with_overrides({"lr": 0.5, "total_steps": 10**6}))
+    assert _cost_key(runs[0].config) != _cost_key(runs[0].config.with_overrides({"num_envs": 8}))
+    assert "network" in COST_KEYS
+    job = plan_probes(load_sweep(f), runs)[0]
+    assert teams_played(job, 3) == (3, 4)  # alphas = 3, no align, no team probes; 4 episodes
