@@ -10,6 +10,7 @@ import envs
 from common.errors import UserError
 from common.preflight import check_seed
 from marl.analysis.search.compare import check_latent_dim, check_latent_team, check_source, search_methods, summarize
+from marl.analysis.search.loop import check_search_memory
 from marl.analysis.search.methods import DEFAULT_PER_AGENT, METHODS, PER_AGENT
 from marl.analysis.search.output import write_outputs
 from marl.core.team import resize
@@ -38,21 +39,6 @@ def check_search_args(methods, per_agent: str, *, instances: int, budget: int, p
     if budget < population * repeats or budget % (population * repeats):  # (search_methods' rule, told before loading)
         raise UserError(f"--budget ({budget}) must be a multiple of population x repeats ({population} x {repeats})")
     check_seed(seed, "--seed")
-
-
-def check_search_memory(env, team, instances: int, per_generation: int, reeval: int) -> None:
-    """Refuse (one line) a search whose episodes of one generation (instances x population x repeats, or
-    instances x reeval) cannot be held in memory at once: an env state and the actors' activations per
-    episode, counted twice (carry and step)."""
-    import jax
-
-    from marl.runs.resources import check_memory, state_bytes
-
-    per_episode = state_bytes(jax.eval_shape(env.reset, jax.random.PRNGKey(0))) + \
-        4 * team.num_agents * (team.network.hidden + env.spec.num_actions + team.network.latent_dim)
-    episodes = instances * max(per_generation, reeval)
-    check_memory(2 * per_episode * episodes, f"searching {instances:,} instances x {max(per_generation, reeval):,} "
-                 f"episodes at once", "use fewer --instances, or a smaller --population / --reeval")
 
 
 def search_run(ref: str | Path | CheckpointRef, *, instances: int = 64, budget: int = 256, methods=METHODS,
