@@ -607,6 +607,12 @@ def test_entity_k_is_validated_and_shared_teams_evaluate_as_their_rows():
     with pytest.raises(UserError, match="entity_k"):
         NetworkConfig(entity_k=4)  # an MLP has no entities
     assert _net().entity_k == 0  # default: every entity, today's network
+    from marl.core.team import Team, with_entity_k
+
+    mlp_team = Team(params={}, spec=make("mpe:simple_spread:3").spec, network=NetworkConfig(), shared=True)
+    with pytest.raises(UserError, match="entity-k needs network.kind=entity"):
+        with_entity_k(mlp_team, 2)
+    assert with_entity_k(mlp_team.replace(network=_net()), 2).network == _net(entity_k=2)
     with pytest.raises(ValueError, match="layout"):
         _init(EntityActor(num_actions=5, hidden=HIDDEN, nearest=2),
               (jnp.zeros((4,)), {"a": jnp.zeros((3, 2))}, {"a": jnp.ones((3,), bool)}))
