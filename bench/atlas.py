@@ -622,7 +622,8 @@ def main() -> None:
         sys.path.insert(0, str(Path(__file__).parent))
         from entity_profile import main as profile_main
 
-        profile_main(recipe, a.sizes or [8, 64, 200], RESULTS / "atlas_cost.md", PROFILE_MARK)
+        profile_main(recipe, a.sizes or [8, 64, 200], RESULTS / "atlas_cost.md", PROFILE_MARK,
+                     ks=sorted(set([0] + a.entity_k)))
     else:
         print(json.dumps(cost_child(recipe, a.sizes[0], a.entity_k[0])), flush=True)
 
