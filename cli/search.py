@@ -25,6 +25,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--env", metavar="ENV",
                    help="search in this env instead of the run's, e.g. mpe:simple_spread:128 for a run trained at N=8 "
                         "(another team size needs a shared network.kind=entity actor)")
+    p.add_argument("--entity-k", type=int, metavar="K",
+                   help="act with the declared k-nearest entity actor (network.entity_k=K: each agent encodes only its "
+                        "K nearest entities per group; 0: every entity; default: the run's own setting)")
     p.add_argument("--population", type=int, default=16, help="candidates per generation")
     p.add_argument("--sigma", type=float, default=0.5, help="initial CMA-ES step size (latent box is [-1, 1])")
     p.add_argument("--repeats", type=int, default=1,
@@ -43,7 +46,7 @@ def _cmd_search(args) -> int:
     summary = api.search(args.run, instances=args.instances, budget=args.budget, methods=args.methods,
                          per_agent=args.per_agent, source=args.source, population=args.population, sigma=args.sigma,
                          repeats=args.repeats, reeval=args.reeval, seed=args.seed, random_policy=args.random_policy,
-                         env=args.env, out=args.out, echo=print)
+                         env=args.env, entity_k=args.entity_k, out=args.out, echo=print)
     print(table(summary))
     for w in summary.get("warnings", []):
         print(f"marl: warning: {w}", file=sys.stderr)

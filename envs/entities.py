@@ -21,7 +21,8 @@ O = 4 + 2L + 4(N - 1)::
     [4+2L : 4+2L+2(N-1)]  agents: pos[j] - pos[i], j = 0..N-1 without i, ascending   (block 1 of "agents")
     [.. : O]            agents: comm c[j] (dim_c = 2), same order j                 (block 2 of "agents")
 
-groups: ``landmarks`` (K = L, F = 2), ``agents`` (K = N - 1, F = 4: relative position ++ comm).
+groups: ``landmarks`` (K = L, F = 2), ``agents`` (K = N - 1, F = 4: relative position ++ comm); the
+relative position (``position``, what ``network.entity_k`` ranks by) is features 0:2 of both.
 Every entity is always present (the mask is all True). Agents are silent in simple_spread, so the comm
 features are always zero in practice.
 
@@ -46,7 +47,7 @@ ally i, U = 7 + T = 13 features per other unit, own features 4 + T = 10, O = U(A
                    unit type one-hot (T)
     own features:  health / max health, pos / map size (2), weapon cooldown / max cooldown, type one-hot (T)
 
-groups: ``allies`` (K = A - 1, F = 13), ``enemies`` (K = E, F = 13). jaxmarl zeroes a unit's features
+groups: ``allies`` (K = A - 1, F = 13), ``enemies`` (K = E, F = 13), relative position features 1:3. jaxmarl zeroes a unit's features
 when it is out of i's sight range, dead, or i itself is dead; an observed unit always has its type bit
 set, so **present = features not all zero** (mask). A dead agent's own features are zero too.
 
@@ -81,12 +82,15 @@ class EntityGroup:
 
     ``blocks``: ``(offset, width)`` pairs, entity k of a block at ``[offset + k*width, offset + (k+1)*width)``.
     ``mask_block``: index of the block whose all-zero slice marks an absent entity; ``None``: always present.
+    ``position``: ``(start, stop)`` of the entity's features that hold its position relative to the observer
+    (observations only; how the entity actor's ``nearest`` ranks entities), ``None``: no such features.
     """
 
     name: str
     count: int
     blocks: tuple[tuple[int, int], ...]
     mask_block: int | None = None
+    position: tuple[int, int] | None = None
 
     @property
     def dim(self) -> int:
@@ -122,6 +126,9 @@ class EntityLayout:
             raise ValueError("entity layout: blocks overlap")
         if idx and (min(idx) < 0 or max(idx) >= self.size):
             raise ValueError(f"entity layout: a block lies outside [0, {self.size})")
+        for g in self.groups:
+            if g.position is not None and not 0 <= g.position[0] < g.position[1] <= g.dim:
+                raise ValueError(f"entity layout: group {g.name}'s position {g.position} lies outside [0, {g.dim}]")
         names = [g.name for g in self.groups]
         if len(set(names)) != len(names):
             raise ValueError(f"entity layout: duplicate group names {names}")
@@ -182,6 +189,11 @@ class EntityLayout:
                 out[g.name] = jnp.any(self._block(x, g, g.mask_block) != 0, axis=-1)
         return out
 
+    @property
+    def positions(self) -> dict:
+        """``{name: (start, stop)}`` of the groups whose features hold a position relative to the observer."""
+        return {g.name: g.position for g in self.groups if g.position is not None}
+
     def inputs(self, x) -> tuple:
         """(self, entities, masks) of ``x``: the arguments of the entity networks."""
         own, ents = self.split(x)
@@ -195,8 +207,8 @@ def _mpe_spread(n: int, l: int, dim_p: int, dim_c: int) -> tuple[EntityLayout, E
     cm = ag + dim_p * (n - 1)
     obs = EntityLayout(
         size=cm + dim_c * (n - 1), self_offset=0, self_dim=self_dim,
-        groups=(EntityGroup("landmarks", l, ((lm, dim_p),)),
-                EntityGroup("agents", n - 1, ((ag, dim_p), (cm, dim_c)))))
+        groups=(EntityGroup("landmarks", l, ((lm, dim_p),), position=(0, dim_p)),
+                EntityGroup("agents", n - 1, ((ag, dim_p), (cm, dim_c)), position=(0, dim_p))))
     e = n + l
     state = EntityLayout(
         size=2 * dim_p * e + dim_c * n, self_offset=0, self_dim=0,
@@ -208,8 +220,8 @@ def _mpe_spread(n: int, l: int, dim_p: int, dim_c: int) -> tuple[EntityLayout, E
 def _smax(a: int, e: int, unit: int, own: int) -> tuple[EntityLayout, EntityLayout]:
     obs = EntityLayout(
         size=unit * (a - 1 + e) + own, self_offset=unit * (a - 1 + e), self_dim=own,
-        groups=(EntityGroup("allies", a - 1, ((0, unit),), mask_block=0),
-                EntityGroup("enemies", e, ((unit * (a - 1), unit),), mask_block=0)))
+        groups=(EntityGroup("allies", a - 1, ((0, unit),), mask_block=0, position=(1, 3)),
+                EntityGroup("enemies", e, ((unit * (a - 1), unit),), mask_block=0, position=(1, 3))))
     n = a + e
     state = EntityLayout(
         size=(own + 2) * n, self_offset=0, self_dim=0,

@@ -463,3 +463,162 @@ def test_pointer_head_gives_smax_actions_at_any_enemy_count(smax_cases):
         assert not np.any(attack & ~np.asarray(masks["enemies"]))
         attackable += int(attack.sum())
     assert attackable > 0  # the check above saw an attack action available
+
+
+# -- issue 39: the cost rewrite is the same function; k nearest is a declared variant ---------------
+
+def _np_dense(p, name, x):
+    return x @ np.asarray(p[name]["kernel"], np.float64) + np.asarray(p[name]["bias"], np.float64)
+
+
+def _reference_actor(params, layout, obs, latent=None, pointer=None, keep_only=None):
+    """The entity actor's forward as it stood before issue 39, in float64 numpy from the parameter tree:
+    self embed, per group two dense layers on each entity, masked mean ++ max, trunk (+ latent), hidden,
+    policy (+ pointer). ``keep_only``: ``{group: [..., k] indices}``, read only those entities (the
+    k-nearest variant's definition)."""
+    p = params["params"]
+    act = np.tanh
+    own, ents, masks = (np.asarray(v, np.float64) if not isinstance(v, dict) else {g: np.asarray(x) for g, x in v.items()}
+                        for v in layout.inputs(jnp.asarray(obs)))
+    for g, idx in (keep_only or {}).items():
+        ents[g] = np.take_along_axis(ents[g], idx[..., None], axis=-2)
+        masks[g] = np.take_along_axis(masks[g], idx, axis=-1)
+    enc = p["encoder"]
+    parts = [act(_np_dense(enc, "self_embed", own))] if own.shape[-1] else []
+    encoded = {}
+    for g in sorted(ents):
+        m = masks[g][..., None]
+        x = np.where(m, ents[g].astype(np.float64), 0.0)
+        x = act(_np_dense(enc, f"{g}_embed1", act(_np_dense(enc, f"{g}_embed0", x))))
+        encoded[g] = x
+        count = m.sum(-2)
+        parts += [np.where(m, x, 0).sum(-2) / np.maximum(count, 1),
+                  np.where(count > 0, np.where(m, x, -np.inf).max(-2), 0.0)]
+    x = _np_dense(p, "trunk", np.concatenate(parts, -1))
+    if latent is not None:
+        x = x + np.asarray(latent, np.float64) @ np.asarray(p["latent"]["kernel"], np.float64)
+    x = act(_np_dense(p, "hidden1", act(x)))
+    logits = _np_dense(p, "policy", x)
+    if pointer is None:
+        return logits
+    y = _np_dense(p, "pointer_query", x)[..., None, :] + _np_dense(p, "pointer_key", encoded[pointer])
+    return np.concatenate([logits, _np_dense(p, "pointer", act(y))[..., 0]], -1)
+
+
+def _randomised(params, seed=3):
+    """Every leaf redrawn (the zero-initialised latent and biases too), so that every term counts."""
+    leaves, tree = jax.tree.flatten(params)
+    keys = jax.random.split(jax.random.PRNGKey(seed), len(leaves))
+    return jax.tree.unflatten(tree, [0.3 * jax.random.normal(k, x.shape, x.dtype) for k, x in zip(keys, leaves)])
+
+
+# the actor's parameter tree (names and, for hidden 32, latent 3, mpe, shapes): what a checkpoint holds
+_MPE_ACTOR_TREE = {
+    "encoder/agents_embed0/bias": (32,), "encoder/agents_embed0/kernel": (4, 32),
+    "encoder/agents_embed1/bias": (32,), "encoder/agents_embed1/kernel": (32, 32),
+    "encoder/landmarks_embed0/bias": (32,), "encoder/landmarks_embed0/kernel": (2, 32),
+    "encoder/landmarks_embed1/bias": (32,), "encoder/landmarks_embed1/kernel": (32, 32),
+    "encoder/self_embed/bias": (32,), "encoder/self_embed/kernel": (4, 32),
+    "hidden1/bias": (32,), "hidden1/kernel": (32, 32), "latent/kernel": (3, 32),
+    "policy/bias": (5,), "policy/kernel": (32, 5), "trunk/bias": (32,), "trunk/kernel": (160, 32)}
+
+
+def _tree(params):
+    return {"/".join(str(k.key) for k in path[1:]): tuple(x.shape)
+            for path, x in jax.tree_util.tree_flatten_with_path(params)[0]}
+
+
+def _net(**kw):
+    from marl.core.config import NetworkConfig
+
+    return NetworkConfig(**{"kind": "entity", "agent_id": False, "hidden": HIDDEN, "critic_hidden": HIDDEN,
+                            "recurrent": False, "activation": "tanh", **kw})
+
+
+def _team_logits(spec, net, params, obs, latent, shared):
+    from marl.core.team import team_step, tile
+
+    n = spec.num_agents
+    p = params if shared else tile(params, n)
+    return team_step(spec, net, p, jnp.zeros((1, n, net.hidden)), jnp.asarray(obs)[None], jnp.zeros((1,), bool),
+                     jnp.asarray(latent)[None], shared=shared)[1][0]
+
+
+def test_actor_is_todays_network_to_float_tolerance(mpe_cases, smax_cases):
+    """The actor as the team acts (shared: one actor over all seats; tiled rows; k = 0 and k >= every
+    group) gives today's logits, log-probabilities and greedy actions (a float64 reference written from
+    the parameter tree), and its parameter tree has today's names and shapes (old checkpoints load)."""
+    from marl.core.networks import init_actor
+
+    cases = [("mpe", *mpe_cases["mpe:simple_spread:5"][:4]), ("smax", *smax_cases["smax:2s3z"][:4])]
+    for family, env, lay, _, obs in cases:
+        spec, n = env.spec, env.spec.num_agents
+        params = _randomised(init_actor(jax.random.PRNGKey(0), spec, _net(latent_dim=3)))
+        if family == "mpe":
+            assert _tree(params) == _MPE_ACTOR_TREE
+        latent = np.random.default_rng(0).normal(size=(n, 3)).astype(np.float32)
+        want = _reference_actor(params, lay, obs, latent, pointer="enemies" if family == "smax" else None)
+        want_logp = want - np.log(np.exp(want - want.max(-1, keepdims=True)).sum(-1, keepdims=True)) - want.max(-1, keepdims=True)
+        for k in (0, max(lay.counts.values())):
+            for shared in (True, False):
+                got = np.asarray(_team_logits(spec, _net(latent_dim=3, entity_k=k), params, obs, latent, shared))
+                np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4, err_msg=f"{family} k={k} shared={shared}")
+                np.testing.assert_allclose(np.asarray(jax.nn.log_softmax(got)), want_logp, rtol=1e-4, atol=1e-4)
+                np.testing.assert_array_equal(got.argmax(-1), want.argmax(-1))
+
+
+def test_k_nearest_reads_exactly_the_k_nearest_entities(mpe_cases, smax_cases):
+    """network.entity_k = k: each observer's actor is the reference network on its k nearest entities
+    per group (by the relative position's norm; absent ones last); SMAX's pointer group stays whole."""
+    from marl.core.networks import init_actor
+
+    env, lay, _, obs = mpe_cases["mpe:simple_spread:5"][:4]
+    params = _randomised(init_actor(jax.random.PRNGKey(0), env.spec, _net()))
+    k = 2
+    _, ents, _ = lay.inputs(jnp.asarray(obs))
+    near = {g: np.argsort(np.linalg.norm(np.asarray(x)[..., :2], axis=-1), axis=-1, kind="stable")[..., :k]
+            for g, x in ents.items()}
+    want = _reference_actor(params, lay, obs, keep_only=near)
+    got = np.asarray(_team_logits(env.spec, _net(entity_k=k), params, obs, np.zeros((5, 0), np.float32), True))
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    assert not np.allclose(got, _reference_actor(params, lay, obs), atol=1e-3)  # k < K: a different network
+    # SMAX: allies ranked by distance with the dead / unseen last; enemies (the pointer group) whole
+    env, lay, _, obs = smax_cases["smax:2s3z"][:4]
+    params = _randomised(init_actor(jax.random.PRNGKey(0), env.spec, _net()))
+    _, ents, masks = lay.inputs(jnp.asarray(obs))
+    d = np.where(np.asarray(masks["allies"]), np.linalg.norm(np.asarray(ents["allies"])[..., 1:3], axis=-1), np.inf)
+    near = {"allies": np.argsort(d, axis=-1, kind="stable")[..., :k]}
+    want = _reference_actor(params, lay, obs, pointer="enemies", keep_only=near)
+    got = np.asarray(_team_logits(env.spec, _net(entity_k=k), params, obs, np.zeros((5, 0), np.float32), True))
+    assert got.shape == (5, env.spec.num_actions)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_entity_k_is_validated_and_shared_teams_evaluate_as_their_rows():
+    from common.errors import UserError
+    from marl.core.config import NetworkConfig
+    from marl.core.evaluation import evaluate
+    from marl.core.networks import init_actor
+    from marl.core.team import make_team
+
+    for bad in (-1, True, 1.5):
+        with pytest.raises(UserError, match="entity_k"):
+            _net(entity_k=bad)
+    with pytest.raises(UserError, match="entity_k"):
+        NetworkConfig(entity_k=4)  # an MLP has no entities
+    assert _net().entity_k == 0  # default: every entity, today's network
+    from marl.core.team import Team, with_entity_k
+
+    mlp_team = Team(params={}, spec=make("mpe:simple_spread:3").spec, network=NetworkConfig(), shared=True)
+    with pytest.raises(UserError, match="entity-k needs network.kind=entity"):
+        with_entity_k(mlp_team, 2)
+    assert with_entity_k(mlp_team.replace(network=_net()), 2).network == _net(entity_k=2)
+    with pytest.raises(ValueError, match="layout"):
+        _init(EntityActor(num_actions=5, hidden=HIDDEN, nearest=2),
+              (jnp.zeros((4,)), {"a": jnp.zeros((3, 2))}, {"a": jnp.ones((3,), bool)}))
+    # evaluate: a shared team (one actor, all seats at once) plays the same episodes as its tiled rows
+    env = make("mpe:simple_spread:4")
+    net = _net(entity_k=2)
+    team = make_team(_randomised(init_actor(jax.random.PRNGKey(0), env.spec, net)), env.spec, net, shared=True)
+    run = jax.jit(lambda t: evaluate(env, t, jax.random.PRNGKey(5), 3, greedy=False).returns)
+    np.testing.assert_allclose(run(team), run(team.replace(shared=False)), rtol=1e-5, atol=1e-4)

@@ -107,8 +107,9 @@ def test_search_at_a_second_size(entity_run, tmp_path):
 
     s = api.search(str(entity_run), env="mpe:simple_spread:5", source=f"{entity_run}#0", instances=2, budget=8,
                    population=4, reeval=2, methods=["zero-shot", "sep-cmaes-shared", "sep-cmaes-per-agent"],
-                   random_policy=True, out=tmp_path / "o")
+                   random_policy=True, entity_k=2, out=tmp_path / "o")
     assert s["env"] == "mpe:simple_spread:5" and s["num_agents"] == 5
+    assert s["entity_k"] == 2  # the declared k-nearest actor (5 landmarks, 4 agents: 2 of each read)
     assert s["trained_env"] == "mpe:simple_spread:3"
     assert {"zero-shot", "sep-cmaes-per-agent", "source", "random-policy"} <= set(s["methods"])
     assert (tmp_path / "o" / "summary.json").exists()

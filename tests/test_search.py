@@ -351,12 +351,32 @@ def test_search_too_large_for_memory_is_one_line():
     from common.errors import UserError
     from marl.analysis.search.driver import check_search_memory
 
+    from marl.core.config import NetworkConfig
+
     env = envs.make("smax:3m")
-    team = SimpleNamespace(num_agents=3, network=SimpleNamespace(hidden=64, latent_dim=16))
+    team = SimpleNamespace(num_agents=3, network=NetworkConfig(hidden=64, latent_dim=16))
     check_search_memory(env, team, instances=8, per_generation=16, reeval=16)  # fits
     with pytest.raises(UserError, match=r"searching 1,000,000,000 instances x 16 episodes at once needs about .* "
                                         r"use fewer --instances"):
         check_search_memory(env, team, instances=10**9, per_generation=16, reeval=4)
+
+
+def test_search_memory_counts_the_entity_actors_pairs():
+    """The estimate (made before compiling) grows like N^2 H for the exact entity actor and like N k H
+    with network.entity_k = k: at N = 200 the exact actor's step is >= 10x the k = 8 one's, and it
+    doubles-and-more from N = 100 to 200 (pairs) where the k = 8 one only about doubles."""
+    import envs
+    from marl.core.config import NetworkConfig
+    from marl.core.networks import actor_step_bytes
+
+    def est(n, k):
+        net = NetworkConfig(kind="entity", agent_id=False, hidden=64, recurrent=False, entity_k=k)
+        return actor_step_bytes(envs.make(f"mpe:simple_spread:{n}").spec, net)
+
+    assert est(200, 0) > 10 * est(200, 8)
+    assert est(200, 0) > 3.5 * est(100, 0)
+    assert est(200, 8) < 2.5 * est(100, 8)
+    assert est(4, 8) == est(4, 0)  # every group <= k: the exact network
 
 
 def test_shared_programs_compile_the_episodes_once_across_teams(latent_team):

@@ -64,6 +64,13 @@ class NetworkConfig:
     latent_dim: int = 0  # latent input size; 0: no latent input
     critic_hidden: int = 128  # critic width
     critic_time: bool = True  # the critic reads the episode's time step t/max_steps (besides state and seat)
+    # network.kind=entity only. 0: the actor encodes every entity of every group (exact). k > 0: a declared
+    # approximation: each observer's actor encodes only the k entities of each group nearest to it (by the
+    # relative position in its observation; SMAX's pointer group, the enemies, is always whole), so its cost
+    # per agent-step is O(k H^2) instead of O(N H^2); a group of at most k entities is read whole, so at
+    # k >= the largest group it is today's network. The parameters are the same: a run trained with any k
+    # acts with any other (bench/results/entity_k_PLAN.md, atlas_cost.md)
+    entity_k: int = 0
 
     def __post_init__(self):
         _check_finite(self, "network.")
@@ -73,6 +80,10 @@ class NetworkConfig:
         _check(self.activation in ACTIVATIONS, f"network.activation must be one of {ACTIVATIONS}, got {self.activation!r}")
         _check(0 <= self.latent_dim <= MAX_WIDTH, f"network.latent_dim must be in [0, {MAX_WIDTH}], got {self.latent_dim}")
         _check(self.kind in NETWORK_KINDS, f"network.kind must be one of {NETWORK_KINDS}, got {self.kind!r}")
+        _check(isinstance(self.entity_k, int) and not isinstance(self.entity_k, bool) and self.entity_k >= 0,
+               f"network.entity_k must be an integer >= 0 (0: every entity), got {self.entity_k!r}")
+        _check(not (self.entity_k and self.kind != "entity"),
+               f"network.entity_k={self.entity_k} (the k nearest entities) needs network.kind=entity, got {self.kind!r}")
         _check(not (self.kind == "entity" and self.agent_id),
                "network.kind=entity reads no seat id (its input is a set, the same at any team size): set "
                "network.agent_id=false (agents differ by their own features, or by a per-agent latent)")

@@ -18,6 +18,17 @@ it returns one team value ``[...]`` or, with ``seat_group`` (e.g. ``"agents"`` o
 ``"allies"`` on smax), one value per entity of that group ``[..., K]`` (the per-seat values the
 trainer's critic gives today, without a seat one-hot: each seat's value reads the pooled context ++ that
 seat's own entity embedding).
+
+Cost (bench/entity_profile.py, bench/results/atlas_cost.md). The actor's encoder runs the group MLP on
+every (observer, entity) pair: N x (K_1 + K_2 + ...) encodings per team step, and the second, H x H
+layer on each pair is nearly all of the FLOPs (on mpe:simple_spread the first layer reads 2 or 4
+features and is a few per cent; factoring it as W x_e - W x_i would save only that, and the observation
+holds relative positions, not the entities' own features, so it is not done). What is exact is done:
+the critic encodes the world state once per env step and shares it across seats, and a shared team
+acts through one actor (``marl.core.team.team_step(shared=True)``), not N tiled copies. What is not
+exact is declared: ``nearest`` = k > 0 (``network.entity_k``) encodes only each observer's k nearest
+entities per group (``nearest_entities``: ``lax.top_k`` on the N x K squared distances, then the MLP
+on N x k pairs), default 0 = every entity, today's network.
 """
 
 from __future__ import annotations
@@ -42,6 +53,29 @@ def masked_pool(x: jax.Array, mask: jax.Array) -> jax.Array:
         mx = jnp.max(jnp.where(m, x, -jnp.inf), axis=-2)
         mx = jnp.where(count > 0, mx, 0.0)
     return jnp.concatenate([mean, mx], axis=-1)
+
+
+def nearest_entities(entities: dict, masks: dict, k: int, positions: dict, keep=()) -> tuple[dict, dict]:
+    """The ``k`` entities of each group nearest to the observer: ``({g: [..., k, F]}, {g: [..., k]})``.
+
+    ``positions``: ``{g: (start, stop)}``, the features holding the entity's position relative to the
+    observer (``EntityLayout.positions``); distance is their Euclidean norm. Absent entities rank last
+    (and stay masked if selected); ties go to the lower index (``lax.top_k``). A group without a position,
+    in ``keep``, or with at most ``k`` entities is returned whole and unchanged (k = 0: every group whole).
+    The selected entities keep ascending distance order; the encoder's pooling ignores order.
+    """
+    if not k:
+        return entities, masks
+    entities, masks = dict(entities), dict(masks)
+    for name, (a, b) in positions.items():
+        x, m = entities.get(name), masks.get(name)
+        if x is None or name in keep or x.shape[-2] <= k:
+            continue
+        d2 = jnp.where(m, jnp.sum(jnp.square(x[..., a:b]), axis=-1), jnp.inf)  # [..., K]
+        _, idx = jax.lax.top_k(-d2, k)  # [..., k]
+        entities[name] = jnp.take_along_axis(x, idx[..., None], axis=-2)
+        masks[name] = jnp.take_along_axis(m, idx, axis=-1)
+    return entities, masks
 
 
 class EntityEncoder(nn.Module):
@@ -88,6 +122,11 @@ class EntityActor(nn.Module):
     Two interfaces: ``__call__(own, entities, masks, latent)`` on entity sets (feed-forward only), and
     with ``layout`` set, ``step`` / ``unroll`` on flat observations with the MLP actor's signature
     (what ``marl.core.team`` calls), so rollouts, losses, probes and search use it unchanged.
+
+    ``nearest`` = k > 0 (``network.entity_k``; needs ``layout``, whose groups' ``position`` rank the
+    entities): a declared approximation, each observer encodes only its k nearest entities per group
+    (``nearest_entities``; the pointer group is always whole: it needs a logit per entity). The same
+    parameters as at k = 0; a group of at most k entities reads exactly as at k = 0.
     """
 
     num_actions: int
@@ -97,9 +136,12 @@ class EntityActor(nn.Module):
     pointer_group: str | None = None
     recurrent: bool = False
     layout: EntityLayout | None = None
+    nearest: int = 0
 
     def setup(self):
         """Create the layers: encoder, trunk, optional latent projection and GRU, head, optional pointer."""
+        if self.nearest and self.layout is None:
+            raise ValueError("EntityActor(nearest=k) ranks entities by the layout's positions: it needs a layout")
         h = self.hidden
         self.encoder = EntityEncoder(h, self.activation)
         self.trunk = _dense(h)
@@ -116,6 +158,9 @@ class EntityActor(nn.Module):
 
     def _features(self, own, entities, masks, latent):
         act = _ACT[self.activation]
+        if self.nearest:
+            keep = () if self.pointer_group is None else (self.pointer_group,)
+            entities, masks = nearest_entities(entities, masks, self.nearest, self.layout.positions, keep)
         z, encoded = self.encoder(own, entities, masks)
         x = self.trunk(z)
         if self.latent_dim:

@@ -27,6 +27,10 @@ def evaluate(env: Env, team: Team, key: jax.Array, num_episodes: int, greedy: bo
     ``key`` fixes the episodes: the same key gives the same initial states and sampling noise for
     any team (common random numbers). ``latent``: [N, d] for all episodes or [E, N, d] per episode.
     Pure and jittable (num_episodes and greedy static); vmap it over teams or keys.
+
+    A shared team (``team.shared``: one actor tiled N times) acts through that one actor
+    (``team_step(shared=True)``: one matmul over all seats, not N batched copies of the weights); the
+    same function, equal to float tolerance (tests/test_entity_net.py).
     """
     spec, net = team.spec, team.network
     n = spec.num_agents
@@ -40,6 +44,8 @@ def evaluate(env: Env, team: Team, key: jax.Array, num_episodes: int, greedy: bo
     zeros_b = jnp.zeros((num_episodes,), bool)
     first = jnp.ones((num_episodes,), bool)
 
+    params = jax.tree.map(lambda x: x[0], team.params) if team.shared else team.params
+
     def cond(c):
         t, *_, finished, _, _, _ = c
         return (t < spec.max_steps + 1) & ~jnp.all(finished)
@@ -47,7 +53,7 @@ def evaluate(env: Env, team: Team, key: jax.Array, num_episodes: int, greedy: bo
     def body(c):
         t, ts, state, carry, reset, finished, ret, won, length = c
         k_act, k_env = jax.random.split(jax.random.fold_in(k_run, t))
-        carry, logits = team_step(spec, net, team.params, carry, ts.obs, reset, latent, ids=team.ids)
+        carry, logits = team_step(spec, net, params, carry, ts.obs, reset, latent, shared=team.shared, ids=team.ids)
         logits = ppo.masked_logits(logits, ts.avail)
         action = ppo.sample(k_act, logits, greedy)
         ts, state = jax.vmap(env.step)(jax.random.split(k_env, num_episodes), state, action)

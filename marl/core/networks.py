@@ -122,10 +122,10 @@ def make_actor(spec: EnvSpec, net: NetworkConfig) -> Actor | EntityActor:
     actions are a pointer over the enemies (``spec.num_actions - E`` fixed actions, then one per enemy)."""
     if net.kind == "entity":
         obs_layout = entity_layouts(spec)[0]
-        pointer = "enemies" if "enemies" in obs_layout.counts else None
+        pointer = _pointer_group(obs_layout)
         fixed = spec.num_actions - (obs_layout.counts["enemies"] if pointer else 0)
         return EntityActor(num_actions=fixed, hidden=net.hidden, latent_dim=net.latent_dim, activation=net.activation,
-                           pointer_group=pointer, recurrent=net.recurrent, layout=obs_layout)
+                           pointer_group=pointer, recurrent=net.recurrent, layout=obs_layout, nearest=net.entity_k)
     return Actor(num_actions=spec.num_actions, hidden=net.hidden, recurrent=net.recurrent,
                  activation=net.activation, latent_dim=net.latent_dim)
 
@@ -142,6 +142,11 @@ def make_critic(spec: EnvSpec, net: NetworkConfig) -> Critic | EntityStateCritic
                   activation=net.activation, time=net.critic_time)
 
 
+def _pointer_group(obs_layout) -> str | None:
+    """The group whose entities are action targets (SMAX: attack enemy k), read whole by the actor."""
+    return "enemies" if "enemies" in obs_layout.counts else None
+
+
 @functools.lru_cache(maxsize=None)
 def entity_layouts(spec: EnvSpec):
     """(observation layout, state layout) of ``spec``'s env (``envs.entities.layouts_of``), once per spec."""
@@ -150,6 +155,23 @@ def entity_layouts(spec: EnvSpec):
     if layouts[0].size != spec.obs_dim or layouts[1].size != spec.state_dim:
         raise RuntimeError(f"{spec.name}: entity layout sizes differ from the spec's")
     return layouts
+
+
+def actor_step_bytes(spec: EnvSpec, net: NetworkConfig) -> int:
+    """Estimated bytes of the actor's activations for one team step of one env, known before compiling
+    (memory checks of batched programs such as the search's episodes). MLP: N x (O + 4H + A) floats.
+    Entity: the encoder's two layers on each (observer, entity) pair read, N x sum_g min(K_g, k) x 2H
+    (k = ``net.entity_k``, 0: K_g), plus, with k, the N x sum_g K_g distances and the selected features:
+    O(N^2 H) for the exact network, O(N k H) + O(N^2) for the k-nearest one."""
+    n, h = spec.num_agents, net.hidden
+    if net.kind != "entity":
+        return 4 * n * (actor_input_dim(spec, net) + 4 * h + spec.num_actions)
+    lay = entity_layouts(spec)[0]
+    k = net.entity_k
+    cut = [g for g in lay.groups if k and g.position is not None and g.name != _pointer_group(lay) and g.count > k]
+    pairs = sum(k if g in cut else g.count for g in lay.groups)
+    select = sum(g.count + k * g.dim for g in cut)
+    return 4 * n * (pairs * 2 * h + select + (1 + 2 * len(lay.groups)) * h + 3 * h + spec.num_actions)
 
 
 def actor_input_dim(spec: EnvSpec, net: NetworkConfig) -> int:

@@ -11,6 +11,7 @@ would be a random input perturbation, not a change of role.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 import jax
@@ -89,6 +90,15 @@ def resize(team: Team, spec: EnvSpec, what: str = "the run") -> Team:
                         f"train a shared actor (share_actor=true) to act at other team sizes")
     one = jax.tree.map(lambda x: x[0], team.params)
     return Team(params=tile(one, spec.num_agents), spec=spec, network=team.network, shared=True)
+
+
+def with_entity_k(team: Team, k: int, what: str = "the run") -> Team:
+    """The same team acting with ``network.entity_k = k`` (the same parameters: k only selects which
+    entities the entity actor encodes, ``marl.core.entity_net.nearest_entities``). A one-line UserError
+    for an MLP actor or a bad k (``NetworkConfig``'s checks)."""
+    if team.network.kind != "entity":
+        raise UserError(f"{what} has a network.kind={team.network.kind} actor; --entity-k needs network.kind=entity")
+    return team.replace(network=dataclasses.replace(team.network, entity_k=k))
 
 
 def check_compatible(a: Team, b: Team, what: str = "teams") -> None:

@@ -56,7 +56,7 @@ _MODULE_OF = {
     **dict.fromkeys(("check_latent_dim", "check_latent_team", "check_source", "search_methods", "summarize"),
                     "marl.analysis.search.compare"),
     **dict.fromkeys(("check_search_args", "search_run"), "marl.analysis.search.driver"),
-    **dict.fromkeys(("FitnessFn", "FixedResetEnv", "Programs", "SearchResult", "episode_fitness", "episode_return",
+    **dict.fromkeys(("FitnessFn", "FixedResetEnv", "check_search_memory", "Programs", "SearchResult", "episode_fitness", "episode_return",
                      "generations", "reevaluate", "reevaluate_scored", "run_search", "run_search_compiled", "scorer",
                      "search_ask", "search_init", "search_tell"), "marl.analysis.search.loop"),
     **dict.fromkeys(("BASELINES", "FAMILIES", "FIXED", "OUTPUT_FILES", "SHARED", "family", "headline", "method_table",

@@ -16,7 +16,7 @@ import numpy as np
 
 from common.errors import UserError
 from envs import Env
-from marl.analysis.search.loop import Programs, reevaluate_scored, run_search_compiled, scorer
+from marl.analysis.search.loop import Programs, check_search_memory, reevaluate_scored, run_search_compiled, scorer
 from marl.analysis.search.methods import MATCHED_SHARED, RANDOM_POLICY, SOURCE
 from marl.analysis.search.strategies import fixed_strategy, make_strategy
 from marl.core.evaluation import mean_ci
@@ -73,6 +73,7 @@ def search_methods(env: Env, team: Team, methods, num_instances: int, budget: in
         raise UserError(f"--repeats must be >= 1, got {repeats}")
     if budget < pop * repeats or budget % (pop * repeats):
         raise UserError(f"--budget ({budget}) must be a multiple of population x repeats ({pop} x {repeats})")
+    check_search_memory(env, team, num_instances, pop * repeats, reeval_episodes)  # before anything compiles
     d, n = team.network.latent_dim, team.spec.num_agents
     base = jax.random.PRNGKey(seed)
     instance_keys = jax.random.split(jax.random.fold_in(base, 0), num_instances)

@@ -9,9 +9,10 @@ import envs
 from common.errors import UserError
 from common.preflight import check_count, check_number, check_seed
 from marl.analysis.search.compare import check_latent_dim, check_latent_team, check_source, search_methods, summarize
+from marl.analysis.search.loop import check_search_memory
 from marl.analysis.search.methods import DEFAULT_PER_AGENT, METHODS, PER_AGENT
 from marl.analysis.search.output import OUTPUT_FILES, write_outputs
-from marl.core.team import resize
+from marl.core.team import resize, with_entity_k
 from marl.runs.layout import CheckpointRef, load_config, parse_ref
 
 
@@ -37,26 +38,11 @@ def check_search_args(methods, per_agent: str, *, instances: int, budget: int, p
     check_seed(seed, "--seed")
 
 
-def check_search_memory(env, team, instances: int, per_generation: int, reeval: int) -> None:
-    """Refuse (one line) a search whose episodes of one generation (instances x population x repeats, or
-    instances x reeval) cannot be held in memory at once: an env state and the actors' activations per
-    episode, counted twice (carry and step)."""
-    import jax
-
-    from marl.runs.resources import check_memory, state_bytes
-
-    per_episode = state_bytes(jax.eval_shape(env.reset, jax.random.PRNGKey(0))) + \
-        4 * team.num_agents * (team.network.hidden + env.spec.num_actions + team.network.latent_dim)
-    episodes = instances * max(per_generation, reeval)
-    check_memory(2 * per_episode * episodes, f"searching {instances:,} instances x {max(per_generation, reeval):,} "
-                 f"episodes at once", "use fewer --instances, or a smaller --population / --reeval")
-
-
 def search_run(ref: str | Path | CheckpointRef, *, instances: int = 64, budget: int = 256, methods=METHODS,
                per_agent: str = DEFAULT_PER_AGENT, source: str | Path | CheckpointRef | None = None,
                population: int = 16, sigma: float = 0.5, repeats: int = 1, reeval: int = 16, seed: int = 0,
-               random_policy: bool = False, env: str | None = None, out: str | Path | None = None,
-               echo=print) -> dict:
+               random_policy: bool = False, env: str | None = None, entity_k: int | None = None,
+               out: str | Path | None = None, echo=print) -> dict:
     """Latent search on the checkpoint ``ref`` (``RUN[/checkpoints/STEP][#SEED]`` of a latent-conditioned
     run): every method in ``methods`` spends ``budget`` episodes (population x repeats per generation) on
     each of ``instances`` fixed instances; the best latent per instance is re-evaluated on ``reeval``
@@ -96,6 +82,9 @@ def search_run(ref: str | Path | CheckpointRef, *, instances: int = 64, budget: 
         if target is not None:
             p_team = resize(p_team, target.spec, f"--source {source}")
         check_source(team, p_team, f"--source {source}")
+    if entity_k is not None:  # the declared variant (marl.core.entity_net.nearest_entities), same parameters
+        team = with_entity_k(team, entity_k, f"run {ref.run}")
+        p_team = None if p_team is None else with_entity_k(p_team, entity_k, f"--source {source}")
     check_search_memory(search_env, team, instances, population * repeats, reeval)
     echo(f"search {info['run']} @ update {info['step']} ({team.spec.name}, N={team.num_agents}, "
          f"d={team.network.latent_dim}): {instances} instances, budget {budget}")
@@ -104,7 +93,7 @@ def search_run(ref: str | Path | CheckpointRef, *, instances: int = 64, budget: 
                              log=echo)
     summary = summarize(results, per_agent=per_agent)
     summary.update(run=info, source=p_info, env=team.spec.name, num_agents=team.num_agents,
-                   trained_env=loaded.team.spec.name, instances=instances, budget=budget, population=population,
+                   trained_env=loaded.team.spec.name, entity_k=team.network.entity_k, instances=instances, budget=budget, population=population,
                    sigma=sigma, reeval_episodes=reeval, repeats=repeats, seed=seed)
     if out is not None:
         write_outputs(summary, out, title=f"{team.spec.name}: latent search ({instances} instances)")
