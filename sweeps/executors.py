@@ -302,12 +302,14 @@ class LocalExecutor:
     """``--executor local``: ``train_local`` (``--jobs K`` subprocesses of this driver)."""
 
     def check(self, options) -> None:
-        pass
+        """Nothing to check: subprocesses of this driver."""
 
     def run(self, tasks: list[Task], options, echo=print) -> dict[str, str]:
+        """``train_local`` with ``--jobs`` and the progress setting; the failed tasks."""
         return train_local(tasks, options.max_jobs, options.progress, echo)
 
     def describe(self, tasks: list[Task], options) -> list[str]:
+        """No executor-specific lines for ``--dry-run``."""
         return []
 
 
@@ -315,10 +317,13 @@ class RayExecutor:
     """``--executor ray``: ``train_ray`` (a Ray task per run, asking ``[resources]``)."""
 
     def check(self, options) -> None:
+        """Ray installed and the cluster (``--address``) reachable (``check_ray``)."""
         check_ray(options.address)
 
     def run(self, tasks: list[Task], options, echo=print) -> dict[str, str]:
+        """``train_ray`` with ``[resources]`` and ``--address``; the failed tasks."""
         return train_ray(tasks, options.resources, options.address, echo)
 
     def describe(self, tasks: list[Task], options) -> list[str]:
+        """No executor-specific lines for ``--dry-run``."""
         return []

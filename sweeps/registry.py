@@ -50,11 +50,17 @@ class ExecutorOptions:
 class Executor(Protocol):
     """The one protocol of a sweep executor (see the module docstring)."""
 
-    def check(self, options: ExecutorOptions) -> None: ...
+    def check(self, options: ExecutorOptions) -> None:
+        """Refuse (one-line UserError) what this executor cannot run, before anything trains."""
+        ...
 
-    def run(self, tasks: list, options: ExecutorOptions, echo: Callable = print) -> dict[str, str]: ...
+    def run(self, tasks: list, options: ExecutorOptions, echo: Callable = print) -> dict[str, str]:
+        """Train ``tasks`` (each after the tasks it starts from); the failed ones as {name: one-line reason}."""
+        ...
 
-    def describe(self, tasks: list, options: ExecutorOptions) -> list[str]: ...
+    def describe(self, tasks: list, options: ExecutorOptions) -> list[str]:
+        """Lines that ``--dry-run`` prints for this executor (e.g. the job scripts); nothing is submitted."""
+        ...
 
 
 @dataclasses.dataclass(frozen=True)

@@ -134,6 +134,7 @@ class SlurmExecutor:
     """``--executor slurm``: a SLURM job per run (submitit), the probes and reports as a final job."""
 
     def check(self, options) -> None:
+        """submitit installed, sbatch and squeue on PATH, the ``[resources]`` valid, the job folder writable."""
         _submitit()
         if shutil.which("sbatch") is None or shutil.which("squeue") is None:
             raise UserError("--executor slurm needs SLURM's sbatch and squeue on PATH (run the sweep where jobs are "

@@ -145,7 +145,7 @@ def test_shipped_sweep_file_plans():
 def sweep(tmp_path_factory):
     root = tmp_path_factory.mktemp("sweep")
     f = root / "tiny.toml"
-    f.write_text(TINY_SWEEP.replace("REPORT", str(root / "report")).replace("2_000_000", "64"))
+    f.write_text(TINY_SWEEP.replace("REPORT", "probe-report").replace("2_000_000", "64"))  # read below --out
     out = root / "runs"
     assert main(["sweep", str(f), "--out", str(out), "--quiet"]) == 0
     return f, out / "smax-3m"
@@ -199,7 +199,7 @@ def test_sweep_probes_pairs_and_writes_the_report(sweep):
     assert "aligned" not in json.loads((probes / "continued-s0_vs_decoupled-s0" / "barrier.json").read_text())
     assert np.load(job / "barrier.npz")["naive_returns"].shape == (3, 4)
     assert json.loads((job / "teams.json").read_text())["ids"].startswith("agent")
-    report = f.parent / "report"
+    report = f.parent / "runs" / "probe-report"
     summary = json.loads((report / "summary.json").read_text())
     assert len(summary["rows"]) == 3 and summary["verdict"] in ("supports", "refutes", "inconclusive")
     assert summary["verdict_old"] in ("supports", "refutes", "inconclusive")  # the old rule, kept beside
@@ -231,7 +231,7 @@ def test_sweep_pair_errors(tmp_path, capsys):
             sweep = load_sweep(bad)
             plan_probes(sweep, plan(sweep))
 
-    base = TINY_SWEEP.replace("REPORT", str(tmp_path / "r")).replace("2_000_000", "64")
+    base = TINY_SWEEP.replace("REPORT", "r").replace("2_000_000", "64")
     err(base.replace('a = "continued"\nb = "decoupled"', 'a = "continued"\nb = "decoupledd"'), "unknown history")
     err(base.replace('histories = ["happo", "decoupled", ', 'histories = ["happo", '), "not in the sweep")
     err(base.replace('seeds = "across"', 'seeds = [[0, 5]]'), "out of range")
