@@ -27,46 +27,14 @@ from marl.runs import lock as runlock
 from marl.runs.loader import load_state
 from sweeps.runner import load_sweep, plan
 
+from tests.test_sweeps import SWEEP
+
 ROOT = Path(__file__).resolve().parents[1]
 
-HIST = """
-envs = ["smax:3m"]
-histories = ["shared", "continued"]
-allow_unequal_budgets = true   # continued carries S's steps
-
-[config]
-num_seeds = 2
-seed = 5
-total_steps = 64
-num_envs = 4
-rollout_len = 8
-epochs = 1
-minibatches = 1
-updates_per_chunk = 1
-
-[config.network]
-hidden = 16
-critic_hidden = 16
-recurrent = false
-
-[resources]
-num_cpus = 1
-time = 20
-retries = 1
-
-[probe]
-alphas = 3
-episodes = 4
-boot = 20
-
-[[pairs]]
-a = "continued"
-b = "shared"
-seeds = [[0, 1]]
-
-[report]
-out = "probe-report"
-"""
+# tests/test_sweeps.py's tiny history sweep (source -> continuation -> probe report) without its lr grid, the
+# probe report below --out, and a SLURM time limit per job
+HIST = (SWEEP.replace('out = "unused"\n', "").replace("[grid]\nlr = [1e-3, 2e-3]\n\n", "")
+        .replace("retries = 1", "time = 20\nretries = 1").replace("REPORT", "probe-report"))
 
 # Put on the driver's PYTHONPATH (as sitecustomize.py; sbatch passes the environment on to the jobs):
 # the trainer of $MARL_TEST_HOLD_RUN writes $MARL_TEST_HOLD_MARK after its first checkpoint and waits there

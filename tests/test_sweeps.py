@@ -685,32 +685,10 @@ def test_status_time_stops_when_a_run_finishes(tmp_path, monkeypatch):
     assert took("b") == "105"
 
 
-EVAL_SWEEP = """
-out = "unused"
-envs = ["smax:3m"]
-
-[config]
-num_seeds = 2
-seed = 5
-total_steps = 64
-num_envs = 4
-rollout_len = 8
-epochs = 1
-minibatches = 1
-updates_per_chunk = 1
-
-[config.network]
-hidden = 16
-critic_hidden = 16
-recurrent = false
-
-[grid]
-lr = [1e-3, 2e-3]
-
-[eval]
-episodes = 4
-absolute = true
-"""
+# SWEEP's runs (the config and grid) without histories, probes or [report]: plain runs and an [eval] table
+EVAL_SWEEP = (SWEEP.split("[resources]")[0].replace('histories = ["shared", "continued"]\n', "")
+              .replace("allow_unequal_budgets = true   # continued carries S's steps\n", "")
+              + "[eval]\nepisodes = 4\nabsolute = true\n")
 
 
 @pytest.mark.slow
