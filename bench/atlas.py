@@ -552,8 +552,7 @@ def cost_child(recipe: dict, n: int, entity_k: int = 0) -> dict:
             jax.block_until_ready(f(*args))
         return first, (time.perf_counter() - t0) / reps
 
-    sys.path.insert(0, str(Path(__file__).parent))
-    from throughput import raw_env_sps
+    from throughput import raw_env_sps  # bench/throughput.py, beside this script (the script's folder is on the path)
 
     raw_s = E * T / raw_env_sps(f"{recipe['env']}:{n}", num_envs=E, length=T, repeats=2)  # s per E x T steps
     p = init_actor(jax.random.PRNGKey(0), env.spec, net)
@@ -619,8 +618,7 @@ def main() -> None:
     elif a.step == "cost":
         cost(recipe, a.sizes or [8, 32, 64, 128, 200], a.entity_k)
     elif a.step == "profile":
-        sys.path.insert(0, str(Path(__file__).parent))
-        from entity_profile import main as profile_main
+        from entity_profile import main as profile_main  # bench/entity_profile.py, beside this script
 
         profile_main(recipe, a.sizes or [8, 64, 200], RESULTS / "atlas_cost.md", PROFILE_MARK,
                      ks=sorted(set([0] + a.entity_k)))

@@ -18,8 +18,6 @@ respect to the parameters. The network is the ATLAS recipe's P (hidden 64, tanh,
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import sys
 import tomllib
 from pathlib import Path
 
@@ -165,5 +163,4 @@ if __name__ == "__main__":
     ap.add_argument("--entity-k", nargs="+", type=int, default=[0, 8])
     ap.add_argument("--recipe", default=str(Path(__file__).parent / "atlas.toml"))
     a = ap.parse_args()
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     main(tomllib.loads(Path(a.recipe).read_text()), a.sizes, ks=a.entity_k)

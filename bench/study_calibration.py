@@ -40,9 +40,7 @@ from pathlib import Path
 import numpy as np
 from scipy import stats as sps
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from common.study_stats import Jobs, connected_test, group_ci, wilson_ci  # noqa: E402
+from common.study_stats import Jobs, connected_test, group_ci, wilson_ci  # the installed suite (pip install -e .)
 
 ALPHAS = np.linspace(0.0, 1.0, 21)
 MU = 0.10

@@ -17,6 +17,7 @@ import numpy as np
 
 from common.errors import UserError
 from common.files import replacing
+from envs.catalog import capabilities
 from common.preflight import check_count, check_output, check_seed, input_file
 
 
@@ -199,7 +200,7 @@ def animate(env, seq: list, out: Path, fps: int) -> int:
     import matplotlib.pyplot as plt
     from matplotlib import animation
 
-    if env.spec.name.split(":")[0] == "smax":
+    if capabilities(env.spec.name).render == "units":
         fig, ax = plt.subplots(1, 1, figsize=(5, 5))
         frames = _smax_frames(seq)
         drawing = SmaxDrawing(env, fig, ax, frames)
@@ -239,7 +240,7 @@ def render(ref: str, out: str | Path, *, episodes: int = 1, sampled: bool = Fals
     loaded = load(ref)
     team, env, source = loaded.team, loaded.env, loaded.source
     z = parse_latent(latent, team.num_agents, team.network.latent_dim)
-    sub = smax_sub_steps(env) if env.spec.name.startswith("smax:") else None
+    sub = smax_sub_steps(env) if capabilities(env.spec.name).render == "units" else None
     seq = play(env, team, jax.random.PRNGKey(eval_seed), not sampled, z, episodes, max_steps, sub)
     frames = animate(env, seq, out, fps)
     return {"source": source, "env_steps": len(seq), "frames": frames}

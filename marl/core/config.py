@@ -149,25 +149,26 @@ class TrainConfig:
 
     def __post_init__(self):
         _check_finite(self)
-        family, _, rest = self.env.partition(":")
-        # the name exactly (mpe may add a team size ":N"): "smax:3m_junk" or "smax:3m:x" is no env
-        base, _, size = self.env.rpartition(":") if family == "mpe" and rest.count(":") == 1 else (self.env, "", "")
-        from envs.catalog import names  # the names as data: reading a config imports no jax or jaxmarl
+        # the env's names and capabilities as data: reading a config imports no jax or jaxmarl
+        from envs.catalog import SIZED, capabilities, has_entity_layout, names, split_size
+
+        # the name exactly (a sized scenario may add a team size ":N"): "smax:3m_junk" or "smax:3m:x" is no env
+        base, size = split_size(self.env)
 
         if base not in names() or (size and not size.isdigit()):
             close = difflib.get_close_matches(self.env, names(), n=3, cutoff=0.5)
             hint = f"; did you mean {', '.join(close)}?" if close else "; run `marl envs` for the list"
             raise UserError(f"unknown environment {self.env!r}{hint}")
-        _check(self.network.kind != "entity" or family == "smax" or self.env.startswith("mpe:simple_spread"),
+        _check(self.network.kind != "entity" or has_entity_layout(self.env),
                f"network.kind=entity needs an entity layout, which only mpe:simple_spread and smax maps have (not {self.env})")
         _check(self.algo in ALGOS, f"algo must be one of {ALGOS}, got {self.algo!r}")
         _check(not (self.algo == "happo" and self.share_actor), "happo trains one actor per agent: set share_actor=false")
         _check(self.adv_norm in ADV_NORMS, f"adv_norm must be one of {ADV_NORMS}, got {self.adv_norm!r}")
         _check(self.reward in REWARDS, f"reward must be one of {REWARDS}, got {self.reward!r}")
-        _check(not (self.reward == "agent" and family == "smax"),
+        _check(not (self.reward == "agent" and not capabilities(self.env).per_agent_reward),
                "reward=agent needs per-agent rewards, which SMAX does not have (its reward is shared): use reward=team")
         _check(0 <= self.num_agents <= MAX_AGENTS, f"num_agents must be in [0, {MAX_AGENTS}], got {self.num_agents}")
-        _check(self.num_agents == 0 or self.env.startswith("mpe:simple_spread"), "num_agents applies only to mpe:simple_spread")
+        _check(self.num_agents == 0 or base in SIZED, f"num_agents applies only to {', '.join(SIZED)}")
         _check(0 <= self.seed <= SEED_MAX, f"seed must be an integer in [0, {SEED_MAX}] (2^32 - 1: a larger seed "
                                             f"would give the key of a smaller one), got {self.seed}")
         for name, hi in (("num_seeds", MAX_SEEDS), ("num_envs", MAX_COUNT), ("rollout_len", MAX_COUNT),

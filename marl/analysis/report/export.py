@@ -12,6 +12,7 @@ import numpy as np
 from common.errors import UserError
 from common.files import write_atomic, write_dict_csv
 from common.stats import iqm
+from envs import catalog
 from marl.analysis.report.runs import Run
 
 TABLE_FILES = ("curves.csv", "final.csv", "improvement.csv", "profiles.csv", "runs.csv")
@@ -111,7 +112,7 @@ def marl_eval_export(runs: list[Run]) -> MarlEvalExport:
                 raise UserError(f"run {r.path}: {absolute_path(r.path)} was chosen from another "
                                 f"{outcomes_path(r.path, True).name} (its steps, seeds or episodes have changed since); "
                                 f"run `marl eval {r.path} --absolute` again")
-            has_win = r.config.env.startswith("smax")
+            has_win = catalog.has_win(r.config.env)
             for si, seed in enumerate(o["seeds"]):
                 entry = {}
                 for k in range(n):
