@@ -30,9 +30,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("common", "envs", "marl", "probes", "sweeps", "cli")
+PACKAGES = ("common", "envs", "marl", "probes", "studies", "sweeps", "cli")
 LAYERS = {"common": 1, "envs": 2, "marl.core": 3, "marl.runs": 4, "marl.analysis": 5,
-          "marl": 6, "marl.api": 6, "marl.worker": 6, "probes": 7, "sweeps": 8, "cli": 9}
+          "marl": 6, "marl.api": 6, "marl.worker": 6, "probes": 7, "studies": 8, "sweeps": 9, "cli": 10}
 JAX_FAMILY = frozenset({"jax", "jaxlib", "jaxmarl", "flax", "optax", "orbax", "chex", "gymnax", "evosax"})
 NOT_LIBRARY = frozenset({"tests", "bench", "notebooks", "docs", "recipes"})  # library code never imports these
 
@@ -237,8 +237,8 @@ def test_finder_sees_function_local_relative_importlib_and_string_imports():
     assert find_cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert find_cycles({"a": {"b"}, "b": set()}) == []
     assert [layer_of(m) for m in ("common.files", "marl", "marl.core.trainer", "marl.runs", "marl.analysis.x",
-                                  "marl.api", "marl.worker.x", "probes", "sweeps.runner", "cli.main", "tests.x")] \
-        == [1, 6, 3, 4, 5, 6, 6, 7, 8, 9, None]
+                                  "marl.api", "marl.worker.x", "probes", "studies.rules", "sweeps.runner", "cli.main",
+                                  "tests.x")] == [1, 6, 3, 4, 5, 6, 6, 7, 8, 9, 10, None]
     assert layer_of("marl.coreX") == 6  # whole components: marl.coreX is under marl, not marl.core
 
 

@@ -1,0 +1,9 @@
+"""The seeds' studies: their measures, their verdict rules, and each rule's calibration by simulation of
+the design it is used on (layer between the analysis layers (probes, latent search) and sweeps).
+
+A verdict rule (``studies.rules.Rule``) declares the design it applies to (``studies.rules.Design``: the
+units of replication and what is shared across them) and carries a simulation of that design under its
+null and under a stated effect. ``python -m studies.calibrate`` runs every (rule, design) pair and writes
+the records (``studies/records.json``, shipped with the package, and ``bench/results/verdict_calibration.*``);
+``studies.rules.verdict`` refuses to give a verdict for a design without a passing record.
+"""
