@@ -147,7 +147,7 @@ def search(recipe: dict, root: Path, sizes, seeds) -> None:
 def t_ci(x) -> tuple[float, float, float]:
     """Mean and 95% t-interval over the values (seeds) (``marl.core.evaluation.mean_ci``); one value:
     (x, nan, nan), so that one seed never reads as a zero-width interval."""
-    from marl.core.evaluation import mean_ci
+    from common.stats import mean_ci
 
     m, lo, hi = mean_ci(x)
     return (m, float("nan"), float("nan")) if np.size(x) < 2 else (m, lo, hi)

@@ -23,7 +23,7 @@ import numpy as np
 from marl.runs.layout import load_config
 from marl.runs.loader import load_team
 from marl.runs.metrics_log import metric_rows, log_path
-from marl.core.evaluation import mean_ci
+from common.stats import mean_ci
 from marl.analysis.search import SOURCE, search_methods
 
 REPO = Path(__file__).resolve().parents[1]

@@ -18,7 +18,7 @@ import sys
 
 import numpy as np
 
-from marl.core.evaluation import mean_ci
+from common.stats import mean_ci
 
 
 def decide(wins, target: float) -> dict:

@@ -16,7 +16,7 @@ import pandas as pd
 
 from marl import api
 from marl.core.config import split_override
-from marl.core.evaluation import mean_ci
+from common.stats import mean_ci
 from marl.runs.metrics_log import read_metrics
 
 ROOT = Path(__file__).resolve().parent

@@ -35,7 +35,7 @@ import numpy as np
 
 from marl.runs.layout import load_config
 from marl.runs.loader import load_team
-from marl.core.evaluation import mean_ci
+from common.stats import mean_ci
 from marl.analysis.search import MATCHED_SHARED, RANDOM_POLICY, SOURCE, make_strategy, run_search, search_methods
 
 RESULTS = Path(__file__).parent / "results"

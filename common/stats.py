@@ -171,3 +171,35 @@ def aggregate(rows: list[dict], metric: str = "barrier", seed: int = 0, num_boot
         out.append({"pair": p, "env": "pooled", "jobs": int(sum(s.size for s in strata)),
                     **dict(zip(("iqm", "lo", "hi"), stratified_bootstrap(strata, num_boot=num_boot, seed=seed)))})
     return out
+
+
+def mean_ci(x, confidence: float = 0.95) -> tuple[float, float, float]:
+    """Mean and two-sided t interval of the mean over the values (the units they are: seeds, episodes...).
+    Fewer than 2 values: (mean, nan, nan): one value never reads as a zero-width interval."""
+    x = np.asarray(x, np.float64)
+    m = float(x.mean()) if x.size else float("nan")
+    if x.size < 2:
+        return m, float("nan"), float("nan")
+    from scipy import stats as sps
+
+    h = float(sps.t.ppf(0.5 + confidence / 2, x.size - 1) * x.std(ddof=1) / np.sqrt(x.size))
+    return m, m - h, m + h
+
+
+def wilson_ci(successes, n, confidence: float = 0.95):
+    """Wilson score interval of a binomial proportion (scipy's ``binomtest(k, n).proportion_ci``), in [0, 1];
+    scalars give floats, arrays give (lo [..], hi [..]); n = 0 gives (0, 1)."""
+    from scipy import stats as sps
+
+    k = np.asarray(successes)
+    nn = np.asarray(n)
+    kb, nb = np.broadcast_arrays(k, nn)
+    lo, hi = np.zeros(kb.shape), np.ones(kb.shape)
+    for i in np.ndindex(kb.shape):
+        if int(nb[i]) > 0:
+            ci = sps.binomtest(int(kb[i]), int(nb[i])).proportion_ci(confidence_level=confidence, method="wilson")
+            lo[i], hi[i] = ci.low, ci.high
+    lo, hi = np.clip(lo, 0.0, 1.0), np.clip(hi, 0.0, 1.0)
+    if kb.ndim == 0:
+        return float(lo), float(hi)
+    return lo, hi

@@ -68,7 +68,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-DEFAULT_BOOT = 2000
+from common.stats import DEFAULT_BOOT, wilson_ci  # noqa: F401  (re-exported for the study code)
+
 METHODS = ("jackknife-t", "boot-t", "percentile")
 CHOSEN = "jackknife-t"  # by calibration (module docstring)
 
@@ -396,22 +397,3 @@ def connected_test(jobs, threshold: float, confidence: float = 0.95, method: str
     return {**r, "connected": bool(np.isfinite(upper) and upper < threshold), "threshold": float(threshold),
             "confidence": confidence, "statistic": "max over alphas of the gap curve (endpoints included)",
             "jobs": len(j), "excludes_zero": excl}
-
-
-def wilson_ci(successes, n, confidence: float = 0.95):
-    """Wilson score interval of a binomial proportion (scipy's ``binomtest(k, n).proportion_ci``), in [0, 1];
-    scalars give floats, arrays give (lo [..], hi [..]); n = 0 gives (0, 1)."""
-    from scipy import stats as sps
-
-    k = np.asarray(successes)
-    nn = np.asarray(n)
-    kb, nb = np.broadcast_arrays(k, nn)
-    lo, hi = np.zeros(kb.shape), np.ones(kb.shape)
-    for i in np.ndindex(kb.shape):
-        if int(nb[i]) > 0:
-            ci = sps.binomtest(int(kb[i]), int(nb[i])).proportion_ci(confidence_level=confidence, method="wilson")
-            lo[i], hi[i] = ci.low, ci.high
-    lo, hi = np.clip(lo, 0.0, 1.0), np.clip(hi, 0.0, 1.0)
-    if kb.ndim == 0:
-        return float(lo), float(hi)
-    return lo, hi

@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 
 from common.errors import UserError
-from common.study_stats import wilson_ci
-from marl.core.evaluation import evaluate, mean_ci
+from common.stats import mean_ci, wilson_ci
+from marl.core.evaluation import evaluate
 from common.files import save_npz, write_json
 from marl.runs.layout import CheckpointRef, load_config, parse_ref, resolve_step, steps as run_steps
 from marl.runs.loader import load_actors, run_env

@@ -66,15 +66,3 @@ def evaluate(env: Env, team: Team, key: jax.Array, num_episodes: int, greedy: bo
     init = (jnp.int32(0), ts, state, carry, first, zeros_b, zeros_f, zeros_b, jnp.zeros((num_episodes,), jnp.int32))
     out = jax.lax.while_loop(cond, body, init)
     return EvalResult(returns=out[6], won=out[7], lengths=out[8])
-
-
-def mean_ci(x, confidence: float = 0.95) -> tuple[float, float, float]:
-    """Mean and normal-approximation CI of the mean (t is ~normal at our episode counts)."""
-    x = np.asarray(x, np.float64)
-    m = float(x.mean())
-    if x.size < 2:
-        return m, m, m
-    from scipy import stats
-
-    h = float(stats.t.ppf(0.5 + confidence / 2, x.size - 1) * x.std(ddof=1) / np.sqrt(x.size))
-    return m, m - h, m + h

@@ -19,7 +19,7 @@ from envs import Env
 from marl.analysis.search.loop import Programs, check_search_memory, reevaluate_scored, run_search_compiled, scorer
 from marl.analysis.search.methods import MATCHED_SHARED, RANDOM_POLICY, SOURCE
 from marl.analysis.search.strategies import fixed_strategy, make_strategy
-from marl.core.evaluation import mean_ci
+from common.stats import mean_ci
 from marl.core.team import Team
 
 

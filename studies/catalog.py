@@ -1,0 +1,5 @@
+"""The modules that register verdict rules (``studies.rules.register``): one line per module. ``python -m
+studies.calibrate`` imports each before it calibrates every registered (rule, design) pair."""
+
+RULE_MODULES = (
+)
