@@ -11,6 +11,27 @@ EXIT_INTERNAL = 70  # an unexpected error (EX_SOFTWARE): one line and a log file
 EXIT_PIPE = 141  # standard output closed by its reader (`marl eval RUN | head -1`): 128 + SIGPIPE, as a shell reports git's
 
 
+def closest(word, choices, n: int = 1, cutoff: float = 0.6) -> list[str]:
+    """Up to ``n`` of ``choices`` closest to ``word`` (difflib ratio >= ``cutoff``), best first."""
+    import difflib
+
+    return difflib.get_close_matches(str(word), [str(c) for c in choices], n=n, cutoff=cutoff)
+
+
+def did_you_mean(word, choices, listing: str | None = None, *, n: int = 1, cutoff: float = 0.6,
+                 quote: bool = True, otherwise: str = "") -> str:
+    """The one did-you-mean: ``"; did you mean 'X'?"`` for the closest of ``choices`` (up to ``n``, difflib
+    ratio >= ``cutoff``; names quoted with repr unless ``quote`` is False); with no close match
+    ``" (LISTING: a, b, ...)"`` when ``listing`` names the choices, else ``otherwise``."""
+    choices = [str(c) for c in choices]
+    close = closest(word, choices, n, cutoff)
+    if close:
+        return f"; did you mean {', '.join(repr(c) if quote else c for c in close)}?"
+    if listing and choices:
+        return f" ({listing}: {', '.join(choices)})"
+    return otherwise
+
+
 class UserError(Exception):
     """Bad input from a user: unknown name, bad config value, incompatible or missing checkpoint."""
 

@@ -45,6 +45,13 @@ def split_size(name: str) -> tuple[str, str]:
     return (base, size) if base in SIZED else (name, "")
 
 
+def unknown_env_hint(name: str) -> str:
+    """The hint after "unknown environment NAME": the closest known names, else where the list is."""
+    from common.errors import did_you_mean
+
+    return did_you_mean(name, names(), n=3, cutoff=0.5, quote=False, otherwise="; run `marl envs` for the list")
+
+
 def capabilities(name: str) -> Capabilities:
     """The capabilities of the env ``name``'s family (a KeyError for an unknown family)."""
     return FAMILIES[name.partition(":")[0]]

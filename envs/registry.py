@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import difflib
 
 from envs.adapter import Env
 from common.errors import UserError
-from envs.catalog import names
+from envs.catalog import names, unknown_env_hint
 from envs.mpe import make_mpe
 from envs.smax import make_smax
 
@@ -23,9 +22,7 @@ def make(name: str, **kwargs) -> Env:
         kwargs.setdefault("num_agents", int(n))
     known = names()
     if f"{family}:{rest}" not in known:
-        close = difflib.get_close_matches(name, known, n=4, cutoff=0.5)
-        hint = f"; did you mean {', '.join(close)}?" if close else "; run `marl envs` for the list"
-        raise UserError(f"unknown environment {name!r}{hint}")
+        raise UserError(f"unknown environment {name!r}{unknown_env_hint(name)}")
     if family == "smax":
         if kwargs:
             raise UserError(f"{name} takes no options (got {', '.join(kwargs)})")

@@ -15,10 +15,9 @@ from S's own rollouts, and from each other only in what the history changes (sha
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass
 
-from common.errors import UserError
+from common.errors import UserError, did_you_mean
 from marl.core.config import TrainConfig
 
 CONTINUATION_SEED_OFFSET = 1000
@@ -52,9 +51,7 @@ def get_history(name: str) -> History:
     for h in HISTORY_SPECS:
         if h.name == name:
             return h
-    close = difflib.get_close_matches(str(name), HISTORIES, n=1)
-    hint = f"; did you mean {close[0]}?" if close else ""
-    raise UserError(f"unknown history {name!r}{hint} (histories: {', '.join(HISTORIES)})")
+    raise UserError(f"unknown history {name!r}{did_you_mean(name, HISTORIES, quote=False)} (histories: {', '.join(HISTORIES)})")
 
 
 def history_config(name: str, base: TrainConfig, init_from: str | None = None,

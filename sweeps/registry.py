@@ -25,7 +25,7 @@ import importlib
 from pathlib import Path
 from typing import Callable, Protocol
 
-from common.errors import UserError
+from common.errors import UserError, did_you_mean
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,9 +103,5 @@ EXECUTORS: dict[str, ExecutorSpec] = {s.name: s for s in (
 def get_executor(name: str) -> ExecutorSpec:
     """The registered executor ``name``; else a one-line UserError with the closest name."""
     if name not in EXECUTORS:
-        import difflib
-
-        close = difflib.get_close_matches(str(name), list(EXECUTORS), n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else f" (executors: {', '.join(EXECUTORS)})"
-        raise UserError(f"unknown executor {name!r}{hint}")
+        raise UserError(f"unknown executor {name!r}{did_you_mean(name, EXECUTORS, 'executors')}")
     return EXECUTORS[name]

@@ -48,11 +48,11 @@ from pathlib import Path
 
 import numpy as np
 
-from common.errors import UserError
+from common.errors import UserError, did_you_mean
 from common.files import save_figure, write_atomic, write_dict_csv, write_json
 from common import stats, study_stats
 from common.stats import aggregate  # the old verdict's per-pair IQM table
-from sweeps.schema import INIT_FROM, did_you_mean
+from sweeps.schema import INIT_FROM
 
 BOOT = 5000
 

@@ -34,14 +34,14 @@ import os
 import sys
 from pathlib import Path
 
-from common.errors import UserError
+from common.errors import UserError, did_you_mean
 from common.files import write_atomic
 from common.preflight import check_inside, check_output, check_path_name
 from marl.core.config import TrainConfig, flatten, split_override
 from marl.runs.lock import folder_state
 import probes.defaults as probe_defaults
 from sweeps.histories import HISTORIES, SOURCE, get_history, history_config
-from sweeps.schema import (HISTORY_KEYS, INIT_FROM, did_you_mean, load_sweep, resources,  # noqa: F401  (load_sweep: the runner's API)
+from sweeps.schema import (HISTORY_KEYS, INIT_FROM, load_sweep, resources,  # noqa: F401  (load_sweep: the runner's API)
                            variant_order)
 
 PROBE_DEFAULTS = probe_defaults.SWEEP

@@ -13,10 +13,9 @@ are plain config keys, which a history would overwrite: a sweep with histories r
 
 from __future__ import annotations
 
-import difflib
 import typing
 
-from common.errors import UserError
+from common.errors import UserError, did_you_mean
 from common.preflight import check_number
 from marl.core.config import NetworkConfig, TrainConfig, field_types, flatten, read_toml, suggest
 from sweeps.histories import HISTORY_SPECS, get_history
@@ -49,16 +48,6 @@ INIT_FROM = "init_from"  # [variants.NAME] init_from = "OTHER": a warm-start edg
 HISTORY_KEYS = ("algo", "share_actor")
 
 
-def did_you_mean(word, choices, listing: str | None = "keys") -> str:
-    """``"; did you mean 'X'?"`` for the closest of ``choices``; else ``" (LISTING: a, b, ...)"``, or ""
-    when ``listing`` is None."""
-    choices = [str(c) for c in choices]
-    close = difflib.get_close_matches(str(word), choices, n=1)
-    if close:
-        return f"; did you mean {close[0]!r}?"
-    return f" ({listing}: {', '.join(choices)})" if listing and choices else ""
-
-
 def _type_name(t) -> str:
     if isinstance(t, tuple):
         return " or ".join(_type_name(x) for x in t)
@@ -83,7 +72,7 @@ def known(table: dict, keys, where: str) -> None:
     keys = list(keys)
     for k in table:
         if k not in keys:
-            raise UserError(f"{where}: unknown key {k!r}{did_you_mean(k, keys)}")
+            raise UserError(f"{where}: unknown key {k!r}{did_you_mean(k, keys, 'keys')}")
 
 
 def typed(table: dict, types: dict, where: str) -> None:
@@ -112,8 +101,9 @@ def check_config_key(key: str, where: str, allow=()) -> None:
     (``marl.core.config.suggest``: close spellings, other codebases' names, the right name in the wrong table)."""
     if key in allow or key in config_fields():
         return
-    close = suggest(key) or next(iter(difflib.get_close_matches(key, list(allow), n=1)), None)
-    raise UserError(f"{where}: unknown config key {key!r}" + (f"; did you mean {close!r}?" if close else ""))
+    close = suggest(key)
+    raise UserError(f"{where}: unknown config key {key!r}"
+                    + (f"; did you mean {close!r}?" if close else did_you_mean(key, allow)))
 
 
 def check_config_keys(table: dict, where: str, allow=()) -> dict:

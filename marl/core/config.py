@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import math
 import types
 import typing
@@ -11,7 +10,7 @@ from pathlib import Path
 
 import tomli_w
 
-from common.errors import UserError
+from common.errors import UserError, closest
 from common import preflight
 from common.preflight import SEED_MAX
 from common.files import write_atomic
@@ -150,15 +149,13 @@ class TrainConfig:
     def __post_init__(self):
         _check_finite(self)
         # the env's names and capabilities as data: reading a config imports no jax or jaxmarl
-        from envs.catalog import SIZED, capabilities, has_entity_layout, names, split_size
+        from envs.catalog import SIZED, capabilities, has_entity_layout, names, split_size, unknown_env_hint
 
         # the name exactly (a sized scenario may add a team size ":N"): "smax:3m_junk" or "smax:3m:x" is no env
         base, size = split_size(self.env)
 
         if base not in names() or (size and not size.isdigit()):
-            close = difflib.get_close_matches(self.env, names(), n=3, cutoff=0.5)
-            hint = f"; did you mean {', '.join(close)}?" if close else "; run `marl envs` for the list"
-            raise UserError(f"unknown environment {self.env!r}{hint}")
+            raise UserError(f"unknown environment {self.env!r}{unknown_env_hint(self.env)}")
         _check(self.network.kind != "entity" or has_entity_layout(self.env),
                f"network.kind=entity needs an entity layout, which only mpe:simple_spread and smax maps have (not {self.env})")
         _check(self.algo in ALGOS, f"algo must be one of {ALGOS}, got {self.algo!r}")
@@ -352,7 +349,7 @@ def suggest(key: str) -> str | None:
     by_bare = {c.split(".")[-1]: c for c in keys}
     if bare in by_bare:  # the right name in the wrong table (hidden -> network.hidden, network.lr -> lr)
         return by_bare[bare]
-    close = difflib.get_close_matches(k, keys, n=1, cutoff=0.6) or difflib.get_close_matches(bare, list(by_bare), n=1, cutoff=0.6)
+    close = closest(k, keys) or closest(bare, by_bare)
     return by_bare.get(close[0], close[0]) if close else None
 
 

@@ -9,14 +9,13 @@ metrics (``metrics.jsonl``: the final score is the mean of the last 10% of updat
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import math
 import warnings
 from pathlib import Path
 
 import numpy as np
 
-from common.errors import UserError
+from common.errors import UserError, did_you_mean
 from envs.catalog import has_win
 from marl.core.config import TrainConfig, config_keys
 from marl.runs.layout import CONFIG_FILE, METRICS_FILE, load_config, steps
@@ -89,8 +88,7 @@ def check_keys(keys) -> None:
     known = list(SPECIAL_KEYS) + config_keys()
     for k in keys:
         if k not in known:
-            close = difflib.get_close_matches(k, known, n=1)
-            hint = f"; did you mean {close[0]}?" if close else f"; keys: {', '.join(SPECIAL_KEYS)} or any config key"
+            hint = did_you_mean(k, known, quote=False, otherwise=f"; keys: {', '.join(SPECIAL_KEYS)} or any config key")
             raise UserError(f"unknown --group-by key {k!r}{hint}")
 
 
