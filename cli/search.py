@@ -7,12 +7,13 @@ import sys
 
 def add_parser(subparsers) -> None:
     """Add the ``search`` subcommand (its arguments and handler) to the ``marl`` subparsers."""
+    import marl.analysis.defaults as D
     from marl.analysis.search import METHODS, PER_AGENT
 
     p = subparsers.add_parser("search", help="inference-time latent search (shared vs per-agent latents)")
     p.add_argument("run", help="RUN[/checkpoints/STEP][#SEED] of a latent-conditioned run")
-    p.add_argument("--instances", type=int, default=64, help="evaluation instances (fixed reset keys)")
-    p.add_argument("--budget", type=int, default=256, help="episodes per instance")
+    p.add_argument("--instances", type=int, default=D.SEARCH_INSTANCES, help="evaluation instances (fixed reset keys)")
+    p.add_argument("--budget", type=int, default=D.SEARCH_BUDGET, help="episodes per instance")
     p.add_argument("--methods", nargs="+", default=list(METHODS), metavar="METHOD",
                    help=f"subset of: {', '.join(METHODS)}")
     p.add_argument("--per-agent", default="sep-cmaes-per-agent", metavar="METHOD",
@@ -28,12 +29,12 @@ def add_parser(subparsers) -> None:
     p.add_argument("--entity-k", type=int, metavar="K",
                    help="act with the declared k-nearest entity actor (network.entity_k=K: each agent encodes only its "
                         "K nearest entities per group; 0: every entity; default: the run's own setting)")
-    p.add_argument("--population", type=int, default=16, help="candidates per generation")
-    p.add_argument("--sigma", type=float, default=0.5, help="initial CMA-ES step size (latent box is [-1, 1])")
-    p.add_argument("--repeats", type=int, default=1,
+    p.add_argument("--population", type=int, default=D.SEARCH_POPULATION, help="candidates per generation")
+    p.add_argument("--sigma", type=float, default=D.SEARCH_SIGMA, help="initial CMA-ES step size (latent box is [-1, 1])")
+    p.add_argument("--repeats", type=int, default=D.SEARCH_REPEATS,
                    help="episodes per latent candidate, averaged (for stochastic envs such as SMAX)")
-    p.add_argument("--reeval", type=int, default=16, help="fresh episodes to re-evaluate each best latent")
-    p.add_argument("--seed", type=int, default=0, help="picks the instances and the search noise")
+    p.add_argument("--reeval", type=int, default=D.SEARCH_REEVAL, help="fresh episodes to re-evaluate each best latent")
+    p.add_argument("--seed", type=int, default=D.SEARCH_SEED, help="picks the instances and the search noise")
     p.add_argument("--out", required=True,
                    help="folder for summary.json, curves.csv, pairwise.csv, curves.png, table.txt")
     p.set_defaults(func=_cmd_search)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from common.stats import DEFAULT_BOOT
+from marl.analysis.defaults import EVAL_SEED  # noqa: F401  (the one episode key: eval, render, probes)
 
 ALPHAS = 21  # interpolation points in [0, 1] (odd, so 0.5 is among them)
 # The smallest grid whose calibration is recorded (probes.calibration: the cross-fitted barrier's coverage and
@@ -10,7 +11,6 @@ ALPHAS = 21  # interpolation points in [0, 1] (odd, so 0.5 is among them)
 MIN_CALIBRATED_ALPHAS = 11
 EPISODES = 256  # episodes per team, the same keys for every team
 BOOT = DEFAULT_BOOT  # bootstrap resamples
-EVAL_SEED = 12345  # the episode key shared by every team of a probe
 TEAM_BATCH = 0  # teams evaluated at a time inside the program (0: all at once)
 MAX_PERMS = 720  # role-swap permutations (all when N! is smaller)
 

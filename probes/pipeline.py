@@ -61,10 +61,9 @@ def grid_warnings(grid) -> list[str]:
 def _check_memory(env, team, episodes: int, teams: int, num_boot: int) -> None:
     """Refuse (one line, before any program is compiled) episodes or bootstrap resamples that cannot fit
     in memory: a program of that size aborts the process instead of raising."""
-    from marl.runs.resources import check_memory, state_bytes
+    from marl.runs.resources import check_memory, episode_bytes
 
-    per_episode = state_bytes(jax.eval_shape(env.reset, jax.random.PRNGKey(0))) + \
-        4 * env.spec.num_agents * (team.network.hidden + env.spec.num_actions)
+    per_episode = episode_bytes(env, team.network)
     check_memory(4 * per_episode * episodes * teams, f"playing {episodes:,} episodes for {teams} team(s) at once",
                  "use fewer --episodes (or a smaller --team-batch)")
     check_memory(8 * num_boot * episodes, f"{num_boot:,} bootstrap resamples of {episodes:,} episodes", "use a smaller --boot")

@@ -19,6 +19,7 @@ from common.errors import UserError
 from common.files import replacing
 from envs.catalog import capabilities
 from common.preflight import check_count, check_output, check_seed, input_file
+from marl.analysis.defaults import EVAL_SEED
 
 
 def parse_latent(text: str | None, num_agents: int, latent_dim: int):
@@ -220,7 +221,7 @@ def animate(env, seq: list, out: Path, fps: int) -> int:
 
 
 def render(ref: str, out: str | Path, *, episodes: int = 1, sampled: bool = False, latent: str | None = None,
-           eval_seed: int = 0, max_steps: int | None = None, fps: int = 10) -> dict:
+           eval_seed: int = EVAL_SEED, max_steps: int | None = None, fps: int = 10) -> dict:
     """Write ``episodes`` episodes of the team at ``ref`` (``RUN[/checkpoints/STEP][#SEED]``) as a GIF at
     ``out``; returns where the team came from, the env steps played and the frames written."""
     import jax

@@ -23,7 +23,7 @@ from marl.runs.layout import CheckpointRef, load_config, parse_ref, resolve_step
 from marl.runs.loader import load_actors, run_env
 from marl.analysis.defaults import EPISODES, EVAL_SEED
 from common.preflight import check_count, check_output, check_seed, load_npz
-from marl.runs.resources import check_memory, state_bytes
+from marl.runs.resources import check_memory, episode_bytes
 
 EVAL_DIR = "eval"
 OUTCOME_KEYS = ("steps", "env_steps", "seeds", "returns", "won", "lengths", "episodes", "eval_seed", "greedy")
@@ -126,9 +126,7 @@ def evaluate_run(ref, *, episodes: int = EPISODES, greedy: bool = True, eval_see
     seeds = [ref.seed] if "#" in ref_text else list(range(config.num_seeds))
 
     env = run_env(config)
-    per_episode = state_bytes(jax.eval_shape(env.reset, jax.random.PRNGKey(0))) + \
-        4 * env.spec.num_agents * (config.network.hidden + env.spec.num_actions)
-    check_memory(4 * per_episode * episodes, f"evaluating {episodes:,} episodes at once", "use fewer --episodes")
+    check_memory(4 * episode_bytes(env, config.network) * episodes, f"evaluating {episodes:,} episodes at once", "use fewer --episodes")
     first = None
     key = jax.random.PRNGKey(eval_seed)
     per_step, arrays = [], {"returns": [], "won": [], "lengths": [], "env_steps": []}
@@ -251,8 +249,7 @@ def evaluate_absolute(ref, *, eval_seed: int = EVAL_SEED, save: bool = True, ech
         loaded = load_actors(CheckpointRef(ref.run, int(src["steps"][k]), which[0]), seeds=which)
         if fn is None:  # one compiled program for every best step (same config)
             first = loaded
-            check_memory(4 * episodes * (state_bytes(jax.eval_shape(first.env.reset, jax.random.PRNGKey(0)))
-                                         + 4 * first.spec.num_agents * (first.net.hidden + first.spec.num_actions)),
+            check_memory(4 * episodes * episode_bytes(first.env, first.net),
                          f"evaluating {episodes:,} episodes at once", "evaluate the best steps on fewer episodes "
                          "(`marl eval RUN --all-steps --episodes N` chooses on N, the absolute metric uses 10N)")
             fn = jax.jit(lambda params, kk: evaluate(first.env, first.team(params), kk, episodes, True))

@@ -19,6 +19,22 @@ def state_bytes(abstract) -> int:
     return sum(int(np.prod(x.shape, dtype=np.float64)) * np.dtype(x.dtype).itemsize for x in jax.tree.leaves(abstract))
 
 
+def episode_bytes(env, net) -> int:
+    """The one estimate of the memory one episode of a batched program holds at a time, known before
+    anything compiles: the env state, the actor's activations of one team step
+    (``marl.core.networks.actor_step_bytes``: O(N^2 H) for the exact entity actor, O(N k H) with
+    ``network.entity_k`` = k) and the per-agent carry and latent (N x (H + latent_dim) floats). Callers
+    multiply by the episodes held at once and by what their program keeps alongside (carry and step: 2x;
+    evaluation and probes keep outcomes per step too: 4x)."""
+    import jax
+
+    from marl.core.networks import actor_step_bytes
+
+    n = env.spec.num_agents
+    return (state_bytes(jax.eval_shape(env.reset, jax.random.PRNGKey(0))) + actor_step_bytes(env.spec, net)
+            + 4 * n * (net.hidden + net.latent_dim))
+
+
 def available_memory() -> int | None:
     """Bytes the program may use: the accelerator's limit when it reports one, else the host's
     available memory (Linux ``/proc/meminfo`` MemAvailable, else ``os.sysconf``); None if unknown."""

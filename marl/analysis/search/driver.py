@@ -14,6 +14,7 @@ from marl.analysis.search.methods import DEFAULT_PER_AGENT, METHODS, PER_AGENT
 from marl.analysis.search.output import OUTPUT_FILES, write_outputs
 from marl.core.team import resize, with_entity_k
 from marl.runs.layout import CheckpointRef, load_config, parse_ref
+import marl.analysis.defaults as D
 
 
 def check_search_args(methods, per_agent: str, *, instances: int, budget: int, population: int, reeval: int,
@@ -38,9 +39,10 @@ def check_search_args(methods, per_agent: str, *, instances: int, budget: int, p
     check_seed(seed, "--seed")
 
 
-def search_run(ref: str | Path | CheckpointRef, *, instances: int = 64, budget: int = 256, methods=METHODS,
+def search_run(ref: str | Path | CheckpointRef, *, instances: int = D.SEARCH_INSTANCES, budget: int = D.SEARCH_BUDGET, methods=METHODS,
                per_agent: str = DEFAULT_PER_AGENT, source: str | Path | CheckpointRef | None = None,
-               population: int = 16, sigma: float = 0.5, repeats: int = 1, reeval: int = 16, seed: int = 0,
+               population: int = D.SEARCH_POPULATION, sigma: float = D.SEARCH_SIGMA, repeats: int = D.SEARCH_REPEATS,
+               reeval: int = D.SEARCH_REEVAL, seed: int = D.SEARCH_SEED,
                random_policy: bool = False, env: str | None = None, entity_k: int | None = None,
                out: str | Path | None = None, echo=print) -> dict:
     """Latent search on the checkpoint ``ref`` (``RUN[/checkpoints/STEP][#SEED]`` of a latent-conditioned

@@ -180,14 +180,10 @@ def run_search_compiled(strategy: Strategy, score: Callable, key: jax.Array, num
 def check_search_memory(env, team, instances: int, per_generation: int, reeval: int) -> None:
     """Refuse (one line) a search whose episodes of one generation (instances x population x repeats, or
     instances x reeval: one batched program) cannot be held in memory at once, estimated before anything
-    compiles: per episode an env state and the actor's activations of one team step
-    (``marl.core.networks.actor_step_bytes``: O(N^2 H) for the exact entity actor, O(N k H) with
-    ``network.entity_k`` = k), counted twice (carry and step)."""
-    from marl.core.networks import actor_step_bytes
-    from marl.runs.resources import check_memory, state_bytes
+    compiles: ``marl.runs.resources.episode_bytes`` per episode, counted twice (carry and step)."""
+    from marl.runs.resources import check_memory, episode_bytes
 
-    per_episode = state_bytes(jax.eval_shape(env.reset, jax.random.PRNGKey(0))) + \
-        actor_step_bytes(env.spec, team.network) + 4 * team.num_agents * (team.network.hidden + team.network.latent_dim)
+    per_episode = episode_bytes(env, team.network)
     episodes = instances * max(per_generation, reeval)
     check_memory(2 * per_episode * episodes, f"searching {instances:,} instances x {max(per_generation, reeval):,} "
                  f"episodes at once", "use fewer --instances, or a smaller --population / --reeval")
