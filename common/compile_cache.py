@@ -20,7 +20,8 @@ from __future__ import annotations
 import os
 import sys
 
-OFF_VALUES = frozenset({"0", "false", "no", "off"})
+from common.errors import parse_bool
+
 # every variable that decides the cache of a process (tests and benchmarks clear them to start from a known state)
 ENV_VARS = ("JAX_COMPILATION_CACHE_DIR", "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS",
             "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "MARL_COMPILATION_CACHE", "MARL_CACHE_DIR")
@@ -42,7 +43,7 @@ def enable_compilation_cache(environ=None) -> str | None:
     when it starts. A jax already imported without a cache folder is configured directly, which takes
     effect only if it has not compiled anything yet (jax decides once whether it uses a cache)."""
     env = os.environ if environ is None else environ
-    if env.get("MARL_COMPILATION_CACHE", "1").strip().lower() in OFF_VALUES:
+    if parse_bool(env.get("MARL_COMPILATION_CACHE") or "1") is False:  # unset or empty: on
         return None
     folder = env.setdefault("JAX_COMPILATION_CACHE_DIR", cache_dir(env))
     env.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", MIN_COMPILE_SECS)

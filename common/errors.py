@@ -11,6 +11,20 @@ EXIT_INTERNAL = 70  # an unexpected error (EX_SOFTWARE): one line and a log file
 EXIT_PIPE = 141  # standard output closed by its reader (`marl eval RUN | head -1`): 128 + SIGPIPE, as a shell reports git's
 
 
+TRUE_WORDS = frozenset({"1", "true", "yes", "on", "t", "y"})
+FALSE_WORDS = frozenset({"0", "false", "no", "off", "f", "n", ""})
+
+
+def parse_bool(value) -> bool | None:
+    """The one reading of a yes/no word (config values, ``--set k=v``, environment variables): a bool as
+    itself; ``1 true yes on t y`` (any case, spaces around) True; ``0 false no off f n`` and the empty
+    string False; anything else None (the caller says what is wrong)."""
+    if isinstance(value, bool):
+        return value
+    s = str(value).strip().lower()
+    return True if s in TRUE_WORDS else False if s in FALSE_WORDS else None
+
+
 def closest(word, choices, n: int = 1, cutoff: float = 0.6) -> list[str]:
     """Up to ``n`` of ``choices`` closest to ``word`` (difflib ratio >= ``cutoff``), best first."""
     import difflib
@@ -158,7 +172,7 @@ def run_guarded(prog: str, fn, *args, hard_exit: bool = False) -> int:
     reopen_closed_streams()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     warnings.filterwarnings("ignore", message="coroutine .* was never awaited", category=RuntimeWarning)
-    debug = os.environ.get("MARL_DEBUG", "").strip().lower() not in ("", "0", "false", "no", "off")
+    debug = parse_bool(os.environ.get("MARL_DEBUG", "")) is not False
     old = signal.signal(signal.SIGTERM, _interrupt)  # SIGTERM stops like Ctrl-C: one line, exit 2
     code = None
     try:

@@ -31,7 +31,7 @@ import tempfile
 import tomllib
 from pathlib import Path
 
-from common.errors import UserError
+from common.errors import UserError, parse_bool
 
 # -- input files -------------------------------------------------------------------------------
 
@@ -347,7 +347,6 @@ def check_seed(value, name: str = "seed") -> int:
 # -- the platform ------------------------------------------------------------------------------
 
 KNOWN_PLATFORMS = ("cpu", "gpu", "cuda", "rocm", "tpu", "metal")
-_TRUE = frozenset({"1", "true", "yes", "on", "t", "y"})
 
 
 def check_x64_off() -> None:
@@ -365,8 +364,7 @@ def check_platform(environ=None) -> None:
     ``JAX_PLATFORMS`` names backends this machine has, and ``XLA_FLAGS`` are flags XLA accepts
     (checked once per value in a subprocess, remembered in the cache folder)."""
     env = os.environ if environ is None else environ
-    x64 = env.get("JAX_ENABLE_X64", "").strip().lower()
-    if x64 in _TRUE:
+    if parse_bool(env.get("JAX_ENABLE_X64", "")) is True:
         raise UserError(f"JAX_ENABLE_X64={env['JAX_ENABLE_X64']} is not supported: runs and checkpoints are "
                         f"float32; unset it (or set it to 0)")
     platforms = [p.strip() for p in env.get("JAX_PLATFORMS", "").split(",") if p.strip()]

@@ -159,3 +159,25 @@ def test_names_that_become_paths(tmp_path):
     with pytest.raises(UserError, match="lies outside"):
         preflight.check_inside(tmp_path / "a" / ".." / ".." / "x", tmp_path, "planned run")
     assert preflight.check_inside(tmp_path / "a" / "b", tmp_path, "planned run") == (tmp_path / "a" / "b").resolve()
+
+
+def test_one_boolean_reading_for_config_values_and_environment_variables():
+    """``common.errors.parse_bool`` is the one yes/no reading: the config's bool fields, ``--set k=v``, the
+    compile-cache switch and JAX_ENABLE_X64 all accept the same words and refuse the same others."""
+    from common.compile_cache import enable_compilation_cache
+    from common.errors import UserError, parse_bool
+    from common.preflight import check_platform
+    from marl.core.config import TrainConfig
+
+    for word, want in (("yes", True), (" ON ", True), ("T", True), ("1", True), ("off", False), ("N", False),
+                       ("0", False), ("", False), ("maybe", None), ("2", None), (True, True), (False, False)):
+        assert parse_bool(word) is want, word
+    for word, want in (("yes", True), ("off", False), ("t", True)):
+        assert TrainConfig().with_overrides([f"value_norm={word}"]).value_norm is want
+    for word in ("maybe", ""):
+        with pytest.raises(UserError):
+            TrainConfig().with_overrides([f"value_norm={word}"])
+    assert enable_compilation_cache({"MARL_COMPILATION_CACHE": "Off"}) is None
+    assert enable_compilation_cache({"MARL_COMPILATION_CACHE": "", "MARL_CACHE_DIR": "/nowhere"}) is not None  # empty: on
+    with pytest.raises(UserError, match="JAX_ENABLE_X64=Y is not supported"):
+        check_platform({"JAX_ENABLE_X64": "Y"})

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import tomli_w
 
-from common.errors import UserError, closest
+from common.errors import UserError, closest, parse_bool
 from common import preflight
 from common.preflight import SEED_MAX
 from common.files import write_atomic
@@ -393,14 +393,10 @@ def _coerce(name: str, value, typ):
         typ = next(t for t in typing.get_args(typ) if t is not type(None))
     try:
         if typ is bool:
-            if isinstance(value, bool):
-                return value
-            s = str(value).lower()
-            if s in ("1", "true", "yes", "on"):
-                return True
-            if s in ("0", "false", "no", "off"):
-                return False
-            raise ValueError
+            b = parse_bool(value)
+            if b is None or (isinstance(value, str) and not value.strip()):
+                raise ValueError
+            return b
         if typ is int:
             if isinstance(value, bool):
                 raise ValueError
