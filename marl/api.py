@@ -135,9 +135,9 @@ def resume(run: str | Path, *, fallback: bool = False, progress: bool | None = N
     from marl.runs import layout
     from marl.runs.loop import train_run
 
-    if "#" in str(run):
-        raise UserError(f"--resume takes RUN or RUN/{layout.CKPT_DIR}/STEP, not a seed: the run's seeds train together")
     ref = layout.parse_ref(run)
+    if ref.seed is not None:
+        raise UserError(f"--resume takes RUN or RUN/{layout.CKPT_DIR}/STEP, not a seed: the run's seeds train together")
     cfg = resume_config(run, overrides, config)
     last = layout.steps(ref.run)
     done = ref.step is None and bool(last) and last[-1] >= cfg.num_updates  # train_run says so, changes nothing

@@ -20,7 +20,7 @@ enable_compilation_cache()  # the `marl` command's persistent compile cache (MAR
 
 def barrier(ref_a: str, ref_b: str, out: str | Path, *, alphas=defaults.ALPHAS, episodes: int = defaults.EPISODES,
             align: bool = False, greedy: bool = True, boot: int = defaults.BOOT, eval_seed: int = defaults.EVAL_SEED,
-            team_batch: int = defaults.TEAM_BATCH, quiet: bool = True) -> dict:
+            team_batch: int = defaults.TEAM_BATCH, quiet: bool = True, command: str | None = None) -> dict:
     """Return (and win rate) along theta(alpha) = (1 - alpha) A + alpha B on common episodes, and the barrier
     (cross-fitted headline, max, midpoint) with bootstrap CIs; ``alphas``: an odd count or a list holding
     0, 0.5 and 1; ``align``: also B permutation-aligned to A."""
@@ -31,12 +31,13 @@ def barrier(ref_a: str, ref_b: str, out: str | Path, *, alphas=defaults.ALPHAS, 
     check_output(out, "--out", kind="folder")
     grid = parse_alphas(alphas) if isinstance(alphas, str) else alphas
     return probe_barrier(ref_a, ref_b, out, grid, episodes, align, greedy, boot, eval_seed, quiet=quiet,
-                         team_batch=team_batch)
+                         team_batch=team_batch, command=command)
 
 
 def teams(ref_a: str, ref_b: str, out: str | Path, *, episodes: int = defaults.EPISODES, greedy: bool = True,
           boot: int = defaults.BOOT, eval_seed: int = defaults.EVAL_SEED, team_batch: int = defaults.TEAM_BATCH,
-          seat_ids: bool = False, max_perms: int = defaults.MAX_PERMS, quiet: bool = True) -> dict:
+          seat_ids: bool = False, max_perms: int = defaults.MAX_PERMS, quiet: bool = True,
+          command: str | None = None) -> dict:
     """Mixed teams, hot-swap, clone-all and role-swap between A and B, each with its paired difference to
     its base team on the same episodes."""
     from common.preflight import check_output
@@ -44,14 +45,15 @@ def teams(ref_a: str, ref_b: str, out: str | Path, *, episodes: int = defaults.E
 
     check_output(out, "--out", kind="folder")
     return probe_teams(ref_a, ref_b, out, episodes, greedy, boot, eval_seed, quiet=quiet, team_batch=team_batch,
-                       seat_ids=seat_ids, max_perms=max_perms)
+                       seat_ids=seat_ids, max_perms=max_perms, command=command)
 
 
-def weights(ref_a: str, ref_b: str | None, out: str | Path, *, reference: str | None = None, quiet: bool = True) -> dict:
+def weights(ref_a: str, ref_b: str | None, out: str | Path, *, reference: str | None = None, quiet: bool = True,
+            command: str | None = None) -> dict:
     """Per-layer L2 distances and cosine similarities of actor parameters within and across teams (and of
     displacements from ``reference``)."""
     from common.preflight import check_output
     from probes.pipeline import probe_weights
 
     check_output(out, "--out", kind="folder")
-    return probe_weights(ref_a, ref_b, out, reference, quiet=quiet)
+    return probe_weights(ref_a, ref_b, out, reference, quiet=quiet, command=command)

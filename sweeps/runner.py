@@ -358,11 +358,10 @@ def _probe_settings(job: ProbeJob) -> dict:
 
 
 def run_probe(job: ProbeJob, echo=print) -> Path:
-    """Barrier (and team) probes of one pair, reused when ``sweep_job.json`` records the same settings."""
-    from probes.interpolate import alpha_grid
-    from probes.pipeline import probe_barrier, probe_teams
+    """The registered probes of one pair (``probes.registry.sweep_probes``: the barrier, and the team probes
+    when ``teams`` is set), reused when ``sweep_job.json`` records the same settings."""
+    from probes.registry import sweep_probes
 
-    probe = job.settings
     settings = _probe_settings(job)
     marker = job.out / "sweep_job.json"
     if marker.exists() and json.loads(marker.read_text()) == settings:
@@ -372,12 +371,8 @@ def run_probe(job: ProbeJob, echo=print) -> Path:
     marker.unlink(missing_ok=True)
     ref_a, ref_b = f"{job.a.out}#{job.seed_a}", f"{job.b.out}#{job.seed_b}"
     cmd = f"marl sweep ({job.env}: {job.label})"
-    probe_barrier(ref_a, ref_b, job.out, alpha_grid(probe["alphas"]), probe["episodes"], job.align, True,
-                  probe["boot"], probe["eval_seed"], quiet=True, command=cmd, team_batch=probe["team_batch"])
-    if job.teams:
-        probe_teams(ref_a, ref_b, job.out, probe["team_episodes"] or probe["episodes"], True, probe["boot"],
-                    probe["eval_seed"], quiet=True, command=cmd, team_batch=probe["team_batch"],
-                    max_perms=probe["max_perms"])
+    for spec in sweep_probes(job.settings):
+        spec.load()(ref_a, ref_b, job.out, quiet=True, command=cmd, **spec.sweep_options(job.settings))
     write_atomic(marker, json.dumps(settings, indent=1))
     return job.out
 

@@ -123,7 +123,7 @@ def evaluate_run(ref, *, episodes: int = EPISODES, greedy: bool = True, eval_see
     if save and json_path is None:  # the run's table is read (and its place checked) before any work
         check_output(outcomes_path(ref.run, greedy), "outcomes file", suffixes=(".npz",), outcome_of=ref.run)
         old = read_outcomes(outcomes_path(ref.run, greedy))
-    seeds = [ref.seed] if "#" in ref_text else list(range(config.num_seeds))
+    seeds = list(range(config.num_seeds)) if ref.seed is None else [ref.seed]
 
     env = run_env(config)
     check_memory(4 * episode_bytes(env, config.network) * episodes, f"evaluating {episodes:,} episodes at once", "use fewer --episodes")
@@ -231,7 +231,7 @@ def evaluate_absolute(ref, *, eval_seed: int = EVAL_SEED, save: bool = True, ech
     check_seed(eval_seed, "--eval-seed")
     text = str(ref)
     ref = parse_ref(text)
-    if ref.step is not None or "#" in text:
+    if ref.step is not None or ref.seed is not None:
         raise UserError("--absolute takes the run folder RUN (each seed's best checkpoint is chosen from "
                         f"{EVAL_DIR}/greedy.npz), not a checkpoint or a seed")
     src = read_outcomes(outcomes_path(ref.run, True))

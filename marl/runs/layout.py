@@ -27,22 +27,29 @@ START_FILE = "start.json"  # the exact warm-start source of a run (so a run with
 
 @dataclasses.dataclass(frozen=True)
 class CheckpointRef:
-    """``RUN[/checkpoints/STEP][#SEED]`` parsed: a run folder, a step (None: latest) and a seed."""
+    """``RUN[/checkpoints/STEP][#SEED]`` parsed: a run folder, a step (None: latest) and a seed (None: not
+    given, so commands that read every seed read them all; ``index`` is the one seed a single-team
+    command uses)."""
     run: Path
     step: int | None = None  # None: latest
-    seed: int = 0
+    seed: int | None = None  # None: no #SEED given
+
+    @property
+    def index(self) -> int:
+        """The seed a command that loads one team uses: the given one, else seed 0."""
+        return 0 if self.seed is None else self.seed
 
     def __str__(self) -> str:
         s = str(self.run)
         if self.step is not None:
             s += f"/{CKPT_DIR}/{self.step}"
-        return s + (f"#{self.seed}" if self.seed else "")
+        return s + ("" if self.seed is None else f"#{self.seed}")
 
 
 def parse_ref(ref: str | Path) -> CheckpointRef:
     """``runs/x``, ``runs/x/checkpoints/40``, ``runs/x#2`` -> CheckpointRef (the run must exist)."""
     text = str(ref)
-    seed = 0
+    seed = None
     if "#" in text:
         text, _, s = text.rpartition("#")
         if not s.isdigit():
@@ -154,8 +161,8 @@ def load_config(run: Path) -> TrainConfig:
 
 def check_seed(ref: CheckpointRef, num_seeds: int) -> None:
     """UserError unless ``ref.seed`` is in ``0 .. num_seeds - 1``."""
-    if not 0 <= ref.seed < num_seeds:
-        raise UserError(f"run {ref.run} has seeds 0..{num_seeds - 1}; seed {ref.seed} does not exist")
+    if not 0 <= ref.index < num_seeds:
+        raise UserError(f"run {ref.run} has seeds 0..{num_seeds - 1}; seed {ref.index} does not exist")
 
 
 def check_seeds(ref: CheckpointRef, seeds, num_seeds: int) -> None:

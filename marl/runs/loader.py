@@ -128,9 +128,9 @@ def load_team(ref: CheckpointRef | str) -> LoadedTeam:
     """The Team of one seed of a checkpoint (any format in ``ACTOR_FORMATS``), its env, and a dict
     describing where it came from (run, step, seed, algo, env_steps, shared)."""
     ref = as_ref(ref)
-    loaded = load_actors(ref, seeds=[ref.seed])
-    team = loaded.team(jax.tree.map(lambda x: x[ref.seed], loaded.actor_params))
-    source = {"run": str(ref.run), "step": loaded.step, "seed": ref.seed, "algo": loaded.meta["algo"],
+    loaded = load_actors(ref, seeds=[ref.index])
+    team = loaded.team(jax.tree.map(lambda x: x[ref.index], loaded.actor_params))
+    source = {"run": str(ref.run), "step": loaded.step, "seed": ref.index, "algo": loaded.meta["algo"],
               "env_steps": loaded.meta["env_steps"], "shared": loaded.shared}
     return LoadedTeam(team, loaded.env, source)
 

@@ -73,7 +73,14 @@ def folder_state(out: Path, config: TrainConfig | None = None) -> str:
         return "done"
     if folder_stage(out) != STARTED:
         return "new"
-    return "done" if steps(out)[-1] >= config.num_updates else "resume"
+    return "done" if trained_to_end(out, config) else "resume"
+
+
+def trained_to_end(out: Path, config: TrainConfig) -> bool:
+    """The one rule of a run having trained every update: its latest complete checkpoint is at
+    ``config.num_updates`` or later (``folder_state``, ``marl train --resume`` and the sweeps ask it)."""
+    last = steps(out)
+    return bool(last) and last[-1] >= config.num_updates
 
 
 def already_exists(out: Path) -> UserError:

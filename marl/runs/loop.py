@@ -26,7 +26,7 @@ from marl.runs import metrics_log
 from marl.runs.layout import (CKPT_DIR, CONFIG_FILE, DISCARDED_DIR, START_FILE, check_new_run_place, check_own_files,
                               load_config, parse_ref, set_aside, steps)
 from marl.runs.loader import load_state
-from marl.runs.lock import DONE_FILE, STARTED, RunLock, already_exists, folder_stage, train_mode
+from marl.runs.lock import DONE_FILE, STARTED, RunLock, already_exists, folder_stage, train_mode, trained_to_end
 from marl.runs.loggers import check_backends, make_loggers
 from common.preflight import check_out_dir
 from marl.runs.resources import check_memory, state_bytes
@@ -56,7 +56,7 @@ def warm_start(trainer: Trainer, state: TrainState, source: str) -> tuple[TrainS
     the new latent weights stay at their zero init.
     """
     ref = parse_ref(source)
-    src = load_state(ref, seeds=[ref.seed] if "#" in str(source) else None)
+    src = load_state(ref, seeds=None if ref.seed is None else [ref.seed])
     if src.spec != trainer.spec:
         raise UserError(f"cannot start from {ref.run}: it was trained on {src.spec.name}, this run is {trainer.spec.name}")
     add_latent = src.net.latent_dim == 0 and trainer.net.latent_dim > 0
@@ -65,7 +65,7 @@ def warm_start(trainer: Trainer, state: TrainState, source: str) -> tuple[TrainS
     if not src.shared and trainer.shared:
         raise UserError(f"cannot start a shared-actor run from {ref.run}: it has separate actors")
     s_src, s_new = src.config.num_seeds, trainer.config.num_seeds
-    if "#" in str(source):
+    if ref.seed is not None:
         pick = lambda x: jnp.broadcast_to(x[ref.seed], (s_new,) + x.shape[1:])
     elif s_src == s_new:
         pick = lambda x: x
@@ -82,7 +82,7 @@ def warm_start(trainer: Trainer, state: TrainState, source: str) -> tuple[TrainS
     state = state.replace(actor_params=actor, actor_opt=actor_opt,
                           critic_params=jax.tree.map(pick, src.state.critic_params),
                           value_norm=jax.tree.map(pick, src.state.value_norm))
-    parent = {"run": str(ref.run), "step": src.step, "seed": ref.seed if "#" in str(source) else None}
+    parent = {"run": str(ref.run), "step": src.step, "seed": ref.seed}
     return state, parent
 
 
@@ -207,7 +207,7 @@ def train_run(config: TrainConfig, out: str | Path, *, resume: bool = False, res
         parse_ref(out)  # a missing run folder is named as such before the lock creates it
         check_own_files(out)
         last = steps(out)
-        if resume_step is None and last and last[-1] >= config.num_updates and _verifies(out):
+        if resume_step is None and trained_to_end(out, config) and _verifies(out):
             opts.note(f"run {out} is already done ({last[-1]} of {config.num_updates} updates); nothing to do "
                       f"(raise total_steps to train it further)")
             return out

@@ -1,0 +1,96 @@
+"""The probes' registry: one name -> one ``ProbeSpec`` (where the probe lives, its own options, whether it
+plays episodes, whether and when a sweep runs it), read by ``marl probe`` (its subcommands, options and
+help) and by ``marl sweep`` (the probes each pair job runs). Nothing else names a probe.
+
+Every probe has the same entry point, a function of the Python API (``probes.api``):
+``fn(ref_a, ref_b, out, *, quiet, command, **options) -> report dict`` that writes its files into ``out``.
+A new probe is its module (the work), one function in ``probes.api`` and one line in ``PROBES``; this module
+imports no jax, so the CLI reads it for its choices.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+from typing import Callable
+
+import probes.defaults as defaults
+from common.errors import UserError, did_you_mean
+
+
+@dataclasses.dataclass(frozen=True)
+class Option:
+    """One command-line option of a probe: ``--flag`` -> API keyword ``keyword``; ``kwargs``: argparse's."""
+
+    flag: str
+    keyword: str
+    kwargs: tuple = ()  # (name, value) pairs for ``add_argument`` (hashable, so the spec stays frozen)
+
+
+@dataclasses.dataclass(frozen=True)
+class ProbeSpec:
+    """A probe. ``function``: ``"module:name"`` of its API function (imported on use). ``episodes``: it plays
+    episodes (takes ``--episodes``, ``--sample``, ``--boot``, ``--eval-seed``, ``--team-batch``).
+    ``b_optional``: RUN_B may be left out. ``sweep``: None (sweeps never run it), ``"always"`` (every pair
+    job) or the name of the boolean ``[probe]`` setting that turns it on. ``sweep_options``: a pair job's
+    ``[probe]`` settings -> the function's keywords."""
+
+    name: str
+    help: str
+    function: str
+    options: tuple = ()
+    episodes: bool = True
+    b_optional: bool = False
+    sweep: str | None = None
+    sweep_options: Callable[[dict], dict] | None = None
+
+    def load(self) -> Callable:
+        """The probe's API function."""
+        module, _, name = self.function.partition(":")
+        return getattr(importlib.import_module(module), name)
+
+    def runs_in_sweep(self, settings: dict) -> bool:
+        """Whether a pair job with these ``[probe]`` settings runs this probe."""
+        return self.sweep == "always" or (self.sweep is not None and bool(settings.get(self.sweep)))
+
+
+def _barrier_sweep(s: dict) -> dict:
+    return dict(alphas=s["alphas"], episodes=s["episodes"], align=bool(s["align"]), greedy=True, boot=s["boot"],
+                eval_seed=s["eval_seed"], team_batch=s["team_batch"])
+
+
+def _teams_sweep(s: dict) -> dict:
+    return dict(episodes=s["team_episodes"] or s["episodes"], greedy=True, boot=s["boot"], eval_seed=s["eval_seed"],
+                team_batch=s["team_batch"], max_perms=s["max_perms"])
+
+
+PROBES: dict[str, ProbeSpec] = {p.name: p for p in (
+    ProbeSpec("barrier", "return along theta(alpha) = (1-alpha) A + alpha B, and the barrier", "probes.api:barrier",
+              (Option("--alphas", "alphas", (("default", str(defaults.ALPHAS)), ("help", "odd number of alphas in [0, 1] "
+                      f"(default {defaults.ALPHAS}) or a comma list holding 0, 0.5 and 1"))),
+               Option("--align", "align", (("action", "store_true"),
+                                           ("help", "also the barrier after permutation alignment of B to A")))),
+              sweep="always", sweep_options=_barrier_sweep),
+    ProbeSpec("teams", "mixed teams, hot-swap, clone-all, role-swap", "probes.api:teams",
+              (Option("--seat-ids", "seat_ids", (("action", "store_true"), ("help", "feed each seat its own agent id "
+                      "instead of the moved actor's trained id (shared actors only)"))),
+               Option("--max-perms", "max_perms", (("type", int), ("default", defaults.MAX_PERMS),
+                                                   ("help", "role-swap permutations (all when N! is smaller)")))),
+              sweep="teams", sweep_options=_teams_sweep),
+    ProbeSpec("weights", "per-layer L2 distance and cosine similarity of actor parameters", "probes.api:weights",
+              (Option("--reference", "reference", (("metavar", "RUN"), ("help", "displacements from this checkpoint "
+                                                                         "(a history's shared source)"))),),
+              episodes=False, b_optional=True),
+)}
+
+
+def get_probe(name: str) -> ProbeSpec:
+    """The registered probe ``name``; else a one-line UserError with the closest name."""
+    if name not in PROBES:
+        raise UserError(f"unknown probe {name!r}{did_you_mean(name, PROBES, 'probes')}")
+    return PROBES[name]
+
+
+def sweep_probes(settings: dict) -> list[ProbeSpec]:
+    """The probes a sweep's pair job with ``settings`` runs, in registry order."""
+    return [p for p in PROBES.values() if p.runs_in_sweep(settings)]
