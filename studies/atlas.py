@@ -445,7 +445,7 @@ def _design(name: str, sizes, inst, tests: int, **extra) -> Design:
 
 def trend_design(name: str, sizes, inst, seeds: int, budget: int) -> Design:
     """The ``grows_with_n`` design of a study: its sizes, instances per size, seeds and budget."""
-    return dataclasses.replace(_design(name, sizes, inst, 1, budget=budget, measure="log_gain_ratio"), units=seeds)
+    return dataclasses.replace(_design(name, sizes, inst, 1, budget=budget), units=seeds)
 
 
 def compute_design(name: str, sizes, inst, seeds: int) -> Design:
@@ -468,8 +468,7 @@ def lead_verdict(ci, margin: float) -> str:
     return "not shown"
 
 
-ATLAS_TREND = _design("atlas", RECORDED_SIZES, RECORDED_INSTANCES, 1, budget=256,
-                      measure="log_gain_ratio")
+ATLAS_TREND = _design("atlas", RECORDED_SIZES, RECORDED_INSTANCES, 1, budget=256)
 ATLAS_COMPUTE = _design("atlas", tuple(COMPUTE_SIZES), COMPUTE_INSTANCES, len(COMPUTE_SIZES), budget="64->Bmax")
 
 GROWS_WITH_N = rules.register(GrowsWithN())
