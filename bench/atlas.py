@@ -13,9 +13,11 @@ bench/atlas_smax.toml``: its maps come from the recipe's ``[envs]`` table, its r
 re-evaluated returns, no determinism check) and its MLP P is a recorded run (``[mlp] run``).
 
 ``search`` writes one raw file per (N, training seed) under bench/results/atlas_raw/ (skipping files
-that exist), so a stopped study continues where it stopped. ``report`` computes the plan's measures
-(lead D per agent and as a share of the competence margin M = P - random, t-intervals over training
-seeds, the size slope and the compute trend), enforces the plan's preconditions and writes the verdicts.
+that exist), so a stopped study continues where it stopped. ``report`` enforces the plan's preconditions
+and writes the report; its measures, intervals (over seeds and instances together) and verdicts come from
+``studies.atlas`` (rules ``grows_with_n`` and ``grows_with_compute``, each given only with a passing
+calibration record for the study's design: ``python -m studies.atlas --calibrate``). Without the runs
+under ``--root`` it reuses the committed competence and latent figures (a restatement from the raw files).
 """
 
 from __future__ import annotations
