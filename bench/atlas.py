@@ -318,7 +318,9 @@ def report(recipe: dict, root: Path) -> None:
               "(size under the null: simulated studies of this design with the recorded noise). A rule "
               "without a passing record for this design gives no verdict (\"no calibrated rule for this design\"). "
               "These rules were written after the first report's results were read (issue 34; atlas_PLAN.md "
-              "Amendment 3, post hoc): the plan's own readings are kept beside them, marked superseded.", ""]
+              "Amendment 3, post hoc): the plan's own readings are kept beside them, marked superseded. The "
+              "sizes rest on the noise recorded here, whose seed part 3 seeds estimate poorly: the calibration's "
+              "sensitivity rows give each rule's size with a larger seed variance.", ""]
     if eq:
         lines += [f"- **Per-agent beats shared** at {env_of(recipe, n)}: {out['sizes'][str(n)].get('verdict')} "
                   f"(D / M {_cfmt(out['sizes'][str(n)]['D_over_M'])} over seeds x instances; equivalence margin "
