@@ -147,7 +147,7 @@ def crossed_ci(y, inst_var: tuple[float, int] | None = None) -> dict:
     vs, vi, ds, di = crossed_parts(y)
     unit = f"over {s} seeds x {i} instances"
     if i == 1 and inst_var is not None:
-        vi, di = inst_var[0] / 1, inst_var[1]
+        vi, di = float(inst_var[0]), inst_var[1]
         unit += " (instance variance pooled from the other sizes)"
     if not (np.isfinite(vs) and np.isfinite(vi)):
         return {"mean": m, "lo": float("nan"), "hi": float("nan"), "se": float("nan"), "df": float("nan"),
