@@ -349,7 +349,8 @@ def report(recipe: dict, root: Path) -> None:
     if v_compute:
         lines.append(f"- **The lead grows with compute** (rule grows_with_compute, Holm over {len(sizes_b)} sizes): "
                      f"**{comp_txt}**" + (f" (the rule's own reading: {v_compute.details.get('uncalibrated')})"
-                                          if v_compute.details.get("uncalibrated") else "") + ". "
+                                          if v_compute.details.get("uncalibrated") else "")
+                     + ". Each size's interval is an unadjusted 95% one; the verdicts follow the Holm-adjusted p. "
                      + "; ".join(f"N = {k}: D/M(B={sizes_b[k]}) - D/M(B=64) = {_cfmt(c)} {c['unit']}, p {c['p']:.3f}, "
                                  f"Holm p {c.get('p_holm', float('nan')):.3f} ({c['verdict']})"
                                  for k, c in v_compute.details.get("by_size", {}).items()))
