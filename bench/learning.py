@@ -33,7 +33,8 @@ def greedy_curve(run: Path, episodes: int) -> pd.DataFrame:
     for k, env_steps in enumerate(res.env_steps):
         for i, s in enumerate(res.seeds):
             r, lo, hi = mean_ci(res.returns[k, i])
-            w, wlo, whi = mean_ci(res.won[k, i].astype(float))
+            seed_row = res.rows[k]["seeds"][i]  # the win rate and its Wilson interval over the episodes (marl eval's)
+            w, (wlo, whi) = seed_row.get("win_rate", float("nan")), seed_row.get("win_rate_ci", (float("nan"),) * 2)
             rows.append(dict(env_steps=int(env_steps), seed=int(s), kind="greedy eval", **{"return": r}, return_lo=lo,
                              return_hi=hi, win_rate=w, win_lo=wlo, win_hi=whi))
     return pd.DataFrame(rows)
@@ -83,9 +84,10 @@ def main() -> None:
     plot(df, f"{cfg.algo} {cfg.env}", out / f"{a.name}.png", has_win)
     last = df[df.kind == "greedy eval"].sort_values("env_steps").groupby("seed").tail(1)
     for _, r in last.iterrows():
-        msg = f"{a.name} seed {r.seed}: greedy return {r['return']:.3f} [{r.return_lo:.3f}, {r.return_hi:.3f}]"
+        msg = (f"{a.name} seed {r.seed}: greedy return {r['return']:.3f} [{r.return_lo:.3f}, {r.return_hi:.3f}] "
+               f"(t over {a.episodes} episodes)")
         if has_win:
-            msg += f", win rate {r.win_rate:.3f} [{r.win_lo:.3f}, {r.win_hi:.3f}]"
+            msg += f", win rate {r.win_rate:.3f} [{r.win_lo:.3f}, {r.win_hi:.3f}] (Wilson over {a.episodes} episodes)"
         print(msg + f" at {int(r.env_steps):,} env steps")
 
 

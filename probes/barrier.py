@@ -28,6 +28,12 @@ def barrier_probe(env: Env, team_a: Team, team_b: Team, alphas, key: jax.Array, 
            "return": barrier_stats(res.returns, alphas, num_boot, seed=seed),
            "length": np.asarray(res.lengths, np.float64).mean(-1).tolist()}
     if team_a.spec.has_win:
-        out["win_rate"] = barrier_stats(np.asarray(res.won, np.float64), alphas, num_boot, seed=seed)
+        won = np.asarray(res.won, np.float64)
+        out["win_rate"] = barrier_stats(won, alphas, num_boot, seed=seed)
+        lo, hi = stats.wilson_ci(won.sum(-1).round().astype(int), np.full(won.shape[0], won.shape[-1]))
+        # the per-alpha rate: Wilson over the episodes (a percentile bootstrap of 128/128 wins reads [1, 1])
+        out["win_rate"].update(ci_lo=np.asarray(lo).tolist(), ci_hi=np.asarray(hi).tolist(),
+                               ci=f"Wilson over {won.shape[-1]} episodes")
+    out["return"]["ci"] = f"percentile bootstrap over {num_episodes} episodes"
     episodes = {"returns": np.asarray(res.returns), "won": np.asarray(res.won), "lengths": np.asarray(res.lengths)}
     return out, episodes

@@ -136,7 +136,8 @@ def probe_barrier(ref_a: str, ref_b: str, out: str | Path, alphas=defaults.ALPHA
                           f"{_fmt_ci(s['barrier'], s['barrier_ci']):>30s} "
                           f"{format(s['barrier_alpha'], '.2f') if 0 < s['barrier_alpha'] < 1 else 'endpoint':>8s}  "
                           f"{_fmt_ci(s['midpoint'], s['midpoint_ci']):>28s}  {_fmt_ci(s['barrier_max'], s['barrier_max_ci']):>28s}")
-        print("headline: cross-fitted barrier (calibrated: bench/results/barrier_calibration.md); the max is biased upward")
+        print(f"headline: cross-fitted barrier (calibrated: bench/results/barrier_calibration.md); the max is biased upward; "
+              f"CIs over the {episodes} episodes (bootstrap; barrier: its estimator's interval)")
         print(f"wrote {out}/barrier.json, barrier.csv, barrier.png, barrier.npz")
     return report
 

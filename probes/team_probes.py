@@ -101,16 +101,25 @@ def role_perms(n: int, max_perms: int = 720, seed: int = 0) -> tuple[np.ndarray,
 # -- evaluation ------------------------------------------------------------------------------------
 def _summaries(res, has_win: bool, base: np.ndarray, num_boot: int, seed: int) -> dict:
     """EvalResult [M, E] -> {"return": {mean, ci_lo, ci_hi, diff, diff_lo, diff_hi}, "win_rate": ...}, lists
-    of length M; ``diff`` is team m minus team ``base[m]`` on the same episodes (paired bootstrap CI)."""
+    of length M; ``diff`` is team m minus team ``base[m]`` on the same episodes (paired bootstrap CI). The win
+    rate's own interval is Wilson over the episodes; ``ci`` and ``diff_ci`` name each interval's unit."""
     out = {}
     fields = [("return", np.asarray(res.returns, np.float64))]
     if has_win:
         fields.append(("win_rate", np.asarray(res.won, np.float64)))
     for name, x in fields:
-        m, lo, hi = stats.mean_ci_rows(x, num_boot, seed=seed)
+        e = x.shape[-1]
+        if name == "win_rate":  # a rate: Wilson over the episodes (inside [0, 1]; 128/128 wins is not [1, 1])
+            m = x.mean(-1)
+            lo, hi = stats.wilson_ci(x.sum(-1).round().astype(int), np.full(m.shape, e))
+            unit = f"Wilson over {e} episodes"
+        else:
+            m, lo, hi = stats.mean_ci_rows(x, num_boot, seed=seed)
+            unit = f"percentile bootstrap over {e} episodes"
         d, dlo, dhi = stats.mean_ci_rows(x - x[base], num_boot, seed=seed)
         out[name] = {"mean": m.tolist(), "ci_lo": np.asarray(lo).tolist(), "ci_hi": np.asarray(hi).tolist(),
-                     "diff": d.tolist(), "diff_lo": np.asarray(dlo).tolist(), "diff_hi": np.asarray(dhi).tolist()}
+                     "ci": unit, "diff": d.tolist(), "diff_lo": np.asarray(dlo).tolist(),
+                     "diff_hi": np.asarray(dhi).tolist(), "diff_ci": f"paired percentile bootstrap over {e} episodes"}
     return out
 
 

@@ -2,4 +2,5 @@
 studies.calibrate`` imports each before it calibrates every registered (rule, design) pair."""
 
 RULE_MODULES = (
+    "studies.atlas",
 )

@@ -1,5 +1,6 @@
-"""The ATLAS study's report rules (bench/atlas.py): the per-map verdict, the env of a size, and the
-stochastic (SMAX) measures taken from the fresh-key re-evaluations rather than the best seen."""
+"""The ATLAS study's report (bench/atlas.py; its measures and rules: studies/atlas.py, tests/test_studies_atlas.py):
+the per-map verdict, the env of a size, the stochastic (SMAX) measures taken from the fresh-key
+re-evaluations rather than the best seen, and win rates as Wilson intervals."""
 
 import json
 
@@ -15,10 +16,12 @@ from bench import atlas
     ((0.0, -0.03, 0.04), "no lead (equivalent)"),
     ((0.0, -0.06, 0.04), "not shown"),   # lower end outside the margin
     ((0.02, -0.01, 0.08), "not shown"),  # upper end outside the margin
-    ((0.1, float("nan"), float("nan")), "not shown (fewer than 2 seeds)"),
+    ((0.1, float("nan"), float("nan")), "not shown (no interval)"),
 ])
 def test_lead_verdict_branches(ci, want):
-    assert atlas.lead_verdict(ci, 0.05) == want
+    from studies.atlas import lead_verdict
+
+    assert lead_verdict(ci, 0.05) == want
 
 
 def test_env_of_reads_the_ladder_table_or_the_mpe_size():
@@ -82,3 +85,16 @@ def test_latent_weights_reads_the_latent_projection(tmp_path, monkeypatch):
 
     monkeypatch.setattr(loader, "load_team", fake_load)
     assert atlas.latent_weights(recipe, tmp_path) == {8: 0.0, 9: 0.25}
+
+
+def test_win_rate_is_wilson_over_the_pooled_episodes():
+    """A win rate near 1 over 3 seeds: the old over-seed t interval was clipped at 1; Wilson over the 384
+    episodes stays inside (0, 1) and names its unit."""
+    (w, lo, hi), unit = atlas.win_wilson([0.921875, 0.96875, 0.9453125], 128)
+    assert w == 363 / 384 and 0 < lo < w < hi < 1
+    assert unit.startswith("Wilson over 384 episodes")
+
+
+def test_fmt_never_prints_a_zero_width_interval():
+    assert atlas._fmt(-138.3, -138.3, -138.3, 1) == "-138.3 (no interval: the same for every seed)"
+    assert atlas._fmt(1.0, float("nan"), float("nan")) == "+1.000 (no interval: one seed)"

@@ -137,7 +137,8 @@ def evaluate_run(ref, *, episodes: int = EPISODES, greedy: bool = True, eval_see
             first = loaded
             fn = jax.jit(lambda params, k: evaluate(first.env, first.team(params), k, episodes, greedy))
         echo(f"{ref.run} at update {step} ({meta['env_steps']:,} env steps), {episodes} "
-             f"{'greedy' if greedy else 'sampled'} episodes per seed")
+             f"{'greedy' if greedy else 'sampled'} episodes per seed; 95% CIs over the seed's {episodes} episodes "
+             "(return: t; win rate: Wilson)")
         rows, outs = [], []
         for s in seeds:
             res = jax.device_get(fn(jax.tree.map(lambda x: x[s], actor_params), key))

@@ -280,6 +280,15 @@ def _f3(x) -> str:
     return "-" if x is None or (isinstance(x, float) and not math.isfinite(x)) else f"{x:.3f}"
 
 
+def iqm_ci_text(a: dict) -> str:
+    """``[lo, hi]`` of an IQM row; one run, or every resample the same value: says so, never ``[x, x]``."""
+    if a.get("runs", 2) < 2:
+        return f"(no interval: {a.get('runs', 0)} run)"
+    if not (math.isfinite(a["lo"]) and math.isfinite(a["hi"])) or a["hi"] - a["lo"] <= 1e-12 * max(1.0, abs(a["iqm"])):
+        return "(no interval: every run scored the same)" if math.isfinite(a["lo"]) else "(no interval)"
+    return f"[{_f3(a['lo'])}, {_f3(a['hi'])}]"
+
+
 def markdown_lines(report, figures: list[Path]) -> list[str]:
     """report.md as lines: what was aggregated, the final-score and improvement tables, every run."""
     f3 = _f3
@@ -287,9 +296,10 @@ def markdown_lines(report, figures: list[Path]) -> list[str]:
              f"{len(report.runs)} run folder(s), {len(report.per_run)} seed(s); groups by {', '.join(report.group_by)}; "
              f"tasks (bootstrap strata): {', '.join(report.tasks)}; scores from {report.source_label}; "
              f"{report.num_boot} bootstrap resamples, 95% percentile CIs (rliable's definitions, common/stats.py).", "",
-             "## Final score: IQM over runs [95% CI]", "", "| group | task | runs | IQM [95% CI] | mean |",
+             "## Final score: IQM over runs [95% CI over runs, stratified bootstrap]", "",
+             "| group | task | runs | IQM [95% CI over runs] | mean |",
              "|---|---|---|---|---|"]
-    lines += [f"| {a['group']} | {a['task']} | {a['runs']} | {f3(a['iqm'])} [{f3(a['lo'])}, {f3(a['hi'])}] | "
+    lines += [f"| {a['group']} | {a['task']} | {a['runs']} | {f3(a['iqm'])} {iqm_ci_text(a)} | "
               f"{f3(a['mean'])} |" for a in report.final]
     if report.improvement:
         lines += ["", "## Probability of improvement P(X > Y) [95% CI]", "", "| X | Y | P(X > Y) [95% CI] | caution |",

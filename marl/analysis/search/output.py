@@ -31,8 +31,10 @@ def _ci(lo: float, hi: float, summary: dict) -> str:
 
 
 def method_table(summary: dict) -> str:
-    """The per-method table as text: best seen and re-evaluated score (mean [95% CI]) and search seconds."""
-    rows = [f"{'method':<20} {'best seen [95% CI]':>30} {'re-evaluated [95% CI]':>30} {'search s':>9}"]
+    """The per-method table as text: best seen and re-evaluated score (mean [95% CI over the instances]) and
+    search seconds; the header names the unit the intervals are over."""
+    unit = f"over {summary['instances']} instances" if "instances" in summary else "over instances"
+    rows = [f"{'method':<20} {f'best seen [95% CI {unit}]':>30} {f're-evaluated [95% CI {unit}]':>30} {'search s':>9}"]
     for m, s in summary["methods"].items():
         b, r = s["best_seen"], s["reeval"]
         rows.append(f"{m:<20} {b[0]:>10.3f} {_ci(b[1], b[2], summary):>19} {r[0]:>10.3f} {_ci(r[1], r[2], summary):>19} "
