@@ -15,9 +15,11 @@ def _cmd_probe(spec: ProbeSpec, args) -> int:
     if spec.episodes:
         kwargs.update(episodes=args.episodes, greedy=not args.sample, boot=args.boot, eval_seed=args.eval_seed,
                       team_batch=args.team_batch)
-    rep = spec.load()(args.run_a, args.run_b, args.out, quiet=False, **kwargs)
+    rep = spec.load()(args.run_a, args.run_b, args.out, quiet=True, **kwargs)
     for w in rep.get("warnings", []):
         print(f"marl: warning: {w}", file=sys.stderr)
+    for line in rep.get("summary", []):
+        print(line)
     return 0
 
 

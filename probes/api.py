@@ -18,6 +18,14 @@ from common.compile_cache import enable_compilation_cache
 enable_compilation_cache()  # the `marl` command's persistent compile cache (MARL_COMPILATION_CACHE=0 opts out)
 
 
+def _shown(report: dict, quiet: bool) -> dict:
+    """``report``; with ``quiet=False`` (a notebook asking for the table) its summary lines are printed first.
+    ``report["summary"]``: the lines ``marl probe`` prints; ``report["warnings"]``: what it prints as warnings."""
+    if not quiet:
+        print("\n".join(report.get("summary", [])))
+    return report
+
+
 def barrier(ref_a: str, ref_b: str, out: str | Path, *, alphas=defaults.ALPHAS, episodes: int = defaults.EPISODES,
             align: bool = False, greedy: bool = True, boot: int = defaults.BOOT, eval_seed: int = defaults.EVAL_SEED,
             team_batch: int = defaults.TEAM_BATCH, quiet: bool = True, command: str | None = None) -> dict:
@@ -30,8 +38,8 @@ def barrier(ref_a: str, ref_b: str, out: str | Path, *, alphas=defaults.ALPHAS, 
 
     check_output(out, "--out", kind="folder")
     grid = parse_alphas(alphas) if isinstance(alphas, str) else alphas
-    return probe_barrier(ref_a, ref_b, out, grid, episodes, align, greedy, boot, eval_seed, quiet=quiet,
-                         team_batch=team_batch, command=command)
+    return _shown(probe_barrier(ref_a, ref_b, out, grid, episodes, align, greedy, boot, eval_seed,
+                                team_batch=team_batch, command=command), quiet)
 
 
 def teams(ref_a: str, ref_b: str, out: str | Path, *, episodes: int = defaults.EPISODES, greedy: bool = True,
@@ -44,8 +52,8 @@ def teams(ref_a: str, ref_b: str, out: str | Path, *, episodes: int = defaults.E
     from probes.pipeline import probe_teams
 
     check_output(out, "--out", kind="folder")
-    return probe_teams(ref_a, ref_b, out, episodes, greedy, boot, eval_seed, quiet=quiet, team_batch=team_batch,
-                       seat_ids=seat_ids, max_perms=max_perms, command=command)
+    return _shown(probe_teams(ref_a, ref_b, out, episodes, greedy, boot, eval_seed, team_batch=team_batch,
+                              seat_ids=seat_ids, max_perms=max_perms, command=command), quiet)
 
 
 def weights(ref_a: str, ref_b: str | None, out: str | Path, *, reference: str | None = None, quiet: bool = True,
@@ -56,4 +64,4 @@ def weights(ref_a: str, ref_b: str | None, out: str | Path, *, reference: str | 
     from probes.pipeline import probe_weights
 
     check_output(out, "--out", kind="folder")
-    return probe_weights(ref_a, ref_b, out, reference, quiet=quiet, command=command)
+    return _shown(probe_weights(ref_a, ref_b, out, reference, command=command), quiet)

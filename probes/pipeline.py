@@ -81,7 +81,7 @@ def _fmt_ci(v, ci) -> str:
 
 def probe_barrier(ref_a: str, ref_b: str, out: str | Path, alphas=defaults.ALPHAS, episodes: int = defaults.EPISODES,
                   align: bool = False, greedy: bool = True, num_boot: int = defaults.BOOT,
-                  eval_seed: int = defaults.EVAL_SEED, quiet: bool = False, command: str | None = None,
+                  eval_seed: int = defaults.EVAL_SEED, command: str | None = None,
                   team_batch: int = defaults.TEAM_BATCH) -> dict:
     """Barrier between two checkpoints (and between A and permutation-aligned B with ``align``)."""
     grid = alpha_grid(alphas) if not isinstance(alphas, np.ndarray) else alphas
@@ -121,29 +121,31 @@ def probe_barrier(ref_a: str, ref_b: str, out: str | Path, alphas=defaults.ALPHA
     plots.barrier_figure(rep, out / "barrier.png", f"{src_a['ref']} (A) vs {src_b['ref']} (B), {episodes} episodes",
                          aligned)
     report["files"] = [str(out / f) for f in ("barrier.json", "barrier.csv", "barrier.png", "barrier.npz")]
-    if not quiet:
-        print(f"A {src_a['ref']} (update {src_a['step']})  B {src_b['ref']} (update {src_b['step']})  "
-              f"{episodes} {'greedy' if greedy else 'sampled'} episodes x {len(grid)} alphas")
-        print(f"{'':10s}{'metric':10s}{'R(A)':>9s}{'R(B)':>9s}  {'cross-fitted barrier [95% CI]':>30s} {'at':>8s}  "
-              f"{'midpoint [95% CI]':>28s}  {'max (biased up) [95% CI]':>28s}")
-        for name, r in (("naive", rep), ("aligned", aligned)):
-            if r is None:
-                continue
-            for m in ("return", "win_rate"):
-                if m in r:
-                    s = r[m]
-                    print(f"{name:10s}{m:10s}{s['mean'][0]:9.3f}{s['mean'][-1]:9.3f}  "
-                          f"{_fmt_ci(s['barrier'], s['barrier_ci']):>30s} "
-                          f"{format(s['barrier_alpha'], '.2f') if 0 < s['barrier_alpha'] < 1 else 'endpoint':>8s}  "
-                          f"{_fmt_ci(s['midpoint'], s['midpoint_ci']):>28s}  {_fmt_ci(s['barrier_max'], s['barrier_max_ci']):>28s}")
-        print(f"headline: cross-fitted barrier (calibrated: bench/results/barrier_calibration.md); the max is biased upward; "
-              f"CIs over the {episodes} episodes (bootstrap; barrier: its estimator's interval)")
-        print(f"wrote {out}/barrier.json, barrier.csv, barrier.png, barrier.npz")
+    lines = []
+    # the summary the CLI prints (library code returns it, never prints)
+    lines.append(f"A {src_a['ref']} (update {src_a['step']})  B {src_b['ref']} (update {src_b['step']})  "
+          f"{episodes} {'greedy' if greedy else 'sampled'} episodes x {len(grid)} alphas")
+    lines.append(f"{'':10s}{'metric':10s}{'R(A)':>9s}{'R(B)':>9s}  {'cross-fitted barrier [95% CI]':>30s} {'at':>8s}  "
+          f"{'midpoint [95% CI]':>28s}  {'max (biased up) [95% CI]':>28s}")
+    for name, r in (("naive", rep), ("aligned", aligned)):
+        if r is None:
+            continue
+        for m in ("return", "win_rate"):
+            if m in r:
+                s = r[m]
+                lines.append(f"{name:10s}{m:10s}{s['mean'][0]:9.3f}{s['mean'][-1]:9.3f}  "
+                      f"{_fmt_ci(s['barrier'], s['barrier_ci']):>30s} "
+                      f"{format(s['barrier_alpha'], '.2f') if 0 < s['barrier_alpha'] < 1 else 'endpoint':>8s}  "
+                      f"{_fmt_ci(s['midpoint'], s['midpoint_ci']):>28s}  {_fmt_ci(s['barrier_max'], s['barrier_max_ci']):>28s}")
+    lines.append(f"headline: cross-fitted barrier (its coverage calibrated by simulation); the max is biased upward; "
+          f"CIs over the {episodes} episodes (bootstrap; barrier: its estimator's interval)")
+    lines.append(f"wrote {out}/barrier.json, barrier.csv, barrier.png, barrier.npz")
+    report["summary"] = lines
     return report
 
 
 def probe_teams(ref_a: str, ref_b: str, out: str | Path, episodes: int = defaults.EPISODES, greedy: bool = True,
-                num_boot: int = defaults.BOOT, eval_seed: int = defaults.EVAL_SEED, quiet: bool = False,
+                num_boot: int = defaults.BOOT, eval_seed: int = defaults.EVAL_SEED,
                 command: str | None = None, team_batch: int = defaults.TEAM_BATCH, seat_ids: bool = False,
                 max_perms: int = defaults.MAX_PERMS) -> dict:
     """Mixed teams, hot-swap, clone-all and role-swap between two checkpoints (ids move with the rows
@@ -153,12 +155,13 @@ def probe_teams(ref_a: str, ref_b: str, out: str | Path, episodes: int = default
     team_a, team_b, env, src_a, src_b = _load_pair(ref_a, ref_b)
     _check_memory(env, team_a, episodes, max(1, team_batch), num_boot)
     if seat_ids and not (team_a.shared and team_b.shared):
-        print("warning: --seat-ids feeds moved actors the seat's id; only a shared actor was trained on every id",
-              file=sys.stderr)
+        warnings = ["--seat-ids feeds moved actors the seat's id; only a shared actor was trained on every id"]
+    else:
+        warnings = []
     rep, eps = team_probes(env, team_a, team_b, jax.random.PRNGKey(eval_seed), episodes, greedy, num_boot,
                            team_batch=team_batch, seat_ids=seat_ids, max_perms=max_perms)
     report = {"probe": "teams", "command": command or _command(), "a": src_a, "b": src_b, "env": src_a["env"],
-              "episodes": episodes, "greedy": greedy, "eval_seed": eval_seed, **rep}
+              "episodes": episodes, "greedy": greedy, "eval_seed": eval_seed, "warnings": warnings, **rep}
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     _write_json(out / "teams.json", report)
@@ -182,30 +185,32 @@ def probe_teams(ref_a: str, ref_b: str, out: str | Path, episodes: int = default
     _write_csv(out / "role_swap.csv", [{"team": t.upper(), "perm": " ".join(map(str, p)), **cols(rs[t], i)}
                                        for t in ("a", "b") for i, p in enumerate(rs["perms"])])
     plots.teams_figure(rep, out / "teams.png", f"{src_a['ref']} (A) vs {src_b['ref']} (B), {episodes} episodes")
-    if not quiet:
-        print(f"A {src_a['ref']} (update {src_a['step']})  B {src_b['ref']} (update {src_b['step']})  {episodes} episodes; "
-              f"ids: {rep['ids']}")
-        print("mixed teams by seats from B:  " + "  ".join(
-            f"k={g['k']}: {g['return']['mean']:.3f}" + (f" (win {g['win_rate']['mean']:.2f})" if "win_rate" in g else "")
-            for g in mixed["by_k"]))
-        def diffs(s):
-            r = s["return"]
-            return " ".join(f"{d:+.3f} [{lo:+.3f}, {hi:+.3f}]" for d, lo, hi in zip(r["diff"], r["diff_lo"], r["diff_hi"]))
+    lines = []
+    # the summary the CLI prints (library code returns it, never prints)
+    lines.append(f"A {src_a['ref']} (update {src_a['step']})  B {src_b['ref']} (update {src_b['step']})  {episodes} episodes; "
+          f"ids: {rep['ids']}")
+    lines.append("mixed teams by seats from B:  " + "  ".join(
+        f"k={g['k']}: {g['return']['mean']:.3f}" + (f" (win {g['win_rate']['mean']:.2f})" if "win_rate" in g else "")
+        for g in mixed["by_k"]))
+    def diffs(s):
+        r = s["return"]
+        return " ".join(f"{d:+.3f} [{lo:+.3f}, {hi:+.3f}]" for d, lo, hi in zip(r["diff"], r["diff_lo"], r["diff_hi"]))
 
-        print("hot-swap, return minus A, A<-B seat i: " + diffs(hs["a_with_b_seat"]))
-        print("hot-swap, return minus B, B<-A seat i: " + diffs(hs["b_with_a_seat"]))
-        print("clone-all, return minus own team, A agent i: " + diffs(ca["a"]))
-        print("clone-all, return minus own team, B agent i: " + diffs(ca["b"]))
-        for t in ("a", "b"):
-            s = rs[t]
-            print(f"role-swap {t.upper()}: identity {s['identity']['return']:.3f}  best {s['best']['return']:.3f} "
-                  f"{s['best']['perm']}  worst {s['worst']['return']:.3f} {s['worst']['perm']}")
-        print(f"wrote {out}/teams.json, teams.npz, mixed.csv, hot_swap.csv, clone_all.csv, role_swap.csv, teams.png")
+    lines.append("hot-swap, return minus A, A<-B seat i: " + diffs(hs["a_with_b_seat"]))
+    lines.append("hot-swap, return minus B, B<-A seat i: " + diffs(hs["b_with_a_seat"]))
+    lines.append("clone-all, return minus own team, A agent i: " + diffs(ca["a"]))
+    lines.append("clone-all, return minus own team, B agent i: " + diffs(ca["b"]))
+    for t in ("a", "b"):
+        s = rs[t]
+        lines.append(f"role-swap {t.upper()}: identity {s['identity']['return']:.3f}  best {s['best']['return']:.3f} "
+              f"{s['best']['perm']}  worst {s['worst']['return']:.3f} {s['worst']['perm']}")
+    lines.append(f"wrote {out}/teams.json, teams.npz, mixed.csv, hot_swap.csv, clone_all.csv, role_swap.csv, teams.png")
+    report["summary"] = lines
     return report
 
 
 def probe_weights(ref_a: str, ref_b: str | None, out: str | Path, reference: str | None = None,
-                  quiet: bool = False, command: str | None = None) -> dict:
+                  command: str | None = None) -> dict:
     """Per-layer distances and cosines within and across teams, and of displacements from a reference."""
     a = load(ref_a)
     team_a, src_a = a.team, a.source
@@ -238,17 +243,19 @@ def probe_weights(ref_a: str, ref_b: str | None, out: str | Path, reference: str
                     rows.append({"pair": gname, "layer": layer, "i": i, "j": j, "l2": l2[i, j], "cosine": cos[i, j]})
     _write_csv(out / "weights.csv", rows)
     plots.weights_figure(rep, out / "weights.png", f"{src_a['ref']}" + (f" vs {src_b['ref']}" if src_b else ""))
-    if not quiet:
-        n = team_a.num_agents
-        off = ~np.eye(n, dtype=bool)
-        print(f"{'layer':10s}{'L2 within A':>13s}" + (f"{'within B':>10s}{'A x B':>10s}{'cos A x B':>11s}" if ref_b else ""))
-        for layer in rep["layers"]:
-            wa = np.asarray(rep["within_a"][layer]["l2"])[off].mean() if n > 1 else 0.0
-            line = f"{layer:10s}{wa:13.4f}"
-            if ref_b:
-                wb = np.asarray(rep["within_b"][layer]["l2"])[off].mean() if n > 1 else 0.0
-                ab = np.asarray(rep["across"][layer]["l2"])
-                line += f"{wb:10.4f}{np.diag(ab).mean():10.4f}{np.diag(np.asarray(rep['across'][layer]['cosine'])).mean():11.4f}"
-            print(line)
-        print(f"(within: mean over agent pairs; A x B: same seat)  wrote {out}/weights.json, weights.csv, weights.png")
+    lines = []
+    # the summary the CLI prints (library code returns it, never prints)
+    n = team_a.num_agents
+    off = ~np.eye(n, dtype=bool)
+    lines.append(f"{'layer':10s}{'L2 within A':>13s}" + (f"{'within B':>10s}{'A x B':>10s}{'cos A x B':>11s}" if ref_b else ""))
+    for layer in rep["layers"]:
+        wa = np.asarray(rep["within_a"][layer]["l2"])[off].mean() if n > 1 else 0.0
+        line = f"{layer:10s}{wa:13.4f}"
+        if ref_b:
+            wb = np.asarray(rep["within_b"][layer]["l2"])[off].mean() if n > 1 else 0.0
+            ab = np.asarray(rep["across"][layer]["l2"])
+            line += f"{wb:10.4f}{np.diag(ab).mean():10.4f}{np.diag(np.asarray(rep['across'][layer]['cosine'])).mean():11.4f}"
+        lines.append(line)
+    lines.append(f"(within: mean over agent pairs; A x B: same seat)  wrote {out}/weights.json, weights.csv, weights.png")
+    report["summary"] = lines
     return report

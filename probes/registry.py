@@ -3,7 +3,9 @@ plays episodes, whether and when a sweep runs it), read by ``marl probe`` (its s
 help) and by ``marl sweep`` (the probes each pair job runs). Nothing else names a probe.
 
 Every probe has the same entry point, a function of the Python API (``probes.api``):
-``fn(ref_a, ref_b, out, *, quiet, command, **options) -> report dict`` that writes its files into ``out``.
+``fn(ref_a, ref_b, out, *, quiet, command, **options) -> report dict`` that writes its files into ``out``
+and never prints: the report's ``summary`` lines are what ``marl probe`` prints, its ``warnings`` what it
+prints as warnings (``quiet=False`` prints the summary, for a notebook).
 A new probe is its module (the work), one function in ``probes.api`` and one line in ``PROBES``; this module
 imports no jax, so the CLI reads it for its choices.
 """

@@ -42,8 +42,7 @@ def run(ref_a, ref_b, out, *, quiet=True, command=None, scale=1):
     report = {"probe": "toy", "sizes": [scale * a.team.num_agents, scale * b.team.num_agents], "command": command}
     Path(out).mkdir(parents=True, exist_ok=True)
     (Path(out) / "toy.json").write_text(json.dumps(report))
-    if not quiet:
-        print(f"toy sizes {report['sizes']}")
+    report["summary"] = [f"toy sizes {report['sizes']}"]  # what `marl probe toy` prints
     return report
 '''
 
