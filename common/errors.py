@@ -172,3 +172,15 @@ def run_guarded(prog: str, fn, *args, hard_exit: bool = False) -> int:
             if code not in (None, 0):
                 _flush_all()
                 os._exit(code)
+
+
+def did_you_mean(word, choices, listing: str | None = "keys") -> str:
+    """``"; did you mean 'X'?"`` for the closest of ``choices``; else ``" (LISTING: a, b, ...)"``, or ""
+    when ``listing`` is None (the tail of a one-line UserError about an unknown name)."""
+    import difflib
+
+    choices = [str(c) for c in choices]
+    close = difflib.get_close_matches(str(word), choices, n=1)
+    if close:
+        return f"; did you mean {close[0]!r}?"
+    return f" ({listing}: {', '.join(choices)})" if listing and choices else ""

@@ -16,7 +16,7 @@ from __future__ import annotations
 import difflib
 import typing
 
-from common.errors import UserError
+from common.errors import UserError, did_you_mean  # did_you_mean: re-exported
 from common.preflight import check_number
 from marl.core.config import NetworkConfig, TrainConfig, field_types, flatten, read_toml, suggest
 from sweeps.histories import HISTORY_SPECS, get_history
@@ -47,16 +47,6 @@ RESOURCE_NUMBERS = ("num_cpus", "num_gpus", "retries", "time")
 INIT_FROM = "init_from"  # [variants.NAME] init_from = "OTHER": a warm-start edge between variants
 # config keys every history sets itself (a sweep with histories refuses them in any layer)
 HISTORY_KEYS = ("algo", "share_actor")
-
-
-def did_you_mean(word, choices, listing: str | None = "keys") -> str:
-    """``"; did you mean 'X'?"`` for the closest of ``choices``; else ``" (LISTING: a, b, ...)"``, or ""
-    when ``listing`` is None."""
-    choices = [str(c) for c in choices]
-    close = difflib.get_close_matches(str(word), choices, n=1)
-    if close:
-        return f"; did you mean {close[0]!r}?"
-    return f" ({listing}: {', '.join(choices)})" if listing and choices else ""
 
 
 def _type_name(t) -> str:
