@@ -67,8 +67,9 @@ def critic_input(kind: str, x) -> jax.Array:
 
 
 class ActorAlgo(Protocol):
-    """An actor update (marl/core/mappo.py, marl/core/happo.py, registered in marl/core/algos.py). It sees only the ``ActorSetup``, the actor
-    params, their optimiser state and the batch, never the Trainer."""
+    """An actor update (marl/core/mappo.py, happo.py, ippo.py; registered in marl/core/algos.py, built
+    without arguments). It sees only the ``ActorSetup``, the actor params, their optimiser state and the
+    batch, never the Trainer."""
 
     extra_metric_keys: tuple[str, ...]  # metrics logged besides METRIC_KEYS (per update, per seed)
 
