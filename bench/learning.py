@@ -3,17 +3,23 @@
     python bench/learning.py --env smax:3m --total-steps 2e6 --name mappo_smax_3m [key=value ...]
 
 Writes bench/results/<name>.csv (training return/win per update and greedy evaluation per
-checkpoint) and <name>.png, and prints the final greedy figures.
+checkpoint), <name>.png and <name>.json (``summary``: the final greedy figures per seed, with Wilson
+intervals over episodes for win rates, their mean with a t interval over seeds, and the first update's
+training figures, the near-uniform initial policy's), and prints the final greedy figures.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
+import sys
 from pathlib import Path
 
 import pandas as pd
 
+from common.files import write_atomic
+from common.study_stats import wilson_ci
 from marl import api
 from marl.core.config import split_override
 from common.stats import mean_ci
@@ -62,6 +68,30 @@ def plot(df: pd.DataFrame, title: str, path: Path, has_win: bool) -> None:
     plt.close(fig)
 
 
+def summary(df: pd.DataFrame, episodes: int, has_win: bool) -> dict:
+    """The final greedy figures of every seed and their mean over seeds (t 95% interval, the unit is the
+    seed); win rates also with a Wilson 95% interval over the seed's ``episodes`` episodes; and the first
+    update's training figures (the initial, near-uniform policy, sampled: the random-policy reference)."""
+    last = df[df.kind == "greedy eval"].sort_values("env_steps").groupby("seed").tail(1).sort_values("seed")
+    first = df[df.kind == "training (sampled)"].sort_values("env_steps").groupby("seed").head(1)
+    seeds = []
+    for _, r in last.iterrows():
+        row = {"seed": int(r.seed), "env_steps": int(r.env_steps), "return": float(r["return"]),
+               "return_ci": [float(r.return_lo), float(r.return_hi)]}
+        if has_win:
+            wins = int(round(r.win_rate * episodes))
+            row.update(win_rate=float(r.win_rate), wins=wins, win_wilson=[float(x) for x in wilson_ci(wins, episodes)])
+        seeds.append(row)
+    n = len(seeds)
+    out = {"episodes_per_seed": episodes, "seeds": seeds,
+           f"return_mean_over_{n}_seeds": mean_ci([s["return"] for s in seeds]),
+           "first_update_training": {"return_mean_over_seeds": float(first["return"].mean()),
+                                     "win_rate_mean_over_seeds": float(first["win_rate"].mean()) if has_win else None}}
+    if has_win:
+        out[f"win_rate_mean_over_{n}_seeds"] = mean_ci([s["win_rate"] for s in seeds])
+    return out
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--env", required=True)
@@ -82,6 +112,9 @@ def main() -> None:
     df.to_csv(out / f"{a.name}.csv", index=False)
     has_win = cfg.env.startswith("smax")
     plot(df, f"{cfg.algo} {cfg.env}", out / f"{a.name}.png", has_win)
+    summ = {"command": "python bench/learning.py " + " ".join(sys.argv[1:]), "config": cfg.to_dict(),
+            **summary(df, a.episodes, has_win)}
+    write_atomic(out / f"{a.name}.json", json.dumps(summ, indent=1))
     last = df[df.kind == "greedy eval"].sort_values("env_steps").groupby("seed").tail(1)
     for _, r in last.iterrows():
         msg = (f"{a.name} seed {r.seed}: greedy return {r['return']:.3f} [{r.return_lo:.3f}, {r.return_hi:.3f}] "

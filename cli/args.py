@@ -6,6 +6,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+from common.errors import did_you_mean
+from marl.core import algos  # plain data, no jax: the --algo choices
+
 
 class Parser(argparse.ArgumentParser):
     """argparse with the suite's error form: one line ``marl: error: ...``, exit code 2."""
@@ -32,9 +35,22 @@ def parse_args(parser: argparse.ArgumentParser, argv: list[str] | None = None):
 def add_config_options(p: argparse.ArgumentParser) -> None:
     """--env, --algo, --config and key=value overrides (train and config show)."""
     p.add_argument("--env", help="environment, e.g. smax:3m or mpe:simple_spread:8 (`marl envs`; config default smax:3m)")
-    p.add_argument("--algo", choices=("mappo", "happo"), help="algorithm (config default mappo; happo trains one actor per agent)")
+    add_algo_option(p, "algorithm (config default mappo)")
     p.add_argument("--config", help="TOML config file")
     p.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides, e.g. lr=1e-3 network.hidden=64")
+
+
+def algo_name(value: str) -> str:
+    """``--algo``'s type: a registered algorithm (marl/core/algos.py), else one line with the closest name."""
+    if value not in algos.names():
+        raise argparse.ArgumentTypeError(f"unknown algorithm {value!r}{did_you_mean(value, algos.names(), 'algorithms')}")
+    return value
+
+
+def add_algo_option(p: argparse.ArgumentParser, what: str) -> None:
+    """``--algo NAME``: the names and one-line summaries come from the algorithm registry."""
+    p.add_argument("--algo", type=algo_name, metavar="{" + ",".join(algos.names()) + "}",
+                   help=f"{what}: {algos.help_text()}")
 
 
 def config_flags(args) -> dict:
@@ -46,8 +62,7 @@ def config_flags(args) -> dict:
         flags["env"] = args.env
     if args.algo:
         flags["algo"] = args.algo
-        if args.algo == "happo":
-            flags["share_actor"] = False
+        flags.update(algos.get(args.algo).implied)  # e.g. share_actor=false for one actor per agent
     for attr, key in (("no_share", "share_actor"), ("seeds", "num_seeds"), ("seed", "seed"),
                       ("total_steps", "total_steps"), ("latent_dim", "network.latent_dim"), ("latents", "num_latents"),
                       ("keep_finite_seeds", "keep_finite_seeds")):

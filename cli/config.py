@@ -1,9 +1,11 @@
-"""``marl config show [--algo happo] [--env NAME] [--config FILE] [key=value ...]``: every config key with
+"""``marl config show [--algo NAME] [--env NAME] [--config FILE] [key=value ...]``: every config key with
 its value, type and a one-line description (from the comments in marl/core/config.py), as TOML a run can load."""
 
 from __future__ import annotations
 
 import dataclasses
+
+from cli.args import add_algo_option
 
 
 def render(cfg) -> str:
@@ -27,8 +29,10 @@ def render(cfg) -> str:
             out.append(f"{text:<28s} # {types[f.name].__name__}: {note}")
         return out
 
+    from marl.core import algos
+
     head = [f"# {cfg.env} {cfg.algo}: every key of TrainConfig (set in a TOML file given to --config, or as "
-            "key=value after `marl train`)"]
+            "key=value after `marl train`)", "# algorithms (algo = NAME):"] + [f"#   {s.summary()}" for s in algos.ALGORITHMS.values()]
     body = lines(cfg, TrainConfig, TrainConfig())
     net = ["", f"[network]  # {field_docs(TrainConfig)['network']}"] + lines(cfg.network, NetworkConfig, NetworkConfig())
     return "\n".join(head + body + net)
@@ -49,7 +53,7 @@ def add_parser(subparsers) -> None:
     sub = p.add_subparsers(dest="config_command", required=True)
     s = sub.add_parser("show", help="every TrainConfig and NetworkConfig key: value, type, description")
     s.add_argument("--env", help="environment (some defaults depend on it)")
-    s.add_argument("--algo", choices=("mappo", "happo"), help="algorithm (happo: one actor per agent)")
+    add_algo_option(s, "algorithm")
     s.add_argument("--config", help="TOML config file to start from")
     s.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides, e.g. lr=1e-3 network.hidden=64")
     s.set_defaults(func=_cmd_show)

@@ -207,3 +207,4 @@ def run_guarded(prog: str, fn, *args, hard_exit: bool = False) -> int:
             if code not in (None, 0):
                 _flush_all()
                 os._exit(code)
+

@@ -37,6 +37,7 @@ from pathlib import Path
 from common.errors import UserError, did_you_mean
 from common.files import write_atomic
 from common.preflight import check_inside, check_output, check_path_name
+from marl.core import algos
 from marl.core.config import TrainConfig, flatten, split_override
 from marl.runs.lock import folder_state
 import probes.defaults as probe_defaults
@@ -116,11 +117,13 @@ def _fmt(v) -> str:
 
 
 def implied(layer: dict) -> dict:
-    """A config layer that sets ``algo = "happo"`` and not share_actor also sets ``share_actor = false``
-    (as ``marl train --algo happo`` does); a later layer may still set it."""
-    if layer.get("algo") == "happo" and "share_actor" not in layer:
-        return {**layer, "share_actor": False}
-    return layer
+    """A config layer that sets ``algo`` also sets the keys that algorithm implies and the layer does not
+    set (``share_actor = false`` for one that needs one actor per agent, as ``marl train --algo`` does;
+    marl/core/algos.py); a later layer may still set them."""
+    name = layer.get("algo")
+    if not isinstance(name, str) or name not in algos.names():
+        return layer  # not an algorithm: TrainConfig refuses it by name
+    return {**{k: v for k, v in algos.get(name).implied.items() if k not in layer}, **layer}
 
 
 def points(sweep: dict) -> list[tuple[str, str | None, str, dict]]:

@@ -1,12 +1,115 @@
-"""Which actor update a config asks for."""
+"""The algorithm registry: every training algorithm's name, its declared capabilities and where its actor
+update lives. The one place that names an algorithm: `marl train --algo` / `marl config show --algo`
+(choices and help), ``TrainConfig`` validation (a known name; separate actors where required), the trainer
+(the actor update and the critic kind), the report's group labels and the sweep planner all read it.
+
+Plain data, no jax: the CLI reads it to build ``--help``. An entry's actor update is named by a
+``"module:Class"`` string and imported only when a trainer is built (``make_algo``).
+
+Adding an algorithm: a module with a class implementing ``marl.core.trainer.ActorAlgo`` and one
+``register(AlgoSpec(...))`` line below (docs/architecture.md, "Where a new piece goes"; the recipe test
+tests/test_algos.py::test_recipe_registers_and_trains_a_new_algorithm registers one at run time).
+"""
 
 from __future__ import annotations
 
-from marl.core.config import TrainConfig
-from marl.core.happo import HAPPO
-from marl.core.mappo import MAPPO
+import dataclasses
+import importlib
+
+from common.errors import UserError, did_you_mean
+
+# actor kinds: "any" trains a shared actor (share_actor=true) or one per agent; "separate" needs one actor
+# per agent (TrainConfig refuses share_actor=true, and --algo NAME implies share_actor=false)
+ACTOR_KINDS = ("any", "separate")
+# critic kinds: "centralised": V(s, i, t) on the team-global state s, the seat i and the episode's time step
+# (marl.core.networks.Critic); "independent": V(o_i, i, t) on agent i's own observation (ObsCritic)
+CRITIC_KINDS = ("centralised", "independent")
 
 
-def get_algo(config: TrainConfig):
-    """The actor algorithm (``MAPPO()`` or ``HAPPO()``) named by ``config.algo``."""
-    return {"mappo": MAPPO, "happo": HAPPO}[config.algo]()  # TrainConfig validates algo
+@dataclasses.dataclass(frozen=True)
+class AlgoSpec:
+    """One algorithm and what it declares; validated at construction."""
+
+    name: str  # the value of config key ``algo`` and of --algo
+    actor: str  # one of ACTOR_KINDS
+    critic: str  # one of CRITIC_KINDS
+    on_policy: bool  # trains on the rollout just collected (PPO-style; every algorithm of the suite so far)
+    description: str  # one line, shown by `marl train --help` / `marl config show`
+    impl: str  # "package.module:Class" of its ActorAlgo (imported lazily; constructed without arguments)
+
+    def __post_init__(self):
+        if not (isinstance(self.name, str) and self.name.isidentifier() and self.name == self.name.lower()):
+            raise ValueError(f"algorithm name must be a lowercase identifier, got {self.name!r}")
+        if self.actor not in ACTOR_KINDS:
+            raise ValueError(f"algorithm {self.name}: actor must be one of {ACTOR_KINDS}, got {self.actor!r}")
+        if self.critic not in CRITIC_KINDS:
+            raise ValueError(f"algorithm {self.name}: critic must be one of {CRITIC_KINDS}, got {self.critic!r}")
+        if self.impl.count(":") != 1:
+            raise ValueError(f"algorithm {self.name}: impl must be 'module:Class', got {self.impl!r}")
+
+    @property
+    def separate_actors(self) -> bool:
+        """The algorithm needs one actor per agent (share_actor=false)."""
+        return self.actor == "separate"
+
+    @property
+    def implied(self) -> dict:
+        """Config keys that choosing this algorithm sets unless the user sets them (--algo, sweep layers)."""
+        return {"share_actor": False} if self.separate_actors else {}
+
+    def summary(self) -> str:
+        """``name: description (actor ..., critic ...)``: one line for help texts and docs."""
+        actor = "one actor per agent" if self.separate_actors else "shared or separate actors"
+        return f"{self.name}: {self.description} ({actor}; {self.critic} critic)"
+
+
+ALGORITHMS: dict[str, AlgoSpec] = {}
+DEFAULT = "mappo"  # TrainConfig's default ``algo``
+
+
+def register(spec: AlgoSpec, replace: bool = False) -> AlgoSpec:
+    """Add ``spec`` to the registry (``replace``: overwrite an entry of the same name); returns it."""
+    if spec.name in ALGORITHMS and not replace:
+        raise ValueError(f"algorithm {spec.name!r} is already registered")
+    ALGORITHMS[spec.name] = spec
+    return spec
+
+
+def unregister(name: str) -> None:
+    """Remove an entry (tests that register a temporary algorithm)."""
+    ALGORITHMS.pop(name, None)
+
+
+def names() -> tuple[str, ...]:
+    """The registered algorithm names, in registration order."""
+    return tuple(ALGORITHMS)
+
+
+def get(name: str) -> AlgoSpec:
+    """The entry named ``name``; an unknown name is a one-line UserError with the closest name."""
+    try:
+        return ALGORITHMS[name]
+    except (KeyError, TypeError):
+        raise UserError(f"unknown algorithm {name!r}{did_you_mean(name, names(), 'algorithms')}") from None
+
+
+def make_algo(name: str):
+    """A fresh instance of ``name``'s actor update (imports its module)."""
+    module, cls = get(name).impl.split(":")
+    return getattr(importlib.import_module(module), cls)()
+
+
+def help_text() -> str:
+    """Every algorithm's one-line summary, separated by '; ' (the --algo help)."""
+    return "; ".join(s.summary() for s in ALGORITHMS.values())
+
+
+# -- the registry: one line per algorithm ---------------------------------------------------------
+register(AlgoSpec("mappo", "any", "centralised", True, "PPO on every actor at once, centralised critic",
+                  "marl.core.mappo:MAPPO"))
+register(AlgoSpec("happo", "separate", "centralised", True,
+                  "sequential per-agent PPO in a random order with the factor M (Kuba et al. 2022)",
+                  "marl.core.happo:HAPPO"))
+register(AlgoSpec("ippo", "any", "independent", True,
+                  "PPO on every actor at once, each agent's value from its own observation",
+                  "marl.core.ippo:IPPO"))

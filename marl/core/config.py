@@ -10,14 +10,14 @@ from pathlib import Path
 
 import tomli_w
 
-from common.errors import UserError, closest, parse_bool
+from common.errors import UserError, closest, did_you_mean, parse_bool
 from common import preflight
 from common.preflight import SEED_MAX
 from common.files import write_atomic
+from marl.core import algos as _algos
 
 ACTIVATIONS = ("relu", "tanh", "gelu")
 NETWORK_KINDS = ("mlp", "entity")  # network.kind choices (marl.core.networks.make_actor)
-ALGOS = ("mappo", "happo")
 REWARDS = ("team", "agent")
 TIE_BREAKS = ("none", "length", "random")  # latent_tie_break choices (marl.core.latent.best_of_k)
 ADV_NORMS = ("update", "minibatch")  # adv_norm choices (marl.core.minibatch)
@@ -99,7 +99,7 @@ class TrainConfig:
 
     env: str = "smax:3m"  # environment name (`marl envs` lists them)
     num_agents: int = 0  # team size for mpe:simple_spread; 0 = the scenario's own
-    algo: str = "mappo"  # mappo or happo (happo needs share_actor=false)
+    algo: str = _algos.DEFAULT  # the training algorithm (marl/core/algos.py; `marl train --help` lists them)
     share_actor: bool = True  # MAPPO: one actor tiled over agents; False: one actor per agent
     # "team": every agent's advantages come from the team reward; "agent": each agent's GAE runs on its
     # own reward (MPE only; SMAX has only the shared one). The logged return is the team sum either way.
@@ -158,8 +158,13 @@ class TrainConfig:
             raise UserError(f"unknown environment {self.env!r}{unknown_env_hint(self.env)}")
         _check(self.network.kind != "entity" or has_entity_layout(self.env),
                f"network.kind=entity needs an entity layout, which only mpe:simple_spread and smax maps have (not {self.env})")
-        _check(self.algo in ALGOS, f"algo must be one of {ALGOS}, got {self.algo!r}")
-        _check(not (self.algo == "happo" and self.share_actor), "happo trains one actor per agent: set share_actor=false")
+        _check(self.algo in _algos.names(),
+               f"unknown algo {self.algo!r}{did_you_mean(self.algo, _algos.names(), 'algorithms')}")
+        spec = _algos.get(self.algo)
+        _check(not (spec.separate_actors and self.share_actor),
+               f"{self.algo} trains one actor per agent: set share_actor=false")
+        _check(not (spec.critic == "independent" and self.network.kind == "entity"),
+               f"{self.algo}'s independent critic has no entity form (network.kind=entity): use network.kind=mlp")
         _check(self.adv_norm in ADV_NORMS, f"adv_norm must be one of {ADV_NORMS}, got {self.adv_norm!r}")
         _check(self.reward in REWARDS, f"reward must be one of {REWARDS}, got {self.reward!r}")
         _check(not (self.reward == "agent" and not capabilities(self.env).per_agent_reward),

@@ -106,7 +106,6 @@ def _set_row(tree, i, row):
 class HAPPO:
     """HAPPO: agents updated one after another in a random order, each one's PPO objective
     weighted by M, the product of the probability ratios of the agents updated before it (one actor per agent)."""
-    name = "happo"
     extra_metric_keys = ("factor_std", "factor_min", "factor_max")  # logged per update (factor_stats)
 
     def init_opt(self, setup: ActorSetup, actor_params):

@@ -16,7 +16,6 @@ from marl.core.team import team_unroll
 
 class MAPPO:
     """MAPPO: every actor (shared, or one per agent) updated at once with the clipped PPO objective."""
-    name = "mappo"
     extra_metric_keys = ()
 
     def init_opt(self, setup: ActorSetup, actor_params):

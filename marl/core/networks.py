@@ -1,4 +1,5 @@
-"""Actor (feed-forward or GRU, optional latent input) and centralised critic, as Flax modules.
+"""Actor (feed-forward or GRU, optional latent input) and the critics (centralised on the team-global state,
+or independent on each agent's own observation), as Flax modules.
 
 The actor is a single-step module: ``(carry[..., H], obs[..., O], reset[...], latent[..., d])
 -> (carry, logits[..., A])``. Sequences are unrolled with ``lax.scan`` by the caller, so the
@@ -114,6 +115,38 @@ class Critic(nn.Module):
         return _dense(1, scale=1.0)(x)[..., 0]
 
 
+class ObsCritic(nn.Module):
+    """V(o_i, i, t) for every agent at once: the independent critic (IPPO, ``critic="independent"`` in
+    marl/core/algos.py), an MLP on agent i's own observation ``o_i ++ one_hot(i) ++ t/max_steps``.
+
+    obs [..., N, O] (each agent's observation as the env gives it, without the actor's id), episode_step
+    [...] int; returns values [..., N]. One set of parameters for all agents, told apart by the seat
+    one-hot (as JaxMARL's IPPO shares its critic), so it is the same whether the actors are shared or
+    separate; the first layer is one dense layer on the concatenated input computed in parts, as in
+    ``Critic``. Feed-forward: with a recurrent actor the critic still sees only the current observation.
+    """
+
+    num_agents: int
+    max_steps: int
+    hidden: int = 128
+    activation: str = "relu"
+    time: bool = True
+
+    @nn.compact
+    def __call__(self, obs, episode_step):
+        act = _ACT[self.activation]
+        o, n, h = obs.shape[-1], self.num_agents, self.hidden
+        kernel = self.param("input_kernel", nn.initializers.orthogonal(np.sqrt(2.0)), (o + n + int(self.time), h))
+        bias = self.param("input_bias", nn.initializers.zeros, (h,))
+        x = obs @ kernel[:o] + kernel[o:o + n] + bias  # [..., N, H]
+        if self.time:
+            t = episode_step.astype(obs.dtype) / self.max_steps
+            x = x + t[..., None, None] * kernel[o + n]
+        x = act(x)
+        x = act(_dense(h)(x))
+        return _dense(1, scale=1.0)(x)[..., 0]
+
+
 def make_actor(spec: EnvSpec, net: NetworkConfig) -> Actor | EntityActor:
     """The actor module for ``spec``'s actions and ``net``'s sizes (one actor, no agent axis); act with
     ``.apply(params, carry, obs, reset, latent, method="step")`` or ``method="unroll"``.
@@ -130,9 +163,16 @@ def make_actor(spec: EnvSpec, net: NetworkConfig) -> Actor | EntityActor:
                  activation=net.activation, latent_dim=net.latent_dim)
 
 
-def make_critic(spec: EnvSpec, net: NetworkConfig) -> Critic | EntityStateCritic:
-    """The centralised critic for ``spec``: ``apply(params, state [..., S], episode_step [...]) -> [..., N]``
-    (values for all N seats from the global state; ``net.kind="entity"``: read as entity sets)."""
+def make_critic(spec: EnvSpec, net: NetworkConfig, kind: str = "centralised") -> Critic | EntityStateCritic | ObsCritic:
+    """The critic of ``kind`` (an algorithm's declared critic, marl/core/algos.py) for ``spec``:
+    ``apply(params, x, episode_step [...]) -> [..., N]``. ``"centralised"``: x is the global state
+    [..., S], values for all N seats (``net.kind="entity"``: read as entity sets); ``"independent"``:
+    x is the agents' observations [..., N, O], agent i's value from its own (``ObsCritic``)."""
+    if kind == "independent":
+        return ObsCritic(num_agents=spec.num_agents, max_steps=spec.max_steps, hidden=net.critic_hidden,
+                         activation=net.activation, time=net.critic_time)
+    if kind != "centralised":
+        raise ValueError(f"unknown critic kind {kind!r}")
     if net.kind == "entity":
         state_layout = entity_layouts(spec)[1]
         seats = "agents" if "agents" in state_layout.counts else "allies"
@@ -187,6 +227,11 @@ def init_actor(key: jax.Array, spec: EnvSpec, net: NetworkConfig):
     return actor.init(key, carry, obs, jnp.zeros((), bool), jnp.zeros((net.latent_dim,)), method="step")
 
 
-def init_critic(key: jax.Array, spec: EnvSpec, net: NetworkConfig):
-    """Parameters of the critic, initialised from ``key`` (state [S], time step [] int32)."""
-    return make_critic(spec, net).init(key, jnp.zeros((spec.state_dim,)), jnp.zeros((), jnp.int32))
+def critic_input_shape(spec: EnvSpec, kind: str = "centralised") -> tuple[int, ...]:
+    """The shape of one step's critic input: the state [S] (centralised) or the observations [N, O]."""
+    return (spec.num_agents, spec.obs_dim) if kind == "independent" else (spec.state_dim,)
+
+
+def init_critic(key: jax.Array, spec: EnvSpec, net: NetworkConfig, kind: str = "centralised"):
+    """Parameters of the critic of ``kind``, initialised from ``key`` (one step's input, time step [] int32)."""
+    return make_critic(spec, net, kind).init(key, jnp.zeros(critic_input_shape(spec, kind)), jnp.zeros((), jnp.int32))

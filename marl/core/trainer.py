@@ -1,11 +1,12 @@
-"""The one training program shared by MAPPO, HAPPO and latent training.
+"""The one training program shared by every algorithm of marl/core/algos.py (MAPPO, HAPPO, IPPO) and latent training.
 
 ``Trainer(config).init(key)`` builds a TrainState; ``Trainer.update`` is one PPO iteration
 (rollout, critic values, GAE, actor update, critic update); ``Trainer.chunk`` scans
 ``updates_per_chunk`` iterations. Everything is pure and jittable, and ``jax.vmap`` over keys trains
-many seeds at once. Two parts are chosen by composition: the actor update (``ActorAlgo``: MAPPO or
-HAPPO, given only an ``ActorSetup``) and the rollout schedule (``Rollout``: continuous, or
-latent best-of-K episode-synchronous when ``num_latents > 0``).
+many seeds at once. Three parts are chosen by composition: the actor update (``ActorAlgo``, e.g. MAPPO
+or HAPPO, given only an ``ActorSetup``) and the critic kind (centralised on the state, or independent on
+each agent's observation), both read from the algorithm's registry entry (marl/core/algos.py), and the
+rollout schedule (``Rollout``: continuous, or latent best-of-K episode-synchronous when ``num_latents > 0``).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import jax.numpy as jnp
 from flax import struct
 
 from marl.core import ppo
-from marl.core.algos import get_algo
+from marl.core import algos
 from marl.core.minibatch import ActorSetup, Batch, normalized_advantages, run_minibatches
 from marl.core.config import TrainConfig
 from marl.core.latent import BestOfK
@@ -49,11 +50,27 @@ class TrainState:
     update: jax.Array  # int32, PPO iterations done
 
 
-class ActorAlgo(Protocol):
-    """An actor update (marl/core/mappo.py, marl/core/happo.py). It sees only the ``ActorSetup``, the actor
-    params, their optimiser state and the batch, never the Trainer."""
+def get_algo(config: TrainConfig) -> "ActorAlgo":
+    """A fresh actor update of the algorithm ``config.algo`` names (its registry entry's ``impl``)."""
+    return algos.make_algo(config.algo)
 
-    name: str
+
+def critic_kind(config: TrainConfig) -> str:
+    """The critic ``config.algo`` declares: ``"centralised"`` or ``"independent"``."""
+    return algos.get(config.algo).critic
+
+
+def critic_input(kind: str, x) -> jax.Array:
+    """What the critic of ``kind`` reads from a Transition or TimeStep ``x``: the team-global state
+    [..., S] (centralised) or every agent's own observation [..., N, O] (independent)."""
+    return x.obs if kind == "independent" else x.state
+
+
+class ActorAlgo(Protocol):
+    """An actor update (marl/core/mappo.py, happo.py, ippo.py; registered in marl/core/algos.py, built
+    without arguments). It sees only the ``ActorSetup``, the actor params, their optimiser state and the
+    batch, never the Trainer."""
+
     extra_metric_keys: tuple[str, ...]  # metrics logged besides METRIC_KEYS (per update, per seed)
 
     def init_opt(self, setup: ActorSetup, actor_params):
@@ -108,7 +125,7 @@ def init_state(config: TrainConfig, env, algo: "ActorAlgo", setup: ActorSetup, c
     k_actor, k_critic, k_env, k_state = jax.random.split(key, 4)
     spec, net = env.spec, config.network
     actor = init_actor_params(k_actor, spec, net, config.share_actor)
-    critic = init_critic(k_critic, spec, net)
+    critic = init_critic(k_critic, spec, net, critic_kind(config))
     return TrainState(
         actor_params=actor,
         critic_params=critic,
@@ -152,7 +169,8 @@ class Trainer:
         self.algo = algo or get_algo(config)
         self.rollout = rollout or (BestOfK(self.env, config) if config.num_latents > 0 else Continuous())
         self.actor_tx, self.critic_tx = make_optimizers(config)
-        self.critic = make_critic(self.spec, self.net)
+        self.critic_kind = critic_kind(config)
+        self.critic = make_critic(self.spec, self.net, self.critic_kind)
         self.actor_setup = make_actor_setup(config, self.spec, self.actor_tx)
 
     @property
@@ -188,21 +206,27 @@ class Trainer:
         return collect(self.env, self.policy(state.actor_params), state.runner, key, self.config.rollout_len,
                        self.rollout.copies)
 
-    def values(self, critic_params, states: jax.Array, episode_step: jax.Array) -> jax.Array:
-        """states [..., S], episode_step [...] -> values [..., N] (one batched critic call)."""
-        return self.critic.apply(critic_params, states, episode_step)
+    def values(self, critic_params, x, episode_step: jax.Array) -> jax.Array:
+        """x: the critic's input (``critic_input``: states [..., S] or observations [..., N, O]),
+        episode_step [...] -> values [..., N] (one batched critic call)."""
+        return self.critic.apply(critic_params, x, episode_step)
+
+    def critic_input(self, x) -> jax.Array:
+        """The part of a Transition or TimeStep ``x`` this run's critic reads (``critic_input``)."""
+        return critic_input(self.critic_kind, x)
 
     def make_batch(self, state: TrainState, runner: Runner, tr: Transition, weight=None) -> tuple[Batch, ppo.ValueNorm]:
         """The batch of a rollout that started from ``state.runner`` and ended at ``runner``.
 
-        The critic runs here, once over all stored states, not inside the rollout's scan. GAE runs on
+        The critic runs here, once over all stored states (or observations, for an independent critic),
+        not inside the rollout's scan; its values are per agent [T, E, N] either way. GAE runs on
         the team reward (every agent's advantage from the same reward, with its own value) or, with
         ``reward="agent"``, on each agent's own reward. ``weight`` [T, E, N]: the actor's sample
         weight (default: alive)."""
         c = self.config
         vn = state.value_norm
-        values_raw = self.values(state.critic_params, tr.state, tr.episode_step)  # [T, E, N]
-        last = self.values(state.critic_params, runner.ts.state, runner.ts.episode_step)  # [E, N]
+        values_raw = self.values(state.critic_params, self.critic_input(tr), tr.episode_step)  # [T, E, N]
+        last = self.values(state.critic_params, self.critic_input(runner.ts), runner.ts.episode_step)  # [E, N]
         values = vn.denormalize(values_raw, c.value_norm)
         last = vn.denormalize(last, c.value_norm)
         rewards = tr.rewards if c.reward == "agent" else tr.reward[..., None]
@@ -233,7 +257,7 @@ class Trainer:
             params, opt = carry
 
             def loss_fn(p):
-                v = self.values(p, mb.tr.state, mb.tr.episode_step)
+                v = self.values(p, self.critic_input(mb.tr), mb.tr.episode_step)
                 mask = jnp.ones_like(v) if c.critic_on_dead else mb.tr.alive.astype(v.dtype)
                 return ppo.value_loss(v, mb.values, mb.targets, c.value_clip_eps, mask)
 

@@ -20,7 +20,7 @@ from common.preflight import check_x64_off, read_json
 from marl.core import sharding
 from marl.core.config import TrainConfig
 from marl.core.team import tile
-from marl.core.trainer import NONFINITE, Trainer, TrainState, seed_keys
+from marl.core.trainer import NONFINITE, Trainer, TrainState, critic_kind, seed_keys
 from marl.runs import checkpoint as ckpt
 from marl.runs import metrics_log
 from marl.runs.layout import (CKPT_DIR, CONFIG_FILE, DISCARDED_DIR, START_FILE, check_new_run_place, check_own_files,
@@ -62,6 +62,10 @@ def warm_start(trainer: Trainer, state: TrainState, source: str) -> tuple[TrainS
     add_latent = src.net.latent_dim == 0 and trainer.net.latent_dim > 0
     if src.net != (dataclasses.replace(trainer.net, latent_dim=0) if add_latent else trainer.net):
         raise UserError(f"cannot start from {ref.run}: its network config differs ({src.net} vs {trainer.net})")
+    if critic_kind(src.config) != trainer.critic_kind:
+        raise UserError(f"cannot start from {ref.run}: its critic is {critic_kind(src.config)} ({src.config.algo}), "
+                        f"this run's is {trainer.critic_kind} ({trainer.config.algo}); start from a run whose "
+                        "algorithm has the same critic kind")
     if not src.shared and trainer.shared:
         raise UserError(f"cannot start a shared-actor run from {ref.run}: it has separate actors")
     s_src, s_new = src.config.num_seeds, trainer.config.num_seeds

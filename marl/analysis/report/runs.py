@@ -17,6 +17,7 @@ import numpy as np
 
 from common.errors import UserError, did_you_mean
 from envs.catalog import has_win
+from marl.core import algos
 from marl.core.config import TrainConfig, config_keys
 from marl.runs.layout import CONFIG_FILE, METRICS_FILE, load_config, steps
 from marl.runs.metrics_log import describe_gap, missing_updates, read_metrics, torn_tail
@@ -75,7 +76,8 @@ def key_value(run_path: Path, config: TrainConfig, key: str):
     if key == "env":
         return config.env
     if key == "algo":
-        return config.algo + ("-separate" if config.algo == "mappo" and not config.share_actor else "")
+        # "-separate" marks separate actors where the algorithm also trains a shared one (mappo, ippo)
+        return config.algo + ("-separate" if not config.share_actor and not algos.get(config.algo).separate_actors else "")
     if key == "history":
         return run_path.name
     if key == "run":

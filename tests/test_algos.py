@@ -1,0 +1,164 @@
+"""The algorithm registry (marl/core/algos.py): the one place that names an algorithm. Its entries drive the
+CLI's --algo, config validation, the implied share_actor, the report's labels and the sweep planner; no
+other library module compares an algorithm's name; and the recipe for a new algorithm (a module and one
+registry line) trains through `marl train`."""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from cli.main import main
+from common.errors import UserError
+from marl.core import algos
+from marl.core.algos import AlgoSpec
+from marl.core.config import TrainConfig
+from marl.runs import layout
+
+ROOT = Path(__file__).resolve().parent.parent
+LIBRARY = ("marl", "envs", "probes", "sweeps", "cli", "common")
+REGISTRY = ROOT / "marl" / "core" / "algos.py"
+TINY = ["num_envs=8", "rollout_len=16", "epochs=1", "minibatches=2", "network.hidden=8", "network.critic_hidden=8"]
+
+
+def test_entries_declare_their_capabilities():
+    assert algos.names()[:3] == ("mappo", "happo", "ippo")
+    m, h, i = (algos.get(n) for n in ("mappo", "happo", "ippo"))
+    assert (m.actor, m.critic, h.actor, h.critic, i.actor, i.critic) == \
+        ("any", "centralised", "separate", "centralised", "any", "independent")
+    assert all(s.on_policy and s.description for s in (m, h, i))
+    assert h.implied == {"share_actor": False} and m.implied == i.implied == {}
+    assert [type(algos.make_algo(n)).__name__ for n in ("mappo", "happo", "ippo")] == ["MAPPO", "HAPPO", "IPPO"]
+    with pytest.raises(ValueError, match="critic must be one of"):
+        AlgoSpec("x", "any", "central", True, "d", "m:C")
+    with pytest.raises(ValueError, match="actor must be one of"):
+        AlgoSpec("x", "shared", "centralised", True, "d", "m:C")
+    with pytest.raises(ValueError, match="module:Class"):
+        AlgoSpec("x", "any", "centralised", True, "d", "m.C")
+    with pytest.raises(ValueError, match="already registered"):
+        algos.register(algos.get("mappo"))
+
+
+def test_unknown_names_are_one_line_errors_with_the_closest_name():
+    with pytest.raises(UserError, match=r"^unknown algorithm 'hapo'; did you mean 'happo'\?$"):
+        algos.get("hapo")
+    with pytest.raises(UserError, match=r"unknown algo 'ipo'; did you mean 'ippo'\?"):
+        TrainConfig(algo="ipo")
+    with pytest.raises(UserError, match=r"\(algorithms: mappo, happo, ippo"):
+        TrainConfig(algo="zzzz")
+
+
+def test_config_cli_report_and_sweeps_read_the_capabilities():
+    """A separate-actor algorithm refuses share_actor=true and implies share_actor=false (--algo, sweep
+    layers); the report marks separate actors only where the algorithm could also share one."""
+    from cli.args import config_flags
+    from marl.analysis.report.runs import key_value
+    from sweeps.runner import implied
+
+    with pytest.raises(UserError, match="happo trains one actor per agent"):
+        TrainConfig(algo="happo", share_actor=True)
+    TrainConfig(algo="ippo", share_actor=False)  # allowed
+    args = type("A", (), dict(env=None, algo="happo", overrides=[]))()
+    assert config_flags(args) == {"algo": "happo", "share_actor": False}
+    args.algo = "ippo"
+    assert config_flags(args) == {"algo": "ippo"}
+    assert implied({"algo": "happo"}) == {"algo": "happo", "share_actor": False}
+    assert implied({"algo": "happo", "share_actor": True}) == {"algo": "happo", "share_actor": True}
+    assert implied({"algo": "ippo"}) == {"algo": "ippo"} and implied({"lr": 1e-3}) == {"lr": 1e-3}
+    label = lambda **kw: key_value(Path("r"), TrainConfig(**kw), "algo")
+    assert [label(algo="mappo"), label(algo="mappo", share_actor=False), label(algo="happo", share_actor=False),
+            label(algo="ippo", share_actor=False)] == ["mappo", "mappo-separate", "happo", "ippo-separate"]
+
+
+def test_cli_choices_and_config_show_come_from_the_registry(capsys, monkeypatch):
+    toy = AlgoSpec("toyalgo", "separate", "centralised", True, "a toy for this test", "marl.core.mappo:MAPPO")
+    monkeypatch.setitem(algos.ALGORITHMS, toy.name, toy)
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    out = capsys.readouterr().out
+    assert "{mappo,happo,ippo,toyalgo}" in out and "toyalgo: a toy for this test" in " ".join(out.split())
+    assert main(["config", "show", "--algo", "toyalgo"]) == 0
+    out = capsys.readouterr().out
+    assert "toyalgo: a toy for this test (one actor per agent; centralised critic)" in out
+    assert "share_actor = false" in out  # implied by the toy's declared actor kind
+
+
+# -- no algorithm-name test outside the registry ---------------------------------------------------------
+
+def name_comparisons(text: str, names) -> list[str]:
+    """Lines of ``text`` that compare a value with an algorithm's name (``== "happo"``, ``!= 'mappo'``,
+    ``"ippo" == x``, ``in ("mappo", ...)``, ``.get("algo") == ...``)."""
+    alt = "|".join(map(re.escape, names))
+    lit = rf"""["'](?:{alt})["']"""
+    pats = [rf"(?:==|!=)\s*{lit}", rf"{lit}\s*(?:==|!=)", rf"\bin\s*[\(\[\{{]\s*{lit}", rf"\bin\s+{lit}"]
+    return [ln.strip() for ln in text.splitlines() if any(re.search(p, ln) for p in pats)]
+
+
+def test_the_scanner_finds_planted_comparisons():
+    names = ("mappo", "happo", "ippo")
+    planted = ['if config.algo == "happo":', "x = a != 'mappo'", 'if "ippo" == c.algo:', 'if algo in ("mappo", "x"):',
+               'ok = layer.get("algo") in ["happo"]']
+    assert name_comparisons("\n".join(planted), names) == planted
+    assert name_comparisons('History("happo", "happo", False)\nalgo: str = "mappo"', names) == []
+
+
+def test_no_library_module_compares_an_algorithm_name():
+    """Code asks the registry for a capability; it never tests a name (DESIGN.md, "Extension points")."""
+    names = set(algos.names()) | {"mappo", "happo", "ippo"}
+    found = []
+    for pkg in LIBRARY:
+        for f in sorted((ROOT / pkg).rglob("*.py")):
+            if f == REGISTRY:
+                continue
+            found += [f"{f.relative_to(ROOT)}: {ln}" for ln in name_comparisons(f.read_text(), names)]
+    assert not found, "algorithm names compared outside marl/core/algos.py:\n" + "\n".join(found)
+
+
+# -- the recipe: a new algorithm is a module and one registry line ---------------------------------------
+
+TOY_MODULE = '''
+"""A toy algorithm for the recipe test: MAPPO's update under another name, counting its constructions."""
+from marl.core.mappo import MAPPO
+
+BUILT = []
+
+
+class ToyPPO(MAPPO):
+    def __init__(self):
+        BUILT.append(self)
+'''
+
+
+def test_recipe_registers_and_trains_a_new_algorithm(tmp_path, monkeypatch, capsys):
+    """docs/architecture.md's recipe: the module (written here to a temporary folder) and the one
+    ``register`` line make `marl train --algo toyppo` train, checkpoint and record it; without the line,
+    the same command is refused."""
+    (tmp_path / "toy_algo_recipe.py").write_text(textwrap.dedent(TOY_MODULE))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    argv = ["train", "--env", "mpe:simple_spread", "--algo", "toyppo", "--total-steps", "256", "--quiet", *TINY]
+
+    # without the registry line: one-line error, nothing trained
+    with pytest.raises(SystemExit) as e:
+        main([*argv, "--out", str(tmp_path / "none")])
+    assert e.value.code == 2 and "unknown algorithm 'toyppo'" in capsys.readouterr().err
+    assert not (tmp_path / "none").exists()
+
+    # the registry line
+    algos.register(AlgoSpec("toyppo", "any", "centralised", True, "MAPPO under another name (recipe test)",
+                            "toy_algo_recipe:ToyPPO"))
+    try:
+        out = tmp_path / "toy"
+        assert main([*argv, "--out", str(out)]) == 0
+        import toy_algo_recipe
+
+        assert toy_algo_recipe.BUILT  # the trainer built the registered class
+        assert layout.load_config(out).algo == "toyppo" and layout.steps(out) == [2]
+        from marl.runs.loader import load_team
+
+        assert load_team(str(out)).source["algo"] == "toyppo"
+    finally:
+        algos.unregister("toyppo")
+    assert "toyppo" not in algos.names()
