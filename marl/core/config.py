@@ -99,7 +99,7 @@ class TrainConfig:
     """One training run (all seeds). Env steps count vectorised env transitions, not agent steps."""
 
     env: str = "smax:3m"  # environment name (`marl envs` lists them)
-    num_agents: int = 0  # team size for mpe:simple_spread; 0 = the scenario's own
+    num_agents: int = 0  # team size for a sized scenario (`marl envs`); 0 = the scenario's own
     algo: str = "mappo"  # mappo or happo (happo needs share_actor=false)
     share_actor: bool = True  # MAPPO: one actor tiled over agents; False: one actor per agent
     # "team": every agent's advantages come from the team reward; "agent": each agent's GAE runs on its
@@ -150,7 +150,7 @@ class TrainConfig:
     def __post_init__(self):
         _check_finite(self)
         # the env's names and capabilities as data: reading a config imports no jax or jaxmarl
-        from envs.catalog import SIZED, capabilities, has_entity_layout, names, split_size
+        from envs.catalog import capabilities, entity_layout_names, has_entity_layout, names, sized_names, split_size
 
         # the name exactly (a sized scenario may add a team size ":N"): "smax:3m_junk" or "smax:3m:x" is no env
         base, size = split_size(self.env)
@@ -160,15 +160,16 @@ class TrainConfig:
             hint = f"; did you mean {', '.join(close)}?" if close else "; run `marl envs` for the list"
             raise UserError(f"unknown environment {self.env!r}{hint}")
         _check(self.network.kind != "entity" or has_entity_layout(self.env),
-               f"network.kind=entity needs an entity layout, which only mpe:simple_spread and smax maps have (not {self.env})")
+               f"network.kind=entity needs an entity layout, which only {', '.join(entity_layout_names())} have "
+               f"(not {self.env})")
         _check(self.algo in ALGOS, f"algo must be one of {ALGOS}, got {self.algo!r}")
         _check(not (self.algo == "happo" and self.share_actor), "happo trains one actor per agent: set share_actor=false")
         _check(self.adv_norm in ADV_NORMS, f"adv_norm must be one of {ADV_NORMS}, got {self.adv_norm!r}")
         _check(self.reward in REWARDS, f"reward must be one of {REWARDS}, got {self.reward!r}")
         _check(not (self.reward == "agent" and not capabilities(self.env).per_agent_reward),
-               "reward=agent needs per-agent rewards, which SMAX does not have (its reward is shared): use reward=team")
+               f"reward=agent needs per-agent rewards, which {self.env} does not have (its reward is shared): use reward=team")
         _check(0 <= self.num_agents <= MAX_AGENTS, f"num_agents must be in [0, {MAX_AGENTS}], got {self.num_agents}")
-        _check(self.num_agents == 0 or base in SIZED, f"num_agents applies only to {', '.join(SIZED)}")
+        _check(self.num_agents == 0 or base in sized_names(), f"num_agents applies only to {', '.join(sized_names())}")
         _check(0 <= self.seed <= SEED_MAX, f"seed must be an integer in [0, {SEED_MAX}] (2^32 - 1: a larger seed "
                                             f"would give the key of a smaller one), got {self.seed}")
         for name, hi in (("num_seeds", MAX_SEEDS), ("num_envs", MAX_COUNT), ("rollout_len", MAX_COUNT),
