@@ -3,7 +3,10 @@
     python bench/learning.py --env smax:3m --total-steps 2e6 --name mappo_smax_3m [key=value ...]
 
 Writes bench/results/<name>.csv (training return/win per update and greedy evaluation per
-checkpoint) and <name>.png, and prints the final greedy figures.
+checkpoint) and <name>.png, and prints the final greedy figures. ``--random-baseline`` also evaluates the
+uniform random legal policy on the same episodes (the same episode key: common random numbers), a
+"random policy" row per seed in the CSV and a line in the plot, and prints the final greedy return with
+a t-interval over seeds next to the random policy's.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from envs import catalog
 from marl import api
 from marl.core.config import split_override
 from marl.core.evaluation import mean_ci
@@ -37,6 +41,31 @@ def greedy_curve(run: Path, episodes: int) -> pd.DataFrame:
             rows.append(dict(env_steps=int(env_steps), seed=int(s), kind="greedy eval", **{"return": r}, return_lo=lo,
                              return_hi=hi, win_rate=w, win_lo=wlo, win_hi=whi))
     return pd.DataFrame(rows)
+
+
+def random_baseline(run: Path, episodes: int) -> pd.DataFrame:
+    """The uniform random legal policy (the run's team with all-zero parameters, sampled) on the greedy
+    evaluation's episodes (the same key, ``EVAL_SEED``), one row per seed of the run, at every evaluated
+    env step (flat: it does not learn), so the plot shows it as a line."""
+    import jax
+    import jax.numpy as jnp
+
+    from marl.core.evaluation import evaluate
+    from marl.runs.loader import load
+
+    loaded = load(str(run))
+    team = loaded.team.replace(params=jax.tree.map(jnp.zeros_like, loaded.team.params))
+    res = jax.jit(lambda k: evaluate(loaded.env, team, k, episodes, greedy=False))(jax.random.PRNGKey(EVAL_SEED))
+    r, lo, hi = mean_ci(res.returns)
+    w, wlo, whi = mean_ci(res.won.astype(float))
+    return pd.DataFrame([dict(seed=-1, kind="random policy", **{"return": r}, return_lo=lo, return_hi=hi,
+                              win_rate=w, win_lo=wlo, win_hi=whi)])
+
+
+def over_seeds(values) -> str:
+    """``mean [lo, hi]`` with the 95% t-interval over seeds."""
+    m, lo, hi = mean_ci(values)
+    return f"{m:.3f} [{lo:.3f}, {hi:.3f}]"
 
 
 def training_curve(run: Path) -> pd.DataFrame:
@@ -68,6 +97,8 @@ def main() -> None:
     p.add_argument("--name", required=True)
     p.add_argument("--episodes", type=int, default=256)
     p.add_argument("--runs-dir", default="runs/bench")
+    p.add_argument("--random-baseline", action="store_true",
+                   help="also evaluate the uniform random legal policy on the same episodes")
     p.add_argument("overrides", nargs="*")
     a = p.parse_args()
     cfg = api.make_config(None, {"env": a.env, "total_steps": a.total_steps, **dict(split_override(o) for o in a.overrides)})
@@ -75,11 +106,16 @@ def main() -> None:
     if run.exists():
         shutil.rmtree(run)
     api.train(cfg, run)
-    df = pd.concat([training_curve(run), greedy_curve(run, a.episodes)], ignore_index=True)
+    parts = [training_curve(run), greedy_curve(run, a.episodes)]
+    if a.random_baseline:
+        rnd = random_baseline(run, a.episodes)
+        steps = sorted(parts[1].env_steps.unique())
+        parts.append(pd.concat([rnd.assign(env_steps=s) for s in steps], ignore_index=True))
+    df = pd.concat(parts, ignore_index=True)
     out = ROOT / "results"
     out.mkdir(exist_ok=True)
     df.to_csv(out / f"{a.name}.csv", index=False)
-    has_win = cfg.env.startswith("smax")
+    has_win = catalog.has_win(cfg.env)
     plot(df, f"{cfg.algo} {cfg.env}", out / f"{a.name}.png", has_win)
     last = df[df.kind == "greedy eval"].sort_values("env_steps").groupby("seed").tail(1)
     for _, r in last.iterrows():
@@ -87,6 +123,16 @@ def main() -> None:
         if has_win:
             msg += f", win rate {r.win_rate:.3f} [{r.win_lo:.3f}, {r.win_hi:.3f}]"
         print(msg + f" at {int(r.env_steps):,} env steps")
+    msg = f"{a.name} over {len(last)} seeds: greedy return {over_seeds(last['return'])}"
+    if has_win:
+        msg += f", win rate {over_seeds(last['win_rate'])}"
+    print(msg)
+    if a.random_baseline:
+        r = rnd.iloc[0]
+        msg = f"{a.name} random policy ({a.episodes} episodes): return {r['return']:.3f} [{r.return_lo:.3f}, {r.return_hi:.3f}]"
+        if has_win:
+            msg += f", win rate {r.win_rate:.3f} [{r.win_lo:.3f}, {r.win_hi:.3f}]"
+        print(msg)
 
 
 if __name__ == "__main__":
