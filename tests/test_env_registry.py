@@ -57,7 +57,7 @@ from envs.mpe import make_mpe
 
 
 def make(scenario, params, num_agents=None):
-    env = make_mpe(params, num_agents)
+    env = make_mpe("simple_spread", num_agents, params)  # params: jaxmarl's id, from the registry entry
     name = f"toy:{scenario}" if num_agents is None else f"toy:{scenario}:{env.spec.num_agents}"
     env.spec = dataclasses.replace(env.spec, name=name)
     return env
