@@ -142,8 +142,9 @@ def test_names_and_errors(capsys):
 
 def test_tiny_train_and_render(tmp_path, capsys):
     run = tmp_path / "lbf"
-    argv = ["train", "--env", "jumanji:lbf_6x6:2", "--total-steps", str(8 * 16 * 4), "--out", str(run), "--quiet",
-            "num_envs=8", "rollout_len=16", "updates_per_chunk=2", "epochs=1", "minibatches=2", "network.hidden=16",
+    # 64-step rollouts: every update sees finished episodes (at most 50 steps), so its return is a number
+    argv = ["train", "--env", "jumanji:lbf_6x6:2", "--total-steps", str(8 * 64 * 4), "--out", str(run), "--quiet",
+            "num_envs=8", "rollout_len=64", "updates_per_chunk=2", "epochs=1", "minibatches=2", "network.hidden=16",
             "network.critic_hidden=16"]
     assert main(argv) == 0
     from marl.runs.metrics_log import read_metrics
