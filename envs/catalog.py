@@ -184,7 +184,7 @@ def entity_layout_names() -> list[str]:
     out = []
     for f in FAMILIES.values():
         if f.entity_layouts is not None:
-            out += [f"{f.name} (every scenario)"] if f.entity_layout is None else [f"{f.name}:{s}" for s in f.entity_layout]
+            out += [f"every {f.name} scenario"] if f.entity_layout is None else [f"{f.name}:{s}" for s in f.entity_layout]
     return out
 
 

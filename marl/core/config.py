@@ -160,8 +160,8 @@ class TrainConfig:
             hint = f"; did you mean {', '.join(close)}?" if close else "; run `marl envs` for the list"
             raise UserError(f"unknown environment {self.env!r}{hint}")
         _check(self.network.kind != "entity" or has_entity_layout(self.env),
-               f"network.kind=entity needs an entity layout, which only {', '.join(entity_layout_names())} have "
-               f"(not {self.env})")
+               f"network.kind=entity needs an entity layout, which {self.env} has not (these have one: "
+               f"{', '.join(entity_layout_names())})")
         _check(self.algo in ALGOS, f"algo must be one of {ALGOS}, got {self.algo!r}")
         _check(not (self.algo == "happo" and self.share_actor), "happo trains one actor per agent: set share_actor=false")
         _check(self.adv_norm in ADV_NORMS, f"adv_norm must be one of {ADV_NORMS}, got {self.adv_norm!r}")
