@@ -160,3 +160,28 @@ def test_tiny_train_and_render(tmp_path, capsys):
 
     with Image.open(out) as im:
         assert im.format == "GIF" and im.n_frames == frames
+
+
+def test_grid_frames_show_every_agent_and_item():
+    """``marl render``'s grid frames: one cell per grid cell, every agent on its own cell with its label,
+    LBF's uneaten food and rware's requested shelves in their colours."""
+    from envs.jumanji import AGENT, FOOD, REQUESTED
+
+    lbf = envs.make("jumanji:lbf:3")
+    _, st = lbf.reset(jax.random.PRNGKey(0))
+    s = jax.device_get(st.inner)
+    img, labels, caption = lbf.grid_frame(s)
+    assert img.shape == (8, 8, 3) and img.dtype == np.uint8 and len(labels) == 3 + 2 and caption == "food left 2"
+    for x, y in np.asarray(s.agents.position):
+        assert tuple(img[x, y]) == AGENT
+    for x, y in np.asarray(s.food_items.position):
+        assert tuple(img[x, y]) == FOOD
+    rw = envs.make("jumanji:rware_small:3")
+    _, st = rw.reset(jax.random.PRNGKey(0))
+    s = jax.device_get(st.inner)
+    img, labels, caption = rw.grid_frame(s)
+    assert img.shape == (*np.asarray(s.grid).shape[1:], 3) and len(labels) == 3 and caption == "requested 3"
+    assert all(tuple(img[r, c]) == AGENT for r, c, _, _ in labels)
+    assert int((img == np.array(REQUESTED, np.uint8)).all(-1).sum()) + sum(
+        bool(np.asarray(s.shelves.is_requested)[k]) and tuple(img[int(s.shelves.position.x[k]), int(s.shelves.position.y[k])]) == AGENT
+        for k in range(len(np.asarray(s.shelves.is_requested)))) == 3
