@@ -6,6 +6,10 @@ Writes bench/results/<name>.csv (training return/win per update and greedy evalu
 checkpoint), <name>.png and <name>.json (``summary``: the final greedy figures per seed, with Wilson
 intervals over episodes for win rates, their mean with a t interval over seeds, and the first update's
 training figures, the near-uniform initial policy's), and prints the final greedy figures.
+``--random-baseline`` also evaluates the
+uniform random legal policy on the same episodes (the same episode key: common random numbers), a
+"random policy" row per seed in the CSV and a line in the plot, and prints the final greedy return with
+a t-interval over seeds next to the random policy's.
 """
 
 from __future__ import annotations
@@ -19,7 +23,8 @@ from pathlib import Path
 import pandas as pd
 
 from common.files import write_atomic
-from common.study_stats import wilson_ci
+from common.stats import wilson_ci
+from envs import catalog
 from marl import api
 from marl.core.config import split_override
 from common.stats import mean_ci
@@ -44,6 +49,31 @@ def greedy_curve(run: Path, episodes: int) -> pd.DataFrame:
             rows.append(dict(env_steps=int(env_steps), seed=int(s), kind="greedy eval", **{"return": r}, return_lo=lo,
                              return_hi=hi, win_rate=w, win_lo=wlo, win_hi=whi))
     return pd.DataFrame(rows)
+
+
+def random_baseline(run: Path, episodes: int) -> pd.DataFrame:
+    """The uniform random legal policy (the run's team with all-zero parameters, sampled) on the greedy
+    evaluation's episodes (the same key, ``EVAL_SEED``), one row per seed of the run, at every evaluated
+    env step (flat: it does not learn), so the plot shows it as a line."""
+    import jax
+    import jax.numpy as jnp
+
+    from marl.core.evaluation import evaluate
+    from marl.runs.loader import load
+
+    loaded = load(str(run))
+    team = loaded.team.replace(params=jax.tree.map(jnp.zeros_like, loaded.team.params))
+    res = jax.jit(lambda k: evaluate(loaded.env, team, k, episodes, greedy=False))(jax.random.PRNGKey(EVAL_SEED))
+    r, lo, hi = mean_ci(res.returns)
+    w, wlo, whi = mean_ci(res.won.astype(float))
+    return pd.DataFrame([dict(seed=-1, kind="random policy", **{"return": r}, return_lo=lo, return_hi=hi,
+                              win_rate=w, win_lo=wlo, win_hi=whi)])
+
+
+def over_seeds(values) -> str:
+    """``mean [lo, hi]`` with the 95% t-interval over seeds."""
+    m, lo, hi = mean_ci(values)
+    return f"{m:.3f} [{lo:.3f}, {hi:.3f}]"
 
 
 def training_curve(run: Path) -> pd.DataFrame:
@@ -99,6 +129,8 @@ def main() -> None:
     p.add_argument("--name", required=True)
     p.add_argument("--episodes", type=int, default=256)
     p.add_argument("--runs-dir", default="runs/bench")
+    p.add_argument("--random-baseline", action="store_true",
+                   help="also evaluate the uniform random legal policy on the same episodes")
     p.add_argument("overrides", nargs="*")
     a = p.parse_args()
     cfg = api.make_config(None, {"env": a.env, "total_steps": a.total_steps, **dict(split_override(o) for o in a.overrides)})
@@ -106,11 +138,16 @@ def main() -> None:
     if run.exists():
         shutil.rmtree(run)
     api.train(cfg, run)
-    df = pd.concat([training_curve(run), greedy_curve(run, a.episodes)], ignore_index=True)
+    parts = [training_curve(run), greedy_curve(run, a.episodes)]
+    if a.random_baseline:
+        rnd = random_baseline(run, a.episodes)
+        steps = sorted(parts[1].env_steps.unique())
+        parts.append(pd.concat([rnd.assign(env_steps=s) for s in steps], ignore_index=True))
+    df = pd.concat(parts, ignore_index=True)
     out = ROOT / "results"
     out.mkdir(exist_ok=True)
     df.to_csv(out / f"{a.name}.csv", index=False)
-    has_win = cfg.env.startswith("smax")
+    has_win = catalog.has_win(cfg.env)
     plot(df, f"{cfg.algo} {cfg.env}", out / f"{a.name}.png", has_win)
     summ = {"command": "python bench/learning.py " + " ".join(sys.argv[1:]), "config": cfg.to_dict(),
             **summary(df, a.episodes, has_win)}
@@ -122,6 +159,16 @@ def main() -> None:
         if has_win:
             msg += f", win rate {r.win_rate:.3f} [{r.win_lo:.3f}, {r.win_hi:.3f}] (Wilson over {a.episodes} episodes)"
         print(msg + f" at {int(r.env_steps):,} env steps")
+    msg = f"{a.name} over {len(last)} seeds: greedy return {over_seeds(last['return'])}"
+    if has_win:
+        msg += f", win rate {over_seeds(last['win_rate'])}"
+    print(msg)
+    if a.random_baseline:
+        r = rnd.iloc[0]
+        msg = f"{a.name} random policy ({a.episodes} episodes): return {r['return']:.3f} [{r.return_lo:.3f}, {r.return_hi:.3f}]"
+        if has_win:
+            msg += f", win rate {r.win_rate:.3f} [{r.win_lo:.3f}, {r.win_hi:.3f}]"
+        print(msg)
 
 
 if __name__ == "__main__":

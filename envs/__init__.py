@@ -1,6 +1,7 @@
-"""Environment adapters over jaxmarl 0.2.0 with one stacked-array interface (agent axis first).
+"""Environment adapters over jaxmarl 0.2.0 and jumanji 1.1.2 with one stacked-array interface (agent axis
+first).
 
-Importing the package imports nothing heavy: ``envs.catalog`` (every name, as data) answers at once, and
+Importing the package imports nothing heavy: ``envs.catalog`` (the family registry, as data) answers at once, and
 ``make``, ``names``, ``Env`` and the other names below load the adapters (and jaxmarl, quietly:
 ``envs.quiet``) on first use.
 """

@@ -1,13 +1,26 @@
-"""Every environment name the suite knows, as data: no jax or jaxmarl is imported here, so that listing
-environments (``marl envs``), validating a config and every one-line input error answer at once.
+"""The environment-family registry: every family the suite knows, its scenarios and its capabilities, as
+data. No jax, jaxmarl or jumanji is imported here, so that listing environments (``marl envs``),
+validating a config and every one-line input error answer at once.
 
-``tests/test_envs.py`` checks this list against jaxmarl's own (``MAP_NAME_TO_SCENARIO``, the MPE
-scenarios this suite adapts) and against ``envs.registry``, so it cannot drift from what ``make`` builds.
+A family is one ``Family`` entry in ``FAMILIES`` (``register`` adds one): its scenarios (name -> the
+parameters its adapter needs, plain data), the adapter module (a module path, imported by
+``envs.registry.make`` on the first build, never here) and its capabilities. Nothing outside this module
+and the family modules tests an env name: the rest of the suite asks ``family(name)`` /
+``capabilities(name)`` (``tests/test_envs.py`` greps for name tests).
+
+A family module provides ``make(scenario, params, num_agents) -> Env`` (``params``: the scenario's entry
+here; ``num_agents``: None for the scenario's own team size, else an int >= 1, only for ``sized``
+scenarios) and, for ``render="grid"``, its Env has ``grid_frame(inner_state)`` (``marl/analysis/render.py``).
+
+Names: ``FAMILY:SCENARIO``; a ``sized`` scenario also takes a team size, ``FAMILY:SCENARIO:N`` (or
+``num_agents=N``). ``tests/test_envs.py`` checks these lists against jaxmarl's and jumanji's own and
+against what ``make`` builds.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from typing import Mapping
 
 # jaxmarl 0.2.0's SMAX maps (``jaxmarl.environments.smax.smax_env.MAP_NAME_TO_SCENARIO``), sorted
 SMAX_MAPS = ("10m_vs_11m", "25m", "27m_vs_30m", "2s3z", "3m", "3s5z", "3s5z_vs_3s6z", "3s_vs_5z", "5m_vs_6m",
@@ -16,33 +29,126 @@ SMAX_MAPS = ("10m_vs_11m", "25m", "27m_vs_30m", "2s3z", "3m", "3s5z", "3s5z_vs_3
 EXTRA_SMAX = {"20m": (20, 20), "32m": (32, 32)}
 # the MPE scenarios this suite adapts -> jaxmarl's environment id
 MPE_SCENARIOS = {
-    "simple_spread": "MPE_simple_spread_v3",
     "simple_reference": "MPE_simple_reference_v3",
     "simple_speaker_listener": "MPE_simple_speaker_listener_v4",
+    "simple_spread": "MPE_simple_spread_v3",
 }
-SIZED = ("mpe:simple_spread",)  # names that take a team size (``:N`` or num_agents=N)
+# jumanji 1.1.2 scenarios (envs/jumanji.py): the jumanji environment and its generator's settings; the
+# team size is ``num_agents`` (default 2, ``:N`` in the name). lbf: Level-Based Foraging (jumanji's
+# defaults: 8x8, full view, force_coop: every food item needs the whole team, 2 food items, max agent level
+# 2); lbf_6x6: 6x6 without force_coop (a food item's level may be within one agent's reach); rware: Robot
+# Warehouse at rware's "tiny" layout (1 shelf row, 3 shelf columns of height 8, sensor range 1, a request
+# queue of N shelves); rware_small: the same with columns of height 2 and 100 steps.
+JUMANJI_SCENARIOS = {
+    "lbf": {"env": "LevelBasedForaging-v0", "grid_size": 8, "num_food": 2, "force_coop": True, "time_limit": 100,
+            "num_agents": 2},
+    "lbf_6x6": {"env": "LevelBasedForaging-v0", "grid_size": 6, "num_food": 2, "force_coop": False, "time_limit": 50,
+                "num_agents": 2},
+    "rware": {"env": "RobotWarehouse-v0", "shelf_rows": 1, "shelf_columns": 3, "column_height": 8,
+              "time_limit": 500, "num_agents": 2},
+    "rware_small": {"env": "RobotWarehouse-v0", "shelf_rows": 1, "shelf_columns": 3, "column_height": 2,
+                    "time_limit": 100, "num_agents": 2},
+}
+
+RENDER_KINDS = ("units", "particles", "grid")  # the frame drawers of marl/analysis/render.py
 
 
 @dataclasses.dataclass(frozen=True)
-class Capabilities:
-    """What an env family can do, the one place the rest of the suite asks (never a name prefix)."""
+class Family:
+    """One environment family: its scenarios, its adapter module and what it can do (the one place the
+    rest of the suite asks, never a name prefix)."""
 
-    has_win: bool  # episodes end in a win or a loss
-    per_agent_reward: bool  # a reward per agent (reward=agent), besides the team's
-    entity_layout: tuple | None  # scenarios whose observation and state are entity sets (None: every one)
-    render: str  # how ``marl render`` draws it: "units" (SMAX frames from unit positions) or "particles" (MPE)
+    name: str
+    module: str  # the adapter module (``make(scenario, params, num_agents)``), imported on the first build
+    scenarios: Mapping[str, object]  # scenario -> the parameters its adapter needs (plain data)
+    sized: tuple = ()  # scenarios that take a team size (``FAMILY:SCENARIO:N`` or num_agents=N)
+    has_win: bool | tuple = False  # episodes end in a win or a loss: every scenario (True) or these ones
+    per_agent_reward: bool = False  # a reward per agent (reward=agent), besides the team's
+    entity_layout: tuple | None = ()  # scenarios whose obs and state are entity sets (None: every one)
+    entity_layouts: str | None = None  # the function of envs/entities.py that builds them, (obs, state)
+    one_entity_set: bool = False  # every scenario shares one entity set (an entity actor moves across them)
+    world_state: str = ""  # what the centralised critic reads (``TimeStep.state``), for ``marl envs``
+    render: str | None = None  # how ``marl render`` draws it (one of RENDER_KINDS), None: it cannot
+
+    def __post_init__(self):
+        if ":" in self.name or not self.name:
+            raise ValueError(f"a family name is one word without ':', got {self.name!r}")
+        if self.render is not None and self.render not in RENDER_KINDS:
+            raise ValueError(f"family {self.name}: render must be one of {RENDER_KINDS} or None, got {self.render!r}")
+        for group, what in ((self.sized, "sized"), (self.has_win if isinstance(self.has_win, tuple) else (), "has_win"),
+                            (self.entity_layout or (), "entity_layout")):
+            unknown = [s for s in group if s not in self.scenarios]
+            if unknown:
+                raise ValueError(f"family {self.name}: {what} names unknown scenarios {unknown}")
+
+    def names(self) -> list[str]:
+        """Every scenario name of the family, ``FAMILY:SCENARIO``, in the order of ``scenarios``."""
+        return [f"{self.name}:{s}" for s in self.scenarios]
+
+    def scenario_has_win(self, scenario: str) -> bool:
+        """Whether episodes of ``scenario`` end in a win or a loss."""
+        return self.has_win if isinstance(self.has_win, bool) else scenario in self.has_win
 
 
-FAMILIES = {
-    "smax": Capabilities(has_win=True, per_agent_reward=False, entity_layout=None, render="units"),
-    "mpe": Capabilities(has_win=False, per_agent_reward=True, entity_layout=("simple_spread",), render="particles"),
-}
+Capabilities = Family  # the name the rest of the suite used before the registry held whole families
+
+FAMILIES: dict[str, Family] = {}
+
+
+def register(family: Family) -> Family:
+    """Add ``family`` to the registry (a new family = its module + one call); returns it. A name already
+    taken by another entry is refused (re-registering the same entry is a no-op)."""
+    old = FAMILIES.get(family.name)
+    if old is not None and old != family:
+        raise ValueError(f"env family {family.name!r} is already registered")
+    FAMILIES[family.name] = family
+    return family
+
+
+def unregister(name: str) -> None:
+    """Remove a family (tests register toy ones)."""
+    FAMILIES.pop(name, None)
+
+
+register(Family(
+    "smax", "envs.smax", {**{m: None for m in SMAX_MAPS}, **EXTRA_SMAX}, has_win=True, entity_layout=None,
+    entity_layouts="smax_layouts", one_entity_set=True, render="units",
+    world_state="jaxmarl's world state: 12 features per unit (allies and enemies)"))
+register(Family(
+    "mpe", "envs.mpe", MPE_SCENARIOS, sized=("simple_spread",), per_agent_reward=True,
+    entity_layout=("simple_spread",), entity_layouts="mpe_layouts", render="particles",
+    world_state="positions and velocities of every entity, comm, goals one-hot"))
+register(Family(
+    "jumanji", "envs.jumanji", JUMANJI_SCENARIOS, sized=tuple(JUMANJI_SCENARIOS),
+    has_win=("lbf", "lbf_6x6"), render="grid",
+    world_state="every agent's observation, concatenated"))
+
+
+def parse(name: str) -> tuple[Family, str, str]:
+    """``"mpe:simple_spread:8"`` -> (the mpe Family, ``"simple_spread"``, ``"8"``); no size: ``""``.
+    A KeyError for an unknown family or scenario, or a size on a scenario that takes none."""
+    fam_name, _, rest = name.partition(":")
+    fam = FAMILIES[fam_name]
+    scenario, colon, size = rest.partition(":")
+    if scenario not in fam.scenarios or (colon and scenario not in fam.sized):
+        raise KeyError(name)
+    return fam, scenario, size
+
+
+def family(name: str) -> Family:
+    """The family entry of the env ``name`` (a KeyError for an unknown family)."""
+    return FAMILIES[name.partition(":")[0]]
+
+
+def scenario_of(name: str) -> str:
+    """``"mpe:simple_spread:8"`` -> ``"simple_spread"``."""
+    return name.partition(":")[2].partition(":")[0]
 
 
 def split_size(name: str) -> tuple[str, str]:
     """``"mpe:simple_spread:8"`` -> ``("mpe:simple_spread", "8")``; a name without a team size -> ``(name, "")``."""
     base, _, size = name.rpartition(":")
-    return (base, size) if base in SIZED else (name, "")
+    return (base, size) if base in sized_names() else (name, "")
 
 
 def unknown_env_hint(name: str) -> str:
@@ -52,23 +158,43 @@ def unknown_env_hint(name: str) -> str:
     return did_you_mean(name, names(), n=3, cutoff=0.5, quote=False, otherwise="; run `marl envs` for the list")
 
 
-def capabilities(name: str) -> Capabilities:
+def sized_names() -> list[str]:
+    """Every ``FAMILY:SCENARIO`` that takes a team size."""
+    return [f"{f.name}:{s}" for f in FAMILIES.values() for s in f.sized]
+
+
+def capabilities(name: str) -> Family:
     """The capabilities of the env ``name``'s family (a KeyError for an unknown family)."""
-    return FAMILIES[name.partition(":")[0]]
+    return family(name)
 
 
 def has_win(name: str) -> bool:
-    """Whether episodes of the env ``name`` end in a win or a loss (SMAX battles; MPE scenarios have none)."""
-    return capabilities(name).has_win
+    """Whether episodes of the env ``name`` end in a win or a loss (SMAX battles, LBF's all food eaten)."""
+    return family(name).scenario_has_win(scenario_of(name))
 
 
 def has_entity_layout(name: str) -> bool:
     """Whether the env ``name`` reads as entity sets (``network.kind=entity``)."""
-    scenarios = capabilities(name).entity_layout
-    return scenarios is None or split_size(name)[0].partition(":")[2] in scenarios
+    fam = family(name)
+    return fam.entity_layouts is not None and (fam.entity_layout is None or scenario_of(name) in fam.entity_layout)
+
+
+def entity_set(name: str) -> str:
+    """The set of entities an entity actor of env ``name`` reads: the family where every scenario shares one
+    (every smax map: ``"smax"``), else ``FAMILY:SCENARIO`` (``"mpe:simple_spread:8"`` -> ``"mpe:simple_spread"``)."""
+    fam = family(name)
+    return fam.name if fam.one_entity_set else f"{fam.name}:{scenario_of(name)}"
+
+
+def entity_layout_names() -> list[str]:
+    """Every ``FAMILY:SCENARIO`` (or ``FAMILY`` for all its scenarios) with an entity layout, for messages."""
+    out = []
+    for f in FAMILIES.values():
+        if f.entity_layouts is not None:
+            out += [f"every {f.name} scenario"] if f.entity_layout is None else [f"{f.name}:{s}" for s in f.entity_layout]
+    return out
 
 
 def names() -> list[str]:
-    """Every accepted name. ``mpe:simple_spread`` also takes ``num_agents`` (or the ``:N`` suffix)."""
-    return ([f"smax:{m}" for m in SMAX_MAPS] + [f"smax:{m}" for m in sorted(EXTRA_SMAX)]
-            + [f"mpe:{s}" for s in sorted(MPE_SCENARIOS)])
+    """Every accepted name (sized scenarios also take ``:N`` or ``num_agents``), family by family."""
+    return [n for f in FAMILIES.values() for n in f.names()]

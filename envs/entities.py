@@ -72,6 +72,7 @@ import dataclasses
 import jax.numpy as jnp
 
 from common.errors import UserError
+from envs import catalog
 from envs.adapter import Env
 from envs.registry import make
 
@@ -230,23 +231,30 @@ def _smax(a: int, e: int, unit: int, own: int) -> tuple[EntityLayout, EntityLayo
     return obs, state
 
 
+def mpe_layouts(env: Env) -> tuple[EntityLayout, EntityLayout]:
+    """The layouts of mpe:simple_spread (``Family.entity_layouts`` of mpe in ``envs.catalog``)."""
+    inner = env.inner
+    return _mpe_spread(int(inner.num_agents), int(inner.num_landmarks), int(inner.dim_p), int(inner.dim_c))
+
+
+def smax_layouts(env: Env) -> tuple[EntityLayout, EntityLayout]:
+    """The layouts of a smax map (``Family.entity_layouts`` of smax in ``envs.catalog``)."""
+    inner = env.inner
+    if getattr(inner, "observation_type", "unit_list") != "unit_list":
+        raise UserError(f"{env.spec.name}: entity layouts exist only for unit_list observations")
+    return _smax(int(inner.num_allies), int(inner.num_enemies), len(inner.unit_features), len(inner.own_features))
+
+
 def layouts_of(env: Env) -> tuple[EntityLayout, EntityLayout]:
     """(observation layout, world-state layout) of a made ``Env``, from the jaxmarl env's own sizes.
 
     Raises UserError for an environment without a layout; RuntimeError if the sizes disagree with the
     env's spec (a jaxmarl whose observation function changed).
     """
-    family, _, rest = env.spec.name.partition(":")
-    inner = env.inner
-    scenario = rest.partition(":")[0]
-    if family == "mpe" and scenario == "simple_spread":
-        obs, state = _mpe_spread(int(inner.num_agents), int(inner.num_landmarks), int(inner.dim_p), int(inner.dim_c))
-    elif family == "smax":
-        if getattr(inner, "observation_type", "unit_list") != "unit_list":
-            raise UserError(f"{env.spec.name}: entity layouts exist only for unit_list observations")
-        obs, state = _smax(int(inner.num_allies), int(inner.num_enemies), len(inner.unit_features), len(inner.own_features))
-    else:
-        raise UserError(f"no entity layout for {env.spec.name} (only mpe:simple_spread and smax maps)")
+    fam = catalog.family(env.spec.name)
+    if not catalog.has_entity_layout(env.spec.name):
+        raise UserError(f"no entity layout for {env.spec.name} (only {', '.join(catalog.entity_layout_names())})")
+    obs, state = globals()[fam.entity_layouts](env)
     if obs.size != env.spec.obs_dim or state.size != env.spec.state_dim:
         raise RuntimeError(f"{env.spec.name}: entity layout sizes (obs {obs.size}, state {state.size}) differ from "
                            f"the env's (obs {env.spec.obs_dim}, state {env.spec.state_dim})")

@@ -16,16 +16,18 @@ import envs.quiet  # noqa: F401  (jaxmarl imported without its start-up lines)
 import jaxmarl
 
 from envs.adapter import Env, Hooks
-from envs.catalog import MPE_SCENARIOS
 from envs.base import EnvSpec
 from common.errors import UserError
 
-SCENARIOS = MPE_SCENARIOS  # scenario -> jaxmarl's id (envs.catalog: the names as data)
+
+def make(scenario: str, params, num_agents: int | None = None) -> Env:
+    """The family's constructor (``envs.catalog``): ``params`` is jaxmarl's id of the scenario."""
+    return make_mpe(scenario, num_agents, params)
 
 
-def make_mpe(scenario: str, num_agents: int | None = None) -> Env:
-    """The MPE scenario ``scenario`` (a key of ``SCENARIOS``) as an ``Env``; ``num_agents`` only for
-    ``simple_spread``. Raises UserError on a bad scenario or team size."""
+def make_mpe(scenario: str, num_agents: int | None = None, env_id: str | None = None) -> Env:
+    """The MPE scenario ``scenario`` (jaxmarl's ``env_id``, default ``MPE_<scenario>_v3``) as an ``Env``;
+    ``num_agents`` only for ``simple_spread``. Raises UserError on a bad team size."""
     kwargs = {}
     if num_agents is not None:
         if scenario != "simple_spread":
@@ -33,7 +35,7 @@ def make_mpe(scenario: str, num_agents: int | None = None) -> Env:
         if num_agents < 1:
             raise UserError(f"num_agents must be >= 1, got {num_agents}")
         kwargs = dict(num_agents=num_agents, num_landmarks=num_agents)
-    inner = jaxmarl.make(SCENARIOS[scenario], **kwargs)
+    inner = jaxmarl.make(env_id or f"MPE_{scenario}_v3", **kwargs)
     agents = list(inner.agents)
     n = len(agents)
     obs_dims = tuple(int(inner.observation_spaces[a].shape[0]) for a in agents)

@@ -10,29 +10,36 @@ from jaxmarl.environments.smax import map_name_to_scenario
 from jaxmarl.environments.smax.smax_env import MAP_NAME_TO_SCENARIO, Scenario
 
 from envs.adapter import Env, Hooks
-from envs.catalog import EXTRA_SMAX
 from envs.base import EnvSpec
-
-EXTRA_SCENARIOS = EXTRA_SMAX  # large symmetric marine battles beyond the shipped maps (envs.catalog)
-
-
-def map_names() -> list[str]:
-    """Every SMAX map ``make_smax`` accepts, jaxmarl's and this suite's extra scenarios (sorted)."""
-    return sorted(MAP_NAME_TO_SCENARIO) + sorted(EXTRA_SCENARIOS)
+from common.errors import UserError
 
 
-def _scenario(map_name: str) -> Scenario:
-    if map_name in EXTRA_SCENARIOS:
-        a, e = EXTRA_SCENARIOS[map_name]
+def jaxmarl_map_names() -> list[str]:
+    """jaxmarl's own SMAX maps (sorted): what ``envs.catalog.SMAX_MAPS`` must list."""
+    return sorted(MAP_NAME_TO_SCENARIO)
+
+
+def _scenario(map_name: str, sizes) -> Scenario:
+    if sizes is not None:  # a map beyond jaxmarl's: (allies, enemies) marines
+        a, e = sizes
         return Scenario(jnp.zeros((a + e,), jnp.uint8), a, e, False, False)
     return map_name_to_scenario(map_name)
 
 
-def make_smax(map_name: str) -> Env:
-    """The SMAX map ``map_name`` against the heuristic enemy, as an ``Env``."""
+def make(scenario: str, params, num_agents: int | None = None) -> Env:
+    """The family's constructor (``envs.catalog``): ``params`` is None for a jaxmarl map, (allies, enemies)
+    for one of the suite's marine battles; every map has its own team size."""
+    if num_agents is not None:
+        raise UserError(f"smax:{scenario} has a fixed team size (got num_agents={num_agents})")
+    return make_smax(scenario, params)
+
+
+def make_smax(map_name: str, sizes=None) -> Env:
+    """The SMAX map ``map_name`` against the heuristic enemy, as an ``Env`` (``sizes``: (allies, enemies)
+    marines for a map jaxmarl does not ship)."""
     inner = jaxmarl.make(
         "HeuristicEnemySMAX",
-        scenario=_scenario(map_name),
+        scenario=_scenario(map_name, sizes),
         see_enemy_actions=True,
         walls_cause_death=True,
         attack_mode="closest",

@@ -90,7 +90,7 @@ def test_gae_runs_on_the_team_or_each_agents_reward(reward):
 
 
 def test_agent_reward_on_smax_is_a_one_line_error(capsys, tmp_path):
-    with pytest.raises(UserError, match="SMAX does not have"):
+    with pytest.raises(UserError, match="smax:3m does not have"):
         tiny_config(reward="agent")
     with pytest.raises(UserError, match="reward must be one of"):
         tiny_config(env="mpe:simple_spread", reward="each")

@@ -1,9 +1,11 @@
 """``marl render RUN[#SEED] --episodes 1 --out ep.gif``: episodes of a trained team as a GIF.
 
-SMAX frames are drawn here (``SmaxDrawing``) from the world state's arrays: the simulator's W sub-steps of
-every env step come out of the same compiled step that plays the episode (``smax_sub_steps``, jaxmarl's
-``expand_state_seq`` for one step), so nothing runs jax per frame (jaxmarl's ``SMAXVisualizer`` took about
-a second per frame). MPE frames are jaxmarl's ``MPEVisualizer``. Written with matplotlib's Pillow writer. The team acts greedily unless ``--sampled``; a latent-conditioned team
+How a family is drawn is its ``render`` capability (``envs.catalog``), one drawer per kind (``DRAWERS``):
+"units" (SMAX) frames are drawn here (``SmaxDrawing``) from the world state's arrays: the simulator's W
+sub-steps of every env step come out of the same compiled step that plays the episode (``smax_sub_steps``,
+jaxmarl's ``expand_state_seq`` for one step), so nothing runs jax per frame (jaxmarl's ``SMAXVisualizer``
+took about a second per frame). "particles" (MPE) frames are jaxmarl's ``MPEVisualizer``. "grid" (jumanji)
+frames are the env's ``grid_frame(state)`` images, one per env step (``GridDrawing``). Written with matplotlib's Pillow writer. The team acts greedily unless ``--sampled``; a latent-conditioned team
 takes ``--latent`` (comma-separated values shared by every agent, or an ``.npy`` of [d] or [N, d]).
 """
 
@@ -192,26 +194,88 @@ class SmaxDrawing:
         return self.circles + self.bars + self.labels + self.shots + [self.dead, self.title]
 
 
+def _draw_units(env, seq):
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(1, 1, figsize=(5, 5))
+    frames = _smax_frames(seq)
+    drawing = SmaxDrawing(env, fig, ax, frames)
+    return fig, frames, lambda i: drawing.draw(frames[i])
+
+
+def _draw_particles(env, seq):
+    from jaxmarl.environments.mpe import MPEVisualizer
+
+    with contextlib.redirect_stdout(io.StringIO()):  # the MPE visualiser prints its settings
+        viz = MPEVisualizer(env.inner, [s for _, s, _, _ in seq])
+    return viz.fig, viz.state_seq, viz.update
+
+
+class GridDrawing:
+    """Draws grid-world frames from the env's ``grid_frame(state)``: an RGB image per env step (one
+    ``imshow`` updated in place) with its cell labels and caption."""
+
+    def __init__(self, env, fig, ax, frames):
+        self.env, self.ax = env, ax
+        img = frames[0][0]
+        self.image = ax.imshow(img, interpolation="nearest")
+        ax.set_xticks(np.arange(-0.5, img.shape[1], 1), minor=True)
+        ax.set_yticks(np.arange(-0.5, img.shape[0], 1), minor=True)
+        ax.grid(which="minor", color="0.8", linewidth=0.5)
+        ax.tick_params(which="both", length=0, labelbottom=False, labelleft=False)
+        self.title = ax.set_title("")
+        self.texts = []
+
+    def draw(self, i: int, frame) -> list:
+        """Show frame ``(image, labels, caption, env step)``; returns the artists that changed."""
+        img, labels, caption, t = frame
+        self.image.set_data(img)
+        for tx in self.texts:
+            tx.remove()
+        self.texts = [self.ax.text(c, r, text, color=colour, fontsize="x-small", ha="center", va="center")
+                      for r, c, text, colour in labels]
+        self.title.set_text(f"{self.env.spec.name}  step {t}   {caption}")
+        return [self.image, self.title, *self.texts]
+
+
+def grid_frames(env, seq) -> list:
+    """[(image, labels, caption, env step)] per env step of ``seq``: the state before each step."""
+    return [(*env.grid_frame(inner), int(np.asarray(inner.step_count))) for _, inner, _, _ in seq]
+
+
+def _draw_grid(env, seq):
+    import matplotlib.pyplot as plt
+
+    frames = grid_frames(env, seq)
+    h, w = frames[0][0].shape[:2]
+    fig, ax = plt.subplots(1, 1, figsize=(max(3.0, 0.5 * w), max(3.0, 0.5 * h) + 0.4))
+    drawing = GridDrawing(env, fig, ax, frames)
+    return fig, frames, lambda i: drawing.draw(i, frames[i])
+
+
+# a family's ``render`` capability (envs.catalog.RENDER_KINDS) -> (env, seq) -> (figure, frames, update(i))
+DRAWERS = {"units": _draw_units, "particles": _draw_particles, "grid": _draw_grid}
+
+
+def render_kind(env) -> str:
+    """How the env is drawn (its family's ``render`` capability); a one-line UserError when it cannot be."""
+    kind = capabilities(env.spec.name).render
+    if kind is None:
+        raise UserError(f"{env.spec.name} cannot be rendered (its family declares no renderer)")
+    return kind
+
+
 def animate(env, seq: list, out: Path, fps: int) -> int:
     """Write the GIF (SMAX: drawn here from the world states, W + 1 frames per env step; MPE: jaxmarl's
-    ``MPEVisualizer``, one frame per env step); returns the number of frames."""
+    ``MPEVisualizer``, one frame per env step; grid worlds: one frame per env step); returns the number of
+    frames."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib import animation
 
-    if capabilities(env.spec.name).render == "units":
-        fig, ax = plt.subplots(1, 1, figsize=(5, 5))
-        frames = _smax_frames(seq)
-        drawing = SmaxDrawing(env, fig, ax, frames)
-        update = lambda i: drawing.draw(frames[i])
-    else:
-        from jaxmarl.environments.mpe import MPEVisualizer
-
-        with contextlib.redirect_stdout(io.StringIO()):  # the MPE visualiser prints its settings
-            viz = MPEVisualizer(env.inner, [s for _, s, _, _ in seq])
-        fig, frames, update = viz.fig, viz.state_seq, viz.update
+    fig, frames, update = DRAWERS[render_kind(env)](env, seq)
     ani = animation.FuncAnimation(fig, update, frames=len(frames), blit=False, interval=1000 // fps, repeat=False)
     out.parent.mkdir(parents=True, exist_ok=True)
     with replacing(out) as tmp:  # atomically: a stopped render leaves no half GIF
@@ -241,7 +305,7 @@ def render(ref: str, out: str | Path, *, episodes: int = 1, sampled: bool = Fals
     loaded = load(ref)
     team, env, source = loaded.team, loaded.env, loaded.source
     z = parse_latent(latent, team.num_agents, team.network.latent_dim)
-    sub = smax_sub_steps(env) if capabilities(env.spec.name).render == "units" else None
+    sub = smax_sub_steps(env) if render_kind(env) == "units" else None
     seq = play(env, team, jax.random.PRNGKey(eval_seed), not sampled, z, episodes, max_steps, sub)
     frames = animate(env, seq, out, fps)
     return {"source": source, "env_steps": len(seq), "frames": frames}

@@ -98,7 +98,7 @@ class TrainConfig:
     """One training run (all seeds). Env steps count vectorised env transitions, not agent steps."""
 
     env: str = "smax:3m"  # environment name (`marl envs` lists them)
-    num_agents: int = 0  # team size for mpe:simple_spread; 0 = the scenario's own
+    num_agents: int = 0  # team size for a sized scenario (`marl envs`); 0 = the scenario's own
     algo: str = _algos.DEFAULT  # the training algorithm (marl/core/algos.py; `marl train --help` lists them)
     share_actor: bool = True  # MAPPO: one actor tiled over agents; False: one actor per agent
     # "team": every agent's advantages come from the team reward; "agent": each agent's GAE runs on its
@@ -149,7 +149,8 @@ class TrainConfig:
     def __post_init__(self):
         _check_finite(self)
         # the env's names and capabilities as data: reading a config imports no jax or jaxmarl
-        from envs.catalog import SIZED, capabilities, has_entity_layout, names, split_size, unknown_env_hint
+        from envs.catalog import (capabilities, entity_layout_names, has_entity_layout, names, sized_names, split_size,
+                                  unknown_env_hint)
 
         # the name exactly (a sized scenario may add a team size ":N"): "smax:3m_junk" or "smax:3m:x" is no env
         base, size = split_size(self.env)
@@ -157,7 +158,8 @@ class TrainConfig:
         if base not in names() or (size and not size.isdigit()):
             raise UserError(f"unknown environment {self.env!r}{unknown_env_hint(self.env)}")
         _check(self.network.kind != "entity" or has_entity_layout(self.env),
-               f"network.kind=entity needs an entity layout, which only mpe:simple_spread and smax maps have (not {self.env})")
+               f"network.kind=entity needs an entity layout, which {self.env} has not (these have one: "
+               f"{', '.join(entity_layout_names())})")
         _check(self.algo in _algos.names(),
                f"unknown algo {self.algo!r}{did_you_mean(self.algo, _algos.names(), 'algorithms')}")
         spec = _algos.get(self.algo)
@@ -168,9 +170,9 @@ class TrainConfig:
         _check(self.adv_norm in ADV_NORMS, f"adv_norm must be one of {ADV_NORMS}, got {self.adv_norm!r}")
         _check(self.reward in REWARDS, f"reward must be one of {REWARDS}, got {self.reward!r}")
         _check(not (self.reward == "agent" and not capabilities(self.env).per_agent_reward),
-               "reward=agent needs per-agent rewards, which SMAX does not have (its reward is shared): use reward=team")
+               f"reward=agent needs per-agent rewards, which {self.env} does not have (its reward is shared): use reward=team")
         _check(0 <= self.num_agents <= MAX_AGENTS, f"num_agents must be in [0, {MAX_AGENTS}], got {self.num_agents}")
-        _check(self.num_agents == 0 or base in SIZED, f"num_agents applies only to {', '.join(SIZED)}")
+        _check(self.num_agents == 0 or base in sized_names(), f"num_agents applies only to {', '.join(sized_names())}")
         _check(0 <= self.seed <= SEED_MAX, f"seed must be an integer in [0, {SEED_MAX}] (2^32 - 1: a larger seed "
                                             f"would give the key of a smaller one), got {self.seed}")
         for name, hi in (("num_seeds", MAX_SEEDS), ("num_envs", MAX_COUNT), ("rollout_len", MAX_COUNT),

@@ -19,6 +19,7 @@ import jax.numpy as jnp
 from flax import struct
 
 from envs.base import EnvSpec
+from envs.catalog import entity_set
 from common.errors import UserError
 from marl.core.config import NetworkConfig
 from marl.core.networks import make_actor
@@ -66,9 +67,9 @@ def make_team(actor_params, spec: EnvSpec, network: NetworkConfig, shared: bool)
 
 
 def _scenario(name: str) -> str:
-    """``"mpe:simple_spread:8"`` -> ``"mpe:simple_spread"``; every smax map -> ``"smax"`` (one unit-type set)."""
-    family, _, rest = name.partition(":")
-    return "smax" if family == "smax" else f"{family}:{rest.partition(':')[0]}"
+    """``"mpe:simple_spread:8"`` -> ``"mpe:simple_spread"``; every smax map -> ``"smax"`` (one unit-type set):
+    the entity set an entity actor reads (``envs.catalog.entity_set``)."""
+    return entity_set(name)
 
 
 def resize(team: Team, spec: EnvSpec, what: str = "the run") -> Team:
