@@ -2,4 +2,6 @@
 studies.calibrate`` imports each before it calibrates every registered (rule, design) pair."""
 
 RULE_MODULES = (
+    "studies.fresh_seeds",
+    "studies.connectivity",
 )
