@@ -134,6 +134,11 @@ def main(argv=None) -> int:
                 for design in rule.designs():
                     if args.design is None or args.design in design.name:
                         replaced.append(rules.calibrate(rule, design, args.sims, args.seed))
+    if args.rule is not None or args.design is not None:  # keep the replaced rows of the last full report
+        prev = out.with_suffix(".json")
+        old = json.loads(prev.read_text()).get("replaced", []) if prev.exists() else []
+        keys = {(r["rule"], r["design"]) for r in replaced}
+        replaced = [r for r in old if (r["rule"], r["design"]) not in keys] + replaced
     records = merge(ran, Path(args.records))
     out.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(out.with_suffix(".md"), markdown(records, replaced, time.time() - t))
