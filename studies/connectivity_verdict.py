@@ -130,8 +130,9 @@ def check_preconditions(rows: list[dict], require: dict, endpoints=(), read=(), 
     nan when the env has none), ``jobs``, ``episodes``, ``lower`` (Wilson 95% lower bound), ``min``,
     ``required``, ``checked``, ``ok``, ``outcome``.
 
-    Histories read: those of ``require`` (history -> ``{min_greedy_win, envs}``: on ``envs`` if given) and those
-    of ``read`` (the endpoints of the connected and separated groups' jobs, minimum ``DEFAULT_MIN_WIN``).
+    Histories read: those of ``read`` (the endpoints of the connected and separated groups' jobs: every env,
+    minimum ``DEFAULT_MIN_WIN``) and those of ``require`` (history -> ``{min_greedy_win, envs}``: its own
+    minimum on ``envs`` if given, else on every env).
     ``endpoints``: win rates measured outside the probes (``{"env", "team": "history#seed", "win"}`` and
     optional ``"episodes"``, e.g. ``marl eval`` of a history no probe job has as an endpoint). ``episodes``:
     each probe endpoint's episodes (the jobs share episode keys, so a team's episodes are one job's, not the
@@ -142,10 +143,11 @@ def check_preconditions(rows: list[dict], require: dict, endpoints=(), read=(), 
     for h in histories:
         req = require.get(h)
         envs = req.get("envs") if req else None
-        need = float(req[REQUIRE_WIN]) if req else cx.DEFAULT_MIN_WIN
+        required = lambda env: bool(req) and _on_env(env, envs)  # noqa: E731
+        wanted = lambda env: h in read or required(env)  # noqa: E731  (a read history: every env)
         teams: dict = {}
         for r in rows:
-            if not _on_env(r["env"], envs):
+            if not wanted(r["env"]):
                 continue
             for side, key in (("a", "win(A)"), ("b", "win(B)")):
                 if r[side].rsplit("#", 1)[0] == h:
@@ -153,20 +155,21 @@ def check_preconditions(rows: list[dict], require: dict, endpoints=(), read=(), 
                     teams[(r["env"], r[side])][0].append(float(r.get(key, np.nan)))
                     teams[(r["env"], r[side])][1].append(int(episodes))
         for e in endpoints:
-            if e["team"].rsplit("#", 1)[0] == h and _on_env(e["env"], envs):
+            if e["team"].rsplit("#", 1)[0] == h and wanted(e["env"]):
                 teams.setdefault((e["env"], e["team"]), ([], []))
                 teams[(e["env"], e["team"])][0].append(float(e["win"]))
                 teams[(e["env"], e["team"])][1].append(int(e.get("episodes", episodes)))
-        if not teams and req:
+        if req and not any(required(env) for env, _ in teams):
             out.append({"history": h, "env": ", ".join(envs) if envs else "-", "team": None, "win": float("nan"),
-                        "jobs": 0, "episodes": 0, "lower": float("nan"), "min": need, "required": True,
+                        "jobs": 0, "episodes": 0, "lower": float("nan"), "min": float(req[REQUIRE_WIN]), "required": True,
                         "checked": False, "ok": False, "outcome": "no team probed"})
         for (env, team), (wins, eps) in teams.items():
             w, n = float(np.mean(wins)), int(min(eps))
+            need = float(req[REQUIRE_WIN]) if required(env) else cx.DEFAULT_MIN_WIN
             c = {"history": h, "env": env, "team": team, "win": w, "jobs": len(wins), "episodes": n,
-                 "lower": float("nan"), "min": need, "required": bool(req)}
+                 "lower": float("nan"), "min": need, "required": required(env)}
             if not np.isfinite(w):
-                c.update(checked=False, ok=not req, outcome="no win rate" + ("" if req else " (not checked)"))
+                c.update(checked=False, ok=not c["required"], outcome="no win rate" + ("" if c["required"] else " (not checked)"))
             else:
                 v = rules.verdict("precondition", (int(round(w * n)), n), cx.precondition_design(need, n), records)
                 c.update(checked=True, ok=v.positive, outcome=v.outcome, lower=v.interval[0] if v.interval else float("nan"))

@@ -282,15 +282,15 @@ def test_verdict_precondition_failed_names_the_team():
             r["win(A)"] = 0.55
     e = evaluate(rows, ["c x d"], ["h x h"], 0.05, {"c": {"min_greedy_win": 0.8}})
     assert e["verdict"] == "precondition failed"
-    assert ("m2: c#2: greedy win rate 0.550, Wilson 95% lower bound 0.489 over 256 episodes < minimum 0.8"
+    assert ("m2: c#2: greedy win rate 0.550, Wilson 95% lower bound 0.490 over 256 episodes < minimum 0.8"
             in e["reasons"][0])
     assert [c["team"] for c in e["preconditions"] if not c["ok"]] == ["c#2"]
-    # only on the envs named: m1's teams all pass (m2's c#2 still meets the default minimum 0.5? no: 0.489 < 0.5)
+    # only on the envs named: m1's teams all pass (m2: c#2 fails the default minimum 0.5 there: 0.490 < 0.5)
     e = evaluate(rows, ["c x d"], ["h x h"], 0.05, {"c": {"min_greedy_win": 0.8, "envs": ["m1"]}})
     assert e["verdict"] == "precondition failed" and "(default for a history the verdict reads)" in e["reasons"][0]
     for r in rows:
-        if r["a"] == "c#2":
-            r["win(A)"] = 0.6
+        if r["a"] == "c#2" and r["env"] == "m2":
+            r["win(A)"] = 0.6  # lower bound 0.539: passes the default 0.5 (m2 is not one of require's envs)
     assert evaluate(rows, ["c x d"], ["h x h"], 0.05, {"c": {"min_greedy_win": 0.8, "envs": ["m1"]}})["verdict"] == "supports"
     # a team of h is the b side of some jobs: its win(B) counts, averaged over its jobs
     for r in rows:
