@@ -1,5 +1,9 @@
-"""Study-level statistics over probe jobs that share teams: team-cluster CIs, the "connected" test,
-Wilson intervals (numpy and scipy only).
+"""Study-level statistics over probe jobs that share teams: team-cluster CIs, the mean-based "connected"
+test, and the connectivity study's verdict rules ("connected", "connected (mean)", "separated",
+"precondition": the comment block above ``MIN_TEAMS`` says what each claims and how it is calibrated;
+``studies.connectivity_verdict`` applies them to a report's job rows). Moved from ``common/study_stats.py``
+(issue 34). Since issue 34 the mean-based ``connected_test`` decides only on designs where its record
+passes (8 seeds x 2 maps, 6 x 3 and more); the paragraph on it below is the issue-25 calibration.
 
 Why. The jobs of a pair group on one map are built from a few teams (training seeds): 4 happo teams
 give 6 happo x happo jobs, and every team is in 3 of them. A true per-job barrier is
