@@ -139,3 +139,12 @@ def test_one_job_group_never_supports_and_a_true_078_rarely_passes_080():
     rng = np.random.default_rng(0)
     passes = np.mean([cx.PRECONDITION.decide((rng.binomial(256, 0.78), 256), d).positive for _ in range(2000)])
     assert passes < 0.02
+
+
+def test_report_gives_no_verdict_on_a_design_without_a_record():
+    from studies.connectivity_verdict import evaluate
+
+    only_pre = {k: r for k, r in rules.load_records().items() if k.startswith("precondition::")}
+    e = evaluate(_study(), ["c x d"], ["happo x happo"], 0.05, records=only_pre)
+    assert e["verdict"] == rules.NO_RECORD and e["connected_tests"]["c x d"]["outcome"] == rules.NO_RECORD
+    assert any(r.startswith(f"({rules.NO_RECORD}) c x d (connectivity connected group|seedx4|") for r in e["reasons"])
