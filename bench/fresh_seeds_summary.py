@@ -4,10 +4,12 @@
     python bench/fresh_seeds_summary.py EVAL.json --unchanged-against OLD.json:happo.greedy_win_rate [--margin 0.02]
     python bench/fresh_seeds_summary.py EVAL.json --paired-with OTHER_EVAL.json [--margin 0.02]
 
-Per seed: the greedy win rate with its Wilson CI (as ``marl eval`` writes it). Over seeds: the mean with
-a t interval over the seed means (the seeds were randomised; episodes are not pooled), the one-sided 95%
-bounds and the plan's decision: met (lower bound >= target), not met (upper bound < target), else not
-shown. The old rule ("the first 2 seeds both >= target") is printed beside it.
+Per seed: the greedy win rate with its Wilson CI (as ``marl eval`` writes it). Over seeds: the rules of
+``studies.fresh_seeds`` (``decide``, ``unchanged``, ``paired``; calibrated by ``python -m studies.calibrate``).
+Every seed of a ``marl eval`` run is scored on the same episodes (one eval seed), so the target decision
+reads the per-episode outcomes ``marl eval`` saves beside the JSON (``EVAL.npz``: ``won`` [steps, seeds,
+episodes]) and uses the interval over seeds and episodes; without them it says what is missing. The old
+rule ("the first 2 seeds both >= target") is printed beside it.
 """
 
 from __future__ import annotations
@@ -15,49 +17,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 import numpy as np
 
-from common.stats import mean_ci
-
-
-def decide(wins, target: float) -> dict:
-    """The plan's decision from per-seed win rates: mean, two-sided 95% t CI, one-sided 95% bounds, verdict."""
-    w = np.asarray(wins, float)
-    mean, lo, hi = mean_ci(w, 0.95)  # the t interval over seeds
-    _, lo1, hi1 = mean_ci(w, 0.90)  # its ends are the one-sided 95% bounds
-    verdict = "target met" if lo1 >= target else "target not met" if hi1 < target else "not shown"
-    return {"n": w.size, "mean": mean, "lo": lo, "hi": hi, "lower_one_sided": lo1, "upper_one_sided": hi1,
-            "verdict": verdict, "old_rule": bool(w.size >= 2 and (w[:2] >= target).all())}
-
-
-def unchanged(new, old, margin: float = 0.02) -> dict:
-    """Equivalence (two one-sided tests, 5% each) of a setting's per-seed win rates ``new`` against the
-    recorded ``old`` ones: Welch's 90% interval of mean(new) - mean(old) inside (-margin, +margin) is
-    "unchanged"; its 95% interval excluding 0 is "changed"; else "not shown". Seeds are the unit."""
-    from scipy import stats
-
-    a, b = np.asarray(new, float), np.asarray(old, float)
-    va, vb = a.var(ddof=1) / a.size, b.var(ddof=1) / b.size
-    diff, se = float(a.mean() - b.mean()), float(np.sqrt(va + vb))
-    df = (va + vb) ** 2 / (va ** 2 / (a.size - 1) + vb ** 2 / (b.size - 1)) if va + vb > 0 else float(a.size + b.size - 2)
-    h90, h95 = (float(stats.t.ppf(q, df) * se) for q in (0.95, 0.975))
-    verdict = ("unchanged" if -margin < diff - h90 and diff + h90 < margin else
-               "changed" if diff - h95 > 0 or diff + h95 < 0 else "not shown")
-    return {"diff": diff, "ci90": [diff - h90, diff + h90], "ci95": [diff - h95, diff + h95], "df": df,
-            "margin": margin, "verdict": verdict}
-
-
-def paired(diffs, margin: float = 0.02) -> dict:
-    """A default against its alternative on the same seeds: ``diffs`` = per-seed win(default) - win(other).
-    "better": one-sided 95% lower bound > 0; "worse": upper bound < 0; "equivalent": the 90% t interval inside
-    (-margin, +margin); else "not shown"."""
-    d = np.asarray(diffs, float)
-    mean, lo, hi = mean_ci(d, 0.90)
-    verdict = ("better" if lo > 0 else "worse" if hi < 0 else
-               "equivalent" if -margin < lo and hi < margin else "not shown")
-    return {"n": d.size, "mean": mean, "ci90": [lo, hi], "ci95": list(mean_ci(d, 0.95)[1:]), "margin": margin,
-            "verdict": verdict}
+from studies.fresh_seeds import MIN_SEEDS, decide, paired, unchanged  # noqa: F401  (the rules live in studies)
 
 
 def main() -> None:
@@ -86,10 +50,14 @@ def main() -> None:
             d = paired(np.subtract(wins, other), args.margin)
             what = f"paired against {args.paired_with} (per-seed differences)"
         sys.stdout.write(f"{args.eval_json}: {len(wins)} seeds, mean {np.mean(wins):.3f}; {what}: difference "
-                         f"{d['mean'] if 'mean' in d else d['diff']:+.4f}, 90% CI [{d['ci90'][0]:+.4f}, {d['ci90'][1]:+.4f}], "
+                         f"{d['mean'] if 'mean' in d else d['diff']:+.4f}, {d['level']:.0%} CI [{d['ci'][0]:+.4f}, {d['ci'][1]:+.4f}], "
                          f"margin {args.margin}: **{d['verdict']}**\n")
         return
-    d = decide([s["win_rate"] for s in seeds], args.target)
+    npz = Path(args.eval_json).with_suffix(".npz")
+    won = np.load(npz)["won"][-1] if npz.exists() else None  # the last step: [seeds, episodes]
+    d = decide([s["win_rate"] for s in seeds], args.target, won=won)
+    if won is None:
+        d["verdict"] = f"no interval: per-episode outcomes missing ({npz.name}; every seed was scored on the same episodes)"
     out = [f"# Results: the smax:3m target over {d['n']} fresh seeds (plan: PLAN.md)", "",
            f"Source: `{args.eval_json}` (`marl eval --episodes {rep['episodes']}`, greedy; run {rep['run']}, "
            f"step {rep.get('step')}). Recipe: `bash bench/fresh_seeds.sh`.", "",
@@ -98,9 +66,9 @@ def main() -> None:
     for s in seeds:
         out.append(f"| {args.first_seed + s['seed']} | {s['win_rate']:.3f} [{s['win_rate_ci'][0]:.3f}, {s['win_rate_ci'][1]:.3f}] | "
                    f"{s['return']:.3f} [{s['return_ci'][0]:.3f}, {s['return_ci'][1]:.3f}] |")
-    out += ["", f"Mean over seeds: **{d['mean']:.3f} [{d['lo']:.3f}, {d['hi']:.3f}]** (t interval over {d['n']} seed "
-            f"means); one-sided 95% bounds {d['lower_one_sided']:.3f} / {d['upper_one_sided']:.3f}.", "",
-            f"## Decision (rule fixed in PLAN.md): **{d['verdict']}** (target {args.target})", "",
+    out += ["", f"Mean over seeds: **{d['mean']:.3f} [{d['lo']:.3f}, {d['hi']:.3f}]** (95% interval {d['unit']}); "
+            f"one-sided bounds {d['lower_one_sided']:.3f} / {d['upper_one_sided']:.3f}.", "",
+            f"## Decision (studies.fresh_seeds `decide`): **{d['verdict']}** (target {args.target})", "",
             f"The old rule (first 2 seeds both >= {args.target}) would say: {'met' if d['old_rule'] else 'not met'}."]
     sys.stdout.write("\n".join(out) + "\n")
 

@@ -1,13 +1,14 @@
-"""Re-aggregate the recorded connectivity study (2026-11-30) under the study-level rules of issue 25.
+"""Re-aggregate the recorded connectivity study (2026-11-30) under the study-level rules (issues 25 and 34).
 
-    python bench/reaggregate_connectivity.py [--out bench/results/connectivity/reaggregated]
+    python bench/reaggregate_connectivity.py [--out bench/results/connectivity/restated_issue34]
 
 Reads the study's probe jobs as recorded (``bench/results/connectivity/pairs.csv``: one row per job, the
 same fields ``sweeps.report.job_row`` gives) and the greedy evaluation of the source history S
 (``S_eval_smax-*.json``: ``marl eval`` of ``shared`` on 256 episodes per seed), and writes the sweep report
-of ``sweeps/connectivity.toml``'s ``[report]`` with the new rules (``sweeps/report.py``: group CIs that
-resample teams, the connected equivalence test, the jobs whose CI excludes 0) and PLAN.md's precondition
-enforced: ``shared`` must reach a greedy win rate of 0.8 on smax:3m. No probe job of the study has S as an
+of ``sweeps/connectivity.toml``'s ``[report]`` with the rules of ``studies.connectivity_verdict`` (group
+CIs that resample teams; "connected" from every job's own upper bound; every team the verdict reads checked
+by the Wilson lower bound of its greedy win rate; >= 3 teams a group; a verdict only on a calibrated design)
+and PLAN.md's precondition enforced: ``shared`` must reach a greedy win rate of 0.8 on smax:3m. No probe job of the study has S as an
 endpoint, so S's win rates enter as endpoints measured outside the probes. The old verdict (IQM rules) is
 written beside the new one. Nothing is re-run: the numbers are the recorded ones.
 """
@@ -50,18 +51,19 @@ def s_endpoints(folder: Path) -> list[dict]:
     out = []
     for f in sorted(folder.glob("S_eval_smax-*.json")):
         env = "smax:" + f.stem.removeprefix("S_eval_smax-")
-        for s in json.loads(f.read_text())["seeds"]:
-            out.append({"env": env, "team": f"shared#{s['seed']}", "win": s["win_rate"]})
+        rep = json.loads(f.read_text())
+        for s in rep["seeds"]:
+            out.append({"env": env, "team": f"shared#{s['seed']}", "win": s["win_rate"], "episodes": rep["episodes"]})
     return out
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--out", default=str(STUDY / "reaggregated"))
+    p.add_argument("--out", default=str(STUDY / "restated_issue34"))
     args = p.parse_args()
     sweep = tomllib.loads((ROOT / "sweeps" / "connectivity.toml").read_text())
     report = {**sweep["report"], "out": args.out, "require": PRECONDITION,
-              "title": sweep["report"]["title"] + " - re-aggregated under the issue-25 rules (recorded jobs)"}
+              "title": sweep["report"]["title"] + " - restated under the issue-34 rules (recorded jobs)"}
     rows = read_rows(STUDY / "pairs.csv")
     assert rows and all(math.isfinite(r["barrier"]) for r in rows)
     ends = s_endpoints(STUDY)

@@ -1,4 +1,4 @@
-"""Calibration of the study-level statistics (common/study_stats.py) on simulated studies with known answers.
+"""Calibration of the study-level statistics (studies/connectivity.py) on simulated studies with known answers.
 
     python bench/study_calibration.py --out bench/results/study_calibration.md [--sims 3000] [--boot 1000] [--seed 0]
 
@@ -40,7 +40,7 @@ from pathlib import Path
 import numpy as np
 from scipy import stats as sps
 
-from common.study_stats import Jobs, connected_test, group_ci, wilson_ci  # the installed suite (pip install -e .)
+from studies.connectivity import Jobs, connected_test, group_ci, wilson_ci  # the installed suite (pip install -e .)
 
 ALPHAS = np.linspace(0.0, 1.0, 21)
 MU = 0.10
@@ -273,7 +273,7 @@ def main(argv=None) -> int:
     t0 = time.process_time()
     rng = np.random.default_rng(args.seed)
     cmd = "python bench/study_calibration.py " + " ".join(sys.argv[1:] if argv is None else argv)
-    lines = ["# Study-level statistics: calibration (`common/study_stats.py`)", "",
+    lines = ["# Study-level statistics: calibration (`studies/connectivity.py`)", "",
              f"Command: `{cmd}` (seed {args.seed}, {args.boot} bootstrap resamples per CI).", "",
              "Every rate is over the stated number of simulated studies, with its Wilson 95% CI. "
              "The simulation is described in bench/study_calibration.py's docstring.", ""]

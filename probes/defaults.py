@@ -6,7 +6,7 @@ from common.stats import DEFAULT_BOOT
 from marl.analysis.defaults import EVAL_SEED  # noqa: F401  (the one episode key: eval, render, probes)
 
 ALPHAS = 21  # interpolation points in [0, 1] (odd, so 0.5 is among them)
-# The smallest grid whose calibration is recorded (probes.calibration: the cross-fitted barrier's coverage and
+# The smallest grid whose calibration is recorded (studies.barrier_calibration: the cross-fitted barrier's coverage and
 # detection at K = 11 and 21 points): on a coarser grid the cross-fitted headline can miss a dip between points.
 MIN_CALIBRATED_ALPHAS = 11
 EPISODES = 256  # episodes per team, the same keys for every team

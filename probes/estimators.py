@@ -11,7 +11,7 @@ the endpoints minus the interpolated team; Entezari et al. 2022). Three statisti
   the max. 95% CI: lower end = estimate - z * sd of a bootstrap that repeats the whole procedure
   (resampled episodes keep their fold); upper end = the larger of estimate + z * sd and
   max_k (gap_k + c * se_k), a simultaneous band over alphas (c from the same bootstrap), which keeps
-  the CI above the true max when the selection misses it. Calibrated in ``probes/calibration.py``
+  the CI above the true max when the selection misses it. Calibrated in ``studies/barrier_calibration.py``
   (bench/results/barrier_calibration.md): coverage and power on simulated studies.
 - **midpoint barrier**: the gap at alpha = 0.5, a pre-registered point; t-interval over episodes.
 - **max barrier** (what papers report): max over alpha of the mean gap. It is >= 0 by construction and

@@ -53,7 +53,7 @@ def grid_warnings(grid) -> list[str]:
     if len(grid) >= defaults.MIN_CALIBRATED_ALPHAS:
         return []
     return [f"{len(grid)} alphas is coarser than the smallest grid whose calibration is recorded "
-            f"({defaults.MIN_CALIBRATED_ALPHAS} points, probes.calibration): the cross-fitted barrier chooses its "
+            f"({defaults.MIN_CALIBRATED_ALPHAS} points, studies.barrier_calibration): the cross-fitted barrier chooses its "
             f"alpha on half the episodes among few points and can miss a dip between them; use --alphas "
             f"{defaults.MIN_CALIBRATED_ALPHAS} or more (the per-alpha curve in barrier.csv shows every point)"]
 
@@ -137,7 +137,7 @@ def probe_barrier(ref_a: str, ref_b: str, out: str | Path, alphas=defaults.ALPHA
                       f"{_fmt_ci(s['barrier'], s['barrier_ci']):>30s} "
                       f"{format(s['barrier_alpha'], '.2f') if 0 < s['barrier_alpha'] < 1 else 'endpoint':>8s}  "
                       f"{_fmt_ci(s['midpoint'], s['midpoint_ci']):>28s}  {_fmt_ci(s['barrier_max'], s['barrier_max_ci']):>28s}")
-    lines.append(f"headline: cross-fitted barrier (its coverage calibrated by simulation); the max is biased upward; "
+    lines.append(f"headline: cross-fitted barrier (calibrated: python -m studies.barrier_calibration); the max is biased upward; "
           f"CIs over the {episodes} episodes (bootstrap; barrier: its estimator's interval)")
     lines.append(f"wrote {out}/barrier.json, barrier.csv, barrier.png, barrier.npz")
     report["summary"] = lines

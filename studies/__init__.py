@@ -6,4 +6,9 @@ units of replication and what is shared across them) and carries a simulation of
 null and under a stated effect. ``python -m studies.calibrate`` runs every (rule, design) pair and writes
 the records (``studies/records.json``, shipped with the package, and ``bench/results/verdict_calibration.*``);
 ``studies.rules.verdict`` refuses to give a verdict for a design without a passing record.
+
+Modules: ``rules`` (the framework), ``calibrate`` (``python -m studies.calibrate``), ``fresh_seeds``
+("target met", "better" / "worse" / "equivalent", "unchanged" / "changed"), ``connectivity`` (team-cluster
+statistics and the "connected", "separated", "precondition" rules), ``connectivity_verdict`` (the probe
+report's verdict), ``barrier_calibration`` (the per-job barrier estimators' calibration).
 """

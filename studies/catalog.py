@@ -3,4 +3,6 @@ studies.calibrate`` imports each before it calibrates every registered (rule, de
 
 RULE_MODULES = (
     "studies.atlas",
+    "studies.fresh_seeds",
+    "studies.connectivity",
 )

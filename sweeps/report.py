@@ -10,35 +10,26 @@ Probe report (``write_report``, sweeps with ``[[pairs]]`` and ``[report]``): one
 aggregates per pair group, a verdict.
 
 Per pair group (``[[pairs]]``, e.g. "happo x happo") and env: the mean of the jobs' headline barriers
-(cross-fitted, ``probes/estimators.py``) with the team-cluster CI of ``common/study_stats.py``
+(cross-fitted, ``probes/estimators.py``) with the team-cluster CI of ``studies.connectivity``
 (``group_ci``: team jackknife, t interval; what is resampled is the team, i.e. the "history#seed" ids of
 a and b, within each map, not the job: the jobs of a group share teams); pooled over envs: the mean of
-the per-env means, the same CI over maps (``study_stats``' strata). A group with one job shows that
-job's own CI. Every table says what was resampled.
+the per-env means, the same CI over maps. A group with one job shows that job's own CI. Every table says
+what was resampled.
 
 Contrasts (each ``separated`` group minus each ``connected`` group: difference of IQMs with a bootstrap
-over jobs stratified by env) are descriptive only: ``study_stats`` offers no team-resampled contrast,
-and a bootstrap over jobs under-covers when the jobs share teams; they do not enter the verdict.
+over jobs stratified by env) are descriptive only: a bootstrap over jobs under-covers when the jobs share
+teams; they do not enter the verdict.
 
-Verdict (the rules of bench/results/connectivity/PLAN.md as amended 2026-12-01, parameters from
-``[report]``):
-- precondition failed: a team of a history named in ``[report] require`` has an endpoint win rate below
-  its minimum (or none); checked first, the numbers are in the reasons;
-- supports: (a) every connected group is "connected" by ``study_stats.connected_test`` at ``threshold``
-  (the one-sided 95% upper bound of the population barrier, from the per-job plain max barrier
-  ``barrier_max``, is below ``threshold``), and (b) every separated group's pooled team-cluster CI of
-  the cross-fitted barrier lies above 0;
-- refutes: (b) fails (a separated group's CI contains 0 or lies below it);
-- inconclusive otherwise ((b) holds, (a) does not).
-The old verdict (pooled IQM CIs with a bootstrap over jobs, and the contrasts; ``old_verdict``) is
-reported beside it and decides nothing. The report lists every job whose own CI of the cross-fitted
-barrier excludes 0.
+Verdict: ``studies.connectivity_verdict.evaluate`` (its docstring states the rules; each is a calibrated
+``studies.rules`` rule, and a design without a passing record gets no verdict). The old verdict (pooled
+IQM CIs with a bootstrap over jobs, and the contrasts; ``old_verdict``) is reported beside it and decides
+nothing. The report lists every job whose own CI of the cross-fitted barrier excludes 0.
 
-Preconditions: ``[report] require = { "shared" = { min_greedy_win = 0.8, envs = ["smax:3m"] } }``
-(history name -> its minimum greedy win rate, optionally on some envs only): every team of that history
-(an env and a seed) that is an endpoint of a probe job must have an endpoint win rate (the job rows'
-win(A) / win(B), greedy episodes; the mean over the jobs it is an endpoint of) at least the minimum.
-The history must be an endpoint of some ``[[pairs]]`` table (``sweeps/schema.py`` checks it).
+Preconditions: every team of every history the verdict reads (the endpoints of the connected and
+separated groups) has its greedy win rate checked (Wilson lower bound against 0.5); ``[report] require =
+{ "shared" = { min_greedy_win = 0.8, envs = ["smax:3m"] } }`` sets a history's own minimum (optionally on
+some envs only) and adds histories no verdict group has as an endpoint (``sweeps/schema.py`` checks it is
+an endpoint of some ``[[pairs]]`` table).
 """
 
 from __future__ import annotations
@@ -50,8 +41,10 @@ import numpy as np
 
 from common.errors import UserError, did_you_mean
 from common.files import save_figure, write_atomic, write_dict_csv, write_json
-from common import stats, study_stats
+from common import stats
 from common.stats import aggregate  # the old verdict's per-pair IQM table
+from studies.connectivity_verdict import (REQUIRE_WIN, check_preconditions, connected_tests, evaluate,  # noqa: F401
+                                          excluding_zero, team_aggregate, verdict)
 from sweeps.schema import INIT_FROM
 
 BOOT = 5000
@@ -97,7 +90,7 @@ def job_row(job) -> dict:
 def contrasts(rows: list[dict], separated, connected, metric: str = "barrier", seed: int = 0) -> list[dict]:
     """Every separated pair group minus every connected one: IQM difference of ``metric`` with a bootstrap CI
     stratified by env, as rows ``{contrast, diff, lo, hi}``. Descriptive: the jobs are resampled as if
-    independent (they share teams, and ``study_stats`` has no team-resampled contrast); not in the verdict."""
+    independent (they share teams; no team-resampled contrast is calibrated); not in the verdict."""
     envs = list(dict.fromkeys(r["env"] for r in rows))
 
     def groups(p):
@@ -135,136 +128,6 @@ def old_verdict(agg: list[dict], cons: list[dict], connected, separated, thresho
 
 
 RESAMPLED_JOB = "episodes within the job (its own CI, probes/estimators.py)"
-REQUIRE_WIN = "min_greedy_win"
-
-
-def _jobs(rows: list[dict], metric: str = "barrier", ci_metric: str | None = None) -> study_stats.Jobs:
-    """``study_stats.Jobs`` of ``rows`` (teams: their "history#seed" ids; strata: env), named "ENV: A x B"."""
-    j = study_stats.from_report_rows(rows, metric=metric, ci_metric=ci_metric or metric)
-    j.names = [_job_name(r) for r in rows]
-    return j
-
-
-def _job_name(r: dict) -> str:
-    return f"{r['env']}: {r['a']} x {r['b']}"
-
-
-def team_aggregate(rows: list[dict], metric: str = "barrier") -> list[dict]:
-    """Per (pair group, env) and pooled per pair group: the mean of ``metric`` over the jobs with
-    ``study_stats.group_ci`` (teams resampled within map; one job: its own CI from ``METRIC_lo`` / ``_hi``).
-    Rows without ``metric`` are left out. Returns dicts ``pair, env, jobs, mean, lo, hi, single_job, resampled, method``."""
-    rows = [r for r in rows if metric in r]
-    out = []
-    for p in dict.fromkeys(r["pair"] for r in rows):
-        mine = [r for r in rows if r["pair"] == p]
-        envs = list(dict.fromkeys(r["env"] for r in mine))
-        for env in envs + ["pooled"]:
-            sel = mine if env == "pooled" else [r for r in mine if r["env"] == env]
-            g = study_stats.group_ci(_jobs(sel, metric))
-            out.append({"pair": p, "env": env, "jobs": len(sel), "mean": g["estimate"], "lo": g["lo"], "hi": g["hi"],
-                        "single_job": g["single_job"], "resampled": g["resampled"], "method": g["method"]})
-    return out
-
-
-def connected_tests(rows: list[dict], threshold: float) -> dict:
-    """``study_stats.connected_test`` of every pair group (pooled over envs) at ``threshold``, on the jobs' plain
-    max barrier (``max``) with the headline's per-job CI; pair group -> its result (``excludes_zero``: "ENV: A x B")."""
-    return {p: study_stats.connected_test(_jobs([r for r in rows if r["pair"] == p], "max", "barrier"), threshold)
-            for p in dict.fromkeys(r["pair"] for r in rows)}
-
-
-def excluding_zero(rows: list[dict], tests: dict) -> list[dict]:
-    """The rows (every group, in row order) whose own CI of the cross-fitted barrier excludes 0
-    (``connected_test``'s ``excludes_zero``)."""
-    names = {n for t in tests.values() for n in t["excludes_zero"]}
-    return [r for r in rows if _job_name(r) in names]
-
-
-def _on_env(stratum: str, envs) -> bool:
-    return not envs or any(stratum == e or stratum.startswith(f"{e} [") for e in envs)
-
-
-def check_preconditions(rows: list[dict], require: dict, endpoints=()) -> list[dict]:
-    """``[report] require`` (history -> ``{min_greedy_win, envs}``) checked on the probes' endpoints: one dict per
-    team (env and "history#seed") of each required history that is an endpoint of some job (on ``envs`` if given):
-    ``history, env, team, win`` (mean of its endpoint win rates, win(A) / win(B); nan when the env has none),
-    ``jobs``, ``min``, ``ok``; a history with no such team gives one dict with ``team`` None and ``ok`` False.
-    ``endpoints``: win rates measured outside the probes (``{"env", "team": "history#seed", "win"}``, e.g. from
-    ``marl eval`` of a history no probe job has as an endpoint), counted as endpoints."""
-    out = []
-    for h, req in (require or {}).items():
-        lo, envs = float(req[REQUIRE_WIN]), req.get("envs")
-        teams: dict = {}
-        for r in rows:
-            if not _on_env(r["env"], envs):
-                continue
-            for side, key in (("a", "win(A)"), ("b", "win(B)")):
-                if r[side].rsplit("#", 1)[0] == h:
-                    teams.setdefault((r["env"], r[side]), []).append(float(r.get(key, np.nan)))
-        for e in endpoints:
-            if e["team"].rsplit("#", 1)[0] == h and _on_env(e["env"], envs):
-                teams.setdefault((e["env"], e["team"]), []).append(float(e["win"]))
-        if not teams:
-            out.append({"history": h, "env": ", ".join(envs) if envs else "-", "team": None, "win": float("nan"),
-                        "jobs": 0, "min": lo, "ok": False})
-        for (env, team), wins in teams.items():
-            w = float(np.mean(wins))
-            out.append({"history": h, "env": env, "team": team, "win": w, "jobs": len(wins), "min": lo,
-                        "ok": bool(np.isfinite(w) and w >= lo)})
-    return out
-
-
-def _precondition_line(c: dict) -> str:
-    if c["team"] is None:
-        return (f"{c['history']}: no probe job has a team of this history as an endpoint"
-                + (f" on {c['env']}" if c["env"] != "-" else "") + f" ({REQUIRE_WIN} {c['min']:g} cannot be checked)")
-    if not np.isfinite(c["win"]):
-        return f"{c['env']}: {c['team']}: no endpoint win rate (the env reports none); {REQUIRE_WIN} {c['min']:g}"
-    return (f"{c['env']}: {c['team']}: greedy win rate {c['win']:.3f} (mean of {c['jobs']} probe endpoint(s)) "
-            f"{'>=' if c['ok'] else '<'} {REQUIRE_WIN} {c['min']:g}")
-
-
-def evaluate(rows: list[dict], connected, separated, threshold: float, require: dict | None = None,
-             endpoints=()) -> dict:
-    """The verdict of the module docstring from the job rows: ``verdict`` ("precondition failed" | "supports" |
-    "refutes" | "inconclusive"; "none" when ``connected`` or ``separated`` is empty), ``reasons`` (lines with the
-    numbers), ``aggregate`` (``team_aggregate`` of the cross-fitted barrier), ``connected_tests`` (every group),
-    ``preconditions``, ``excludes_zero`` (rows). ``endpoints``: see ``check_preconditions``."""
-    agg = team_aggregate(rows)
-    tests = connected_tests(rows, threshold)
-    pre = check_preconditions(rows, require or {}, endpoints)
-    pooled = {a["pair"]: a for a in agg if a["env"] == "pooled"}
-    a_ok = all(tests[c]["connected"] for c in connected)
-    b_ok = all(pooled[s]["lo"] > 0 for s in separated)
-    failed = [c for c in pre if not c["ok"]]
-    reasons = []
-    if pre:
-        reasons.append("(precondition) every required team's endpoint win rate at least its minimum: "
-                       + ("yes" if not failed else "no") + " (" + "; ".join(_precondition_line(c) for c in (failed or pre)) + ")")
-    reasons.append(f"(a) every connected group connected (one-sided 95% upper bound of the population max barrier, "
-                   f"teams resampled, below {threshold}): {'yes' if a_ok else 'no'} ("
-                   + ", ".join(f"{c}: {tests[c]['estimate']:.3f}, upper {tests[c]['upper']:.3f}" for c in connected) + ")")
-    reasons.append("(b) every separated group's team-cluster CI above 0: " + ("yes" if b_ok else "no") + " ("
-                   + ", ".join(f"{s}: {pooled[s]['mean']:.3f} [{pooled[s]['lo']:.3f}, {pooled[s]['hi']:.3f}]"
-                               for s in separated) + ")")
-    if failed:
-        decision = "precondition failed"
-    elif not connected or not separated:  # nothing to decide: [report] names no connected or no separated group
-        decision, reasons = "none", reasons[:1] if pre else []
-    elif a_ok and b_ok:
-        decision = "supports"
-    elif not b_ok:
-        decision = "refutes"
-    else:
-        decision = "inconclusive"
-    return {"verdict": decision, "reasons": reasons, "aggregate": agg, "connected_tests": tests, "preconditions": pre,
-            "excludes_zero": excluding_zero(rows, tests)}
-
-
-def verdict(rows: list[dict], connected, separated, threshold: float, require: dict | None = None) -> tuple[str, list[str]]:
-    """(verdict, reasons) of ``evaluate``."""
-    e = evaluate(rows, connected, separated, threshold, require)
-    return e["verdict"], e["reasons"]
 
 
 def report_keys(sweep: dict, runs) -> list[str]:
@@ -345,7 +208,10 @@ def write_rows(sweep: dict, rows: list[dict], echo=None, endpoints=(), out: Path
     connected, separated = list(rep.get("connected", [])), list(rep.get("separated", []))
     check_groups(rep, {r["pair"] for r in rows})
     threshold = float(rep.get("threshold", 0.05))
-    ev = evaluate(rows, connected, separated, threshold, rep.get("require"), endpoints)
+    from probes.defaults import EPISODES
+
+    episodes = int(sweep.get("probe", {}).get("episodes", EPISODES))
+    ev = evaluate(rows, connected, separated, threshold, rep.get("require"), endpoints, episodes)
     decision, reasons, agg, tests = ev["verdict"], ev["reasons"], ev["aggregate"], ev["connected_tests"]
     agg_mid = team_aggregate(rows, "midpoint")
     agg_win = team_aggregate(rows, "win_barrier") if all("win_barrier" in r for r in rows) else []
@@ -366,7 +232,8 @@ def write_rows(sweep: dict, rows: list[dict], echo=None, endpoints=(), out: Path
     probe = sweep.get("probe", {})
     write_json(out / "summary.json", {
         "probe": probe, "rows": rows, "aggregate": agg, "aggregate_midpoint": agg_mid, "aggregate_win": agg_win,
-        "aggregate_aligned": agg_aligned, "connected_tests": tests, "preconditions": ev["preconditions"],
+        "aggregate_aligned": agg_aligned, "connected_tests": tests, "separated_tests": ev["separated_tests"],
+        "preconditions": ev["preconditions"],
         "excludes_zero": excl, "verdict": decision, "reasons": reasons, "contrasts": cons,
         "aggregate_iqm_old": agg_old, "verdict_old": decision_old, "reasons_old": reasons_old}, indent=1)
     if all("_curve" in r for r in rows):
@@ -375,9 +242,9 @@ def write_rows(sweep: dict, rows: list[dict], echo=None, endpoints=(), out: Path
     ci = lambda r, k: f"{f3(r[k])} [{f3(r[k + '_lo'])}, {f3(r[k + '_hi'])}]"
     lines = [f"# {rep.get('title', 'Sweep report')}", "",
              f"Probe settings: {json.dumps(probe)}. Headline: the cross-fitted barrier on return "
-             "(bench/results/barrier_calibration.md); midpoint and plain max (biased upward) beside it.", "",
+             "(calibrated: `python -m studies.barrier_calibration`); midpoint and plain max (biased upward) beside it.", "",
              "## Aggregates (mean over probe jobs per env; pooled: mean of the env means)", "",
-             ("Resampled: teams (seeds) within map (common/study_stats.py `group_ci`: team jackknife, t interval; the "
+             ("Resampled: teams (seeds) within map (studies.connectivity `group_ci`: team jackknife, t interval; the "
               "column says how, per row); a group with one job shows that job's own CI (episodes resampled)."), "",
              "| pair group | env | jobs | resampled | cross-fitted barrier mean [95% CI] | midpoint mean [95% CI] "
              "| win-rate cross-fitted mean [95% CI] | aligned cross-fitted mean [95% CI] |", "|---|---|---|---|---|---|---|---|"]
@@ -390,22 +257,26 @@ def write_rows(sweep: dict, rows: list[dict], echo=None, endpoints=(), out: Path
                      f"{iv(mids, k)} | {iv(wins, k)} | {iv(als, k)} |")
     role = lambda p: "connected" if p in connected else "separated" if p in separated else "-"
     lines += ["", f"## Connected test (threshold {threshold:g})", "",
-              ("Per job the plain max over alphas of the gap curve (`max`, biased upward, never below the true barrier); "
-               "the population barrier's one-sided 95% upper bound (common/study_stats.py `connected_test`); "
-               f"connected when it is below {threshold:g}. Resampled: the column says."), "",
-              "| pair group | role | jobs | resampled | mean max barrier | one-sided 95% upper bound | connected |",
-              "|---|---|---|---|---|---|---|"]
+              ("Per job the plain max over alphas of the gap curve (`max`, biased upward, never below the true barrier) "
+               "and the upper end of its own 95% CI; connected when every job's upper end is below "
+               f"{threshold:g} and the group has at least 3 teams (studies.connectivity, rule \"connected\"; its "
+               "calibration: `python -m studies.calibrate`). Resampled: the column says."), "",
+              "| pair group | role | jobs | teams | resampled | mean max barrier | largest per-job upper bound | outcome |",
+              "|---|---|---|---|---|---|---|---|"]
     for p, t in tests.items():
-        lines.append(f"| {p} | {role(p)} | {t['jobs']} | {t['resampled']} | {f3(t['estimate'])} | {f3(t['upper'])} | "
-                     f"{'yes' if t['connected'] else 'no'} |")
+        lines.append(f"| {p} | {role(p)} | {t['jobs']} | {t['teams']} | {t['resampled']} | {f3(t['estimate'])} | "
+                     f"{f3(t['upper'])} | {t['outcome']} |")
     if ev["preconditions"]:
-        lines += ["", "## Preconditions ([report] require)", "",
+        lines += ["", "## Preconditions (every team the verdict reads; [report] require sets a history's minimum)", "",
                   ("Each team's greedy win rate at its own endpoint (alpha 0 or 1), the mean over the probe jobs it is "
-                   "an endpoint of; resampled: nothing (a check of each team, not an estimate)."), "",
-                  "| history | env | team | win rate | jobs | minimum | ok |", "|---|---|---|---|---|---|---|"]
+                   "an endpoint of, and its Wilson 95% lower bound over one job's episodes (the jobs share episode "
+                   "keys); the team passes when the lower bound is at least the minimum."), "",
+                  "| history | env | team | win rate | Wilson lower bound | episodes | jobs | minimum | ok |",
+                  "|---|---|---|---|---|---|---|---|---|"]
         for c in ev["preconditions"]:
-            lines.append(f"| {c['history']} | {c['env']} | {c['team'] or '(none probed)'} | {f3(c['win'])} | {c['jobs']} | "
-                         f"{c['min']:g} | {'yes' if c['ok'] else 'no'} |")
+            lines.append(f"| {c['history']} | {c['env']} | {c['team'] or '(none probed)'} | {f3(c['win'])} | "
+                         f"{f3(c['lower'])} | {c['episodes']} | {c['jobs']} | {c['min']:g} | "
+                         f"{'yes' if c['ok'] else 'no'}{'' if c['checked'] else ' (' + c['outcome'] + ')'} |")
     if reasons:
         lines += ["", f"## Verdict: **{decision}**", ""] + [f"- {r}" for r in reasons]
     lines += ["", "## Jobs whose CI excludes 0", "",
@@ -419,14 +290,14 @@ def write_rows(sweep: dict, rows: list[dict], echo=None, endpoints=(), out: Path
     if cons:
         lines += ["", "## Contrasts (descriptive; not used for the verdict)", "",
                   ("Difference of pooled IQMs. Resampled: jobs within map, as if independent (a bootstrap stratified by "
-                   "map); the jobs share teams, so this CI is too narrow (bench/results/study_calibration.md), and "
-                   "common/study_stats.py has no team-resampled contrast."), "",
+                   "map); the jobs share teams, so this CI is too narrow (a team-cluster calibration shows it), and "
+                   "no team-resampled contrast is calibrated."), "",
                   "| contrast | difference [95% CI] |", "|---|---|"]
         lines += [f"| {c['contrast']} | {f3(c['diff'])} [{f3(c['lo'])}, {f3(c['hi'])}] |" for c in cons]
     if reasons_old:
         lines += ["", f"## Old verdict (PLAN.md as first written; kept beside, decides nothing): {decision_old}", "",
                   ("IQM over probe jobs. Resampled: jobs within map (a bootstrap stratified by map), as if independent: "
-                   "it under-covers when jobs share teams (bench/results/study_calibration.md)."), ""]
+                   "it under-covers when jobs share teams."), ""]
         lines += [f"- {r}" for r in reasons_old]
         lines += ["", "| pair group | env | jobs | cross-fitted barrier IQM [95% CI] |", "|---|---|---|---|"]
         lines += [f"| {a['pair']} | {a['env']} | {a['jobs']} | {f3(a['iqm'])} [{f3(a['lo'])}, {f3(a['hi'])}] |"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from probes.calibration import Scenario, gap_se, run_scenario, simulate, true_curve, truths
+from studies.barrier_calibration import Scenario, gap_se, run_scenario, simulate, true_curve, truths
 
 STUDIES = 500  # per scenario (the issue's minimum)
 
@@ -48,7 +48,7 @@ def _calibrated(r: dict, scenario) -> bool:
 def test_calibration_check_catches_a_broken_estimator(mutation, monkeypatch):
     """The check above fails for an estimator whose CI covers by being huge, whose estimate is shifted by
     3 gap standard errors, or whose CI is too narrow."""
-    import probes.calibration as cal
+    import studies.barrier_calibration as cal
 
     null = Scenario("null", depth=0.0, sd=0.4, rho=0.7, episodes=256, alphas=21)
     dip = Scenario("dip3_centre", depth=3.0, sd=0.4, rho=0.7, episodes=256, alphas=21)
@@ -73,7 +73,7 @@ def test_calibration_check_catches_a_broken_estimator(mutation, monkeypatch):
 
 
 def test_broad_scenarios_are_in_gap_standard_errors():
-    from probes.calibration import broad_scenarios
+    from studies.barrier_calibration import broad_scenarios
 
     by_name = {s.name: s for s in broad_scenarios()}
     for rho in (0.0, 0.3, 0.7, 0.9):

@@ -21,7 +21,7 @@ def test_win_rate_ci_is_wilson_and_inside_unit_interval(tiny_run):
 
 
 def test_fresh_seed_decision_rule():
-    from bench.fresh_seeds_summary import decide
+    from studies.fresh_seeds import decide
 
     w = np.array([0.93, 0.95, 0.94, 0.96, 0.92, 0.95])
     d = decide(w, 0.90)
@@ -34,8 +34,9 @@ def test_fresh_seed_decision_rule():
 
 def test_fresh_seed_rule_is_calibrated_at_six_seeds():
     """Simulated 6-seed studies with a known mean win rate (seed effects sd 0.015, 256 episodes each):
-    at a true mean equal to the target the rule says "met" in <= 5% of studies; at +0.03 it has power."""
-    from bench.fresh_seeds_summary import decide
+    at a true mean equal to the target the rule says "met" in <= 5% of studies; at +0.03 it has power. (Each seed on
+    its own episodes here; shared episodes: tests/test_verdict_rules.py and the records of studies.calibrate.)"""
+    from studies.fresh_seeds import decide
 
     rng = np.random.default_rng(0)
 
@@ -48,14 +49,16 @@ def test_fresh_seed_rule_is_calibrated_at_six_seeds():
 
     at = met_rate(0.90)  # nominal 0.05; its Wilson CI over the 2000 studies must reach down to it
     assert wilson_ci(round(at * 2000), 2000)[0] <= 0.05 and at < 0.07
-    assert met_rate(0.93) >= 0.8
+    assert met_rate(0.93) >= 0.7  # one-sided 97.5% bounds (studies.fresh_seeds.ONE_SIDED): about 0.76
 
 
 def test_unchanged_and_paired_rules_are_calibrated_at_the_study_sizes():
     """HAPPO "unchanged" (6 new seeds against the 5 recorded ones, margin 0.02) and critic_on_dead (6 paired
     seeds): with the true difference at the margin, "unchanged" / "equivalent" is said in <= 5% of simulated
-    studies; at a true difference of 0 they have power; at a real 0.03 change, "changed" / "better" mostly."""
-    from bench.fresh_seeds_summary import paired, unchanged
+    studies; at a real 0.03 change, "changed" / "better" mostly. "unchanged" has little power at 6 seeds even
+    against fixed recorded seeds (the records of ``python -m studies.calibrate`` state it with the recorded
+    seeds random too: issue 34)."""
+    from studies.fresh_seeds import paired, unchanged
 
     rng = np.random.default_rng(1)
     old = np.array([0.8984375, 0.8984375, 0.92578125, 0.9140625, 0.90234375])  # the recorded HAPPO seeds
@@ -68,7 +71,7 @@ def test_unchanged_and_paired_rules_are_calibrated_at_the_study_sizes():
     at_margin = np.mean([unchanged(seeds(old.mean() + 0.02, 6), old)["verdict"] == "unchanged" for _ in range(studies)])
     same = np.mean([unchanged(seeds(old.mean(), 6), old)["verdict"] == "unchanged" for _ in range(studies)])
     moved = np.mean([unchanged(seeds(old.mean() - 0.03, 6), old)["verdict"] == "changed" for _ in range(studies)])
-    assert at_margin <= 0.05 and same > 0.1 and moved > 0.5, (at_margin, same, moved)  # power at 6 seeds: about 0.2
+    assert at_margin <= 0.05 and same < 0.15 and moved > 0.4, (at_margin, same, moved)  # power at 6 seeds: about 0.07
     d_margin = np.mean([paired(rng.normal(0.02, 0.015, 6))["verdict"] == "equivalent" for _ in range(studies)])
     d_zero = np.mean([paired(rng.normal(0.0, 0.01, 6))["verdict"] == "equivalent" for _ in range(studies)])
     d_better = np.mean([paired(rng.normal(0.03, 0.015, 6))["verdict"] == "better" for _ in range(studies)])

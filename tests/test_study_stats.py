@@ -1,4 +1,4 @@
-"""common/study_stats.py: the team-cluster bootstrap rebuilds the pairs of the drawn teams, a one-job group keeps
+"""studies/connectivity.py: the team-cluster bootstrap rebuilds the pairs of the drawn teams, a one-job group keeps
 its own CI, Wilson intervals, a coverage check that catches a broken interval, and the connected test
 (numpy / scipy only, fast)."""
 
@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from common import study_stats as ss
-from common.study_stats import Jobs, cluster_bootstrap, connected_test, group_ci, wilson_ci
+from studies import connectivity as ss
+from studies.connectivity import Jobs, cluster_bootstrap, connected_test, group_ci, wilson_ci
 
 
 class _FixedRng:

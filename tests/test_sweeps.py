@@ -256,13 +256,13 @@ def test_verdict_supports_refutes_inconclusive():
     # refutes: a team effect the job bootstrap misses (the old IQM CI lies above 0; the team CI contains 0)
     rows = _study(sep_mu=0.05, sep_u=(0.06, -0.05, 0.04, -0.05))
     decision, reasons = verdict(rows, *args)
-    assert decision == "refutes" and "(b) every separated group's team-cluster CI above 0: no" in reasons[-1]
+    assert decision == "refutes" and "(b) every separated group's team-cluster 95% CI above 0: no" in reasons[-1]
     old = {a["pair"]: a for a in aggregate(rows, num_boot=2000) if a["env"] == "pooled"}
     assert old["h x h"]["lo"] > 0
     # inconclusive: cross-fitted barriers ~0 (the old rule's (a) holds), but the plain max is above the threshold
     rows = _study(con_max=(0.06, 0.09, 0.07, 0.08))
     decision, reasons = verdict(rows, *args)
-    assert decision == "inconclusive" and "(a) every connected group connected" in reasons[0] and ": no (" in reasons[0]
+    assert decision == "inconclusive" and "(a) every connected group connected" in reasons[1] and ": no (" in reasons[1]
     old = {a["pair"]: a for a in aggregate(rows, num_boot=2000) if a["env"] == "pooled"}
     assert old["c x d"]["hi"] < 0.05
     # [report] names no connected or no separated group: nothing to decide
@@ -270,37 +270,48 @@ def test_verdict_supports_refutes_inconclusive():
 
 
 def test_verdict_precondition_failed_names_the_team():
+    """Every team of every history the verdict reads is checked (Wilson 95% lower bound of its greedy win rate over
+    the probe's 256 episodes against its minimum: [report] require's, else 0.5); required histories too."""
     from sweeps.report import evaluate
 
     rows = _study()
-    assert evaluate(rows, ["c x d"], ["h x h"], 0.05, {"c": {"min_greedy_win": 0.8}})["verdict"] == "supports"
+    e = evaluate(rows, ["c x d"], ["h x h"], 0.05, {"c": {"min_greedy_win": 0.8}})
+    assert e["verdict"] == "supports" and len(e["preconditions"]) == 3 * 8  # c, d and h: 4 teams on 2 maps each
     for r in rows:
         if r["env"] == "m2" and r["a"] == "c#2":
             r["win(A)"] = 0.55
     e = evaluate(rows, ["c x d"], ["h x h"], 0.05, {"c": {"min_greedy_win": 0.8}})
     assert e["verdict"] == "precondition failed"
-    assert "m2: c#2: greedy win rate 0.550 (mean of 1 probe endpoint(s)) < min_greedy_win 0.8" in e["reasons"][0]
-    assert [c["team"] for c in e["preconditions"] if not c["ok"]] == ["c#2"] and len(e["preconditions"]) == 8
-    # only on the envs named: m1's teams all pass
+    assert ("m2: c#2: greedy win rate 0.550, Wilson 95% lower bound 0.490 over 256 episodes < minimum 0.8"
+            in e["reasons"][0])
+    assert [c["team"] for c in e["preconditions"] if not c["ok"]] == ["c#2"]
+    # only on the envs named: m1's teams all pass (m2: c#2 fails the default minimum 0.5 there: 0.490 < 0.5)
+    e = evaluate(rows, ["c x d"], ["h x h"], 0.05, {"c": {"min_greedy_win": 0.8, "envs": ["m1"]}})
+    assert e["verdict"] == "precondition failed" and "(default for a history the verdict reads)" in e["reasons"][0]
+    for r in rows:
+        if r["a"] == "c#2" and r["env"] == "m2":
+            r["win(A)"] = 0.6  # lower bound 0.539: passes the default 0.5 (m2 is not one of require's envs)
     assert evaluate(rows, ["c x d"], ["h x h"], 0.05, {"c": {"min_greedy_win": 0.8, "envs": ["m1"]}})["verdict"] == "supports"
     # a team of h is the b side of some jobs: its win(B) counts, averaged over its jobs
     for r in rows:
         if r["env"] == "m1" and r["b"] == "h#3":
             r["win(B)"] = 0.1
-    e = evaluate(rows, ["c x d"], ["h x h"], 0.05, {"h": {"min_greedy_win": 0.5}})
-    assert e["verdict"] == "precondition failed" and "m1: h#3: greedy win rate 0.100 (mean of 3 probe endpoint(s))" in e["reasons"][0]
-    # no win rate (an env without one) or no probed team: the precondition cannot hold
+    e = evaluate(rows, ["c x d"], ["h x h"], 0.05)
+    assert e["verdict"] == "precondition failed" and "m1: h#3: greedy win rate 0.100, Wilson" in e["reasons"][0]
+    assert [c["jobs"] for c in e["preconditions"] if c["team"] == "h#3" and c["env"] == "m1"] == [3]
+    # no win rate (an env without one): a required history fails, the others are not checked
     for r in rows:
         r.pop("win(A)"), r.pop("win(B)")
     e = evaluate(rows, ["c x d"], ["h x h"], 0.05, {"c": {"min_greedy_win": 0.8}})
     assert e["verdict"] == "precondition failed" and "no endpoint win rate" in e["reasons"][0]
+    assert evaluate(rows, ["c x d"], ["h x h"], 0.05)["verdict"] == "supports"
     e = evaluate(rows, ["c x d"], ["h x h"], 0.05, {"s": {"min_greedy_win": 0.8}})
     assert e["verdict"] == "precondition failed" and "no probe job has a team of this history" in e["reasons"][0]
     # a history no probe touches, measured by `marl eval` (bench/reaggregate_connectivity.py): its endpoints
-    ends = [{"env": "m1", "team": f"s#{i}", "win": w} for i, w in enumerate((0.81, 0.9, 0.79))]
+    ends = [{"env": "m1", "team": f"s#{i}", "win": w} for i, w in enumerate((0.9, 0.95, 0.81))]
     e = evaluate(_study(), ["c x d"], ["h x h"], 0.05, {"s": {"min_greedy_win": 0.8, "envs": ["m1"]}}, ends)
     assert e["verdict"] == "precondition failed" and [c["team"] for c in e["preconditions"] if not c["ok"]] == ["s#2"]
-    ends[2]["win"] = 0.8
+    ends[2]["win"] = 0.9
     assert evaluate(_study(), ["c x d"], ["h x h"], 0.05, {"s": {"min_greedy_win": 0.8}}, ends)["verdict"] == "supports"
 
 

@@ -10,7 +10,7 @@ alpha = 0.5 or off-centre. Depths are in units of the standard error of one poin
 
 For each scenario, ``run_scenario`` draws many studies and reports, for each estimator, how often its
 95% CI covers the true value (the max of the true gap curve; the true gap at 0.5 for the midpoint),
-how often it detects a barrier (CI above 0), and its mean (bias). ``python -m probes.calibration
+how often it detects a barrier (CI above 0), and its mean (bias). ``python -m studies.barrier_calibration
 --out DIR/NAME`` writes the table (NAME.md, NAME.json); ``python bench/barrier_calibration.py`` writes the
 recorded one (bench/results/barrier_calibration.{md,json}).
 """
@@ -158,8 +158,8 @@ SCENARIO_SETS = {"default": default_scenarios, "broad": broad_scenarios}
 def markdown(rows: list[dict], seconds: float) -> str:
     """The calibration report as Markdown: the method, then one table row per scenario (mean, coverage and
     detection rate of each estimator)."""
-    lines = ["# Barrier estimator calibration (`python -m probes.calibration`)", "",
-             "Simulated studies with a known answer (probes/calibration.py): K alphas x E episodes, outcomes",
+    lines = ["# Barrier estimator calibration (`python -m studies.barrier_calibration`)", "",
+             "Simulated studies with a known answer (studies/barrier_calibration.py): K alphas x E episodes, outcomes",
              "correlated across alphas with rho (common random numbers), a flat true curve (true barrier 0) or a",
              "Gaussian dip of known depth (in units of se = sd/sqrt(E), the standard error of one point of the",
              "curve), centred (alpha 0.5, width 0.15) or off-centre (alpha 0.3, width 0.1). Coverage: how often",
@@ -183,7 +183,7 @@ def markdown(rows: list[dict], seconds: float) -> str:
 
 
 def main(argv=None, default_out: str | Path | None = None) -> int:
-    """``python -m probes.calibration --out DIR/NAME``; ``default_out`` makes ``--out`` optional (for the
+    """``python -m studies.barrier_calibration --out DIR/NAME``; ``default_out`` makes ``--out`` optional (for the
     bench script, bench/barrier_calibration.py: a library module writes nowhere by default)."""
     ap = argparse.ArgumentParser(description="calibrate the barrier estimators on simulated studies")
     ap.add_argument("--studies", type=int, default=500)

@@ -1,0 +1,311 @@
+"""The fresh-seed decision rules (bench/results/fresh_seeds/PLAN*.md): "target met", "better" / "worse" /
+"equivalent" (paired seeds) and "unchanged" / "changed" (new seeds against recorded ones), each a
+``studies.rules.Rule`` with the design it is used on and a simulation of that design.
+
+Unit of replication. A fresh-seed study trains S seeds and scores every seed with ``marl eval`` on the
+same E episodes (one eval seed): the episodes are shared, so the seed means are not independent (an
+episode every seed loses lowers every seed's mean; smax:3m seeds 8-13: outcome correlation across seeds
+0.185, one episode lost by all six). The estimand is the win rate of a new seed on new episodes, so the
+interval must allow both: ``crossed_ci`` takes the per-episode outcomes [S, E] and uses the crossed
+two-way random-effects variance of the grand mean (method of moments, no replication):
+``var = (MS_seed + MS_episode - MS_residual) / (S E)``, floored by each one-way term (never narrower
+than the t over seed means nor the one over episode means), with Satterthwaite degrees of freedom.
+
+Levels. Six seeds of bounded, skewed win rates (near 0.9 a seed's rate has a long tail towards 0) make
+the nominal one-sided 5% t test say "target met" at a true 0.90 in up to 7.7% of simulated studies
+(3000 per setting; own episodes, seed effect 0.15 on the probit scale), and the 90% paired t interval
+say "worse" at a true 0 in 6%. Every claim therefore uses one-sided bounds at ``ONE_SIDED`` = 97.5% (the
+95% interval's ends; "changed", either side, the 97.5% interval): the records
+(``python -m studies.calibrate``) hold each claim's size at <= 0.05 on every setting below. A t
+interval over the seed means alone is right only when each seed has its own episodes (the design
+``shared=()``); a rule given seed means for a shared-episode design refuses ("per-episode outcomes
+needed"). Fewer seeds than the plan's minimum (``MIN_SEEDS`` = 6) give no verdict: one value is "no
+interval: 1 seed", never a zero-width interval.
+
+Simulation (``_probit``): outcome of seed s on episode e is ``1[a + u_s + v_e + w_se > 0]`` (u: seed
+effect, v: episode difficulty shared by every seed, w: N(0, 1)); the population win rate is
+``Phi(a / sqrt(1 + su^2 + sv^2))``, so ``a`` is set exactly from the true rate. Nuisances: "measured"
+(sv 0.82 gives the recorded outcome correlation 0.185 across seeds at 0.9, su 0.05), a stronger episode
+effect (sv 1.3: correlation ~0.35), no episode effect, a large seed effect (su 0.3). The size of a rule
+is its worst rate over them; power is stated at "measured".
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from common.stats import mean_ci
+from studies.rules import Design, Verdict, register
+
+MIN_SEEDS = 6  # the plans' minimum (RESTATED.md: "an interval over at least 6 seeds that chose nothing")
+EPISODES = 256
+TARGET = 0.90
+MARGIN = 0.02
+ONE_SIDED = 0.975  # every one-sided bound's level (set by the calibration: module docstring)
+TWO_SIDED = 0.975  # the two-sided level of "changed" (either side)
+NUISANCES = {"measured": (0.05, 0.82), "strong episode effect": (0.05, 1.3), "no episode effect": (0.15, 0.0),
+             "large seed effect": (0.15, 0.82)}  # label -> (seed sd su, episode sd sv) on the probit scale
+
+
+def _t(confidence: float, df: float) -> float:
+    from scipy import stats as sps
+
+    return float(sps.t.ppf(0.5 + confidence / 2, df)) if np.isfinite(df) else float(sps.norm.ppf(0.5 + confidence / 2))
+
+
+def crossed_ci(won, confidence: float = 0.95) -> tuple[float, float, float, float, float]:
+    """(mean, lo, hi, se, df) of the grand mean of ``won`` [S seeds, E episodes] (every seed on the same
+    episodes) with the crossed two-way variance of the module docstring (seeds and episodes both random)."""
+    x = np.asarray(won, np.float64)
+    s, e = x.shape
+    g = x.mean()
+    r, c = x.mean(1), x.mean(0)
+    ms_a = e * ((r - g) ** 2).sum() / (s - 1)
+    ms_b = s * ((c - g) ** 2).sum() / (e - 1)
+    res = x - r[:, None] - c[None, :] + g
+    ms_ab = (res ** 2).sum() / ((s - 1) * (e - 1))
+    v = ms_a + ms_b - ms_ab
+    if v >= max(ms_a, ms_b) and v > 0:
+        df = v ** 2 / (ms_a ** 2 / (s - 1) + ms_b ** 2 / (e - 1) + ms_ab ** 2 / ((s - 1) * (e - 1)))
+    elif ms_a >= ms_b:
+        v, df = ms_a, s - 1
+    else:
+        v, df = ms_b, e - 1
+    se = float(np.sqrt(max(v, 0.0) / (s * e)))
+    h = _t(confidence, df) * se
+    return float(g), float(g - h), float(g + h), se, float(df)
+
+
+def _too_few(n: int, min_seeds: int) -> str | None:
+    if n < 2:
+        return f"no interval: {n} seed"
+    if n < min_seeds:
+        return f"not shown: {n} seeds (the plan needs {min_seeds})"
+    return None
+
+
+def decide(wins, target: float = TARGET, won=None, min_seeds: int = MIN_SEEDS, one_sided: float = None) -> dict:
+    """The plan's decision on per-seed win rates ``wins``: "target met" when the one-sided ``ONE_SIDED`` lower
+    bound is >= ``target``, "target not met" when the upper bound is < ``target``, else "not shown". ``won`` [S, E]:
+    the per-episode outcomes when every seed was scored on the same episodes (``marl eval``'s npz): the
+    interval then allows seeds and episodes (``crossed_ci``); without it the t interval over seed means
+    (right only when each seed had its own episodes). Fewer than ``min_seeds`` seeds: no verdict."""
+    one_sided = ONE_SIDED if one_sided is None else one_sided
+    w = np.asarray(wins if won is None else np.asarray(won, np.float64).mean(1), np.float64).ravel()
+    out = {"n": int(w.size), "mean": float(w.mean()) if w.size else float("nan"), "target": target,
+           "old_rule": bool(w.size >= 2 and (w[:2] >= target).all())}
+    nan = float("nan")
+    few = _too_few(w.size, min_seeds)
+    if few:
+        return {**out, "lo": nan, "hi": nan, "lower_one_sided": nan, "upper_one_sided": nan, "verdict": few,
+                "unit": ""}
+    if won is not None:
+        mean, lo, hi, se, df = crossed_ci(won, 0.95)
+        _, lo1, hi1, _, _ = crossed_ci(won, 2 * one_sided - 1)
+        unit = f"over {w.size} seeds and {np.shape(won)[1]} shared episodes (crossed two-way variance, df {df:.1f})"
+    else:
+        mean, lo, hi = mean_ci(w, 0.95)
+        _, lo1, hi1 = mean_ci(w, 2 * one_sided - 1)  # its ends are the one-sided bounds
+        unit = f"over {w.size} seed means (t; each seed on its own episodes)"
+    verdict = "target met" if lo1 >= target else "target not met" if hi1 < target else "not shown"
+    return {**out, "mean": mean, "lo": lo, "hi": hi, "lower_one_sided": lo1, "upper_one_sided": hi1,
+            "verdict": verdict, "unit": unit}
+
+
+def unchanged(new, old, margin: float = MARGIN, min_seeds: int = MIN_SEEDS) -> dict:
+    """Equivalence (two one-sided tests, 5% each) of a setting's per-seed win rates ``new`` against the
+    recorded ``old`` ones: Welch's interval of mean(new) - mean(old) at ``2 ONE_SIDED - 1`` inside
+    (-margin, +margin) is "unchanged"; its ``TWO_SIDED`` interval excluding 0 is "changed"; else "not shown". Seeds are the unit on both
+    sides (the recorded seeds are random too). Fewer than ``min_seeds`` new seeds or 2 old ones: no verdict."""
+    a, b = np.asarray(new, float).ravel(), np.asarray(old, float).ravel()
+    nan = float("nan")
+    few = _too_few(a.size, min_seeds) or (None if b.size >= 2 else f"no interval: {b.size} recorded seed")
+    if few:
+        diff = float(a.mean() - b.mean()) if a.size and b.size else nan
+        return {"diff": diff, "ci": [nan, nan], "ci_changed": [nan, nan], "df": nan, "level": 2 * ONE_SIDED - 1,
+                "level_changed": TWO_SIDED, "margin": margin, "verdict": few}
+    va, vb = a.var(ddof=1) / a.size, b.var(ddof=1) / b.size
+    diff, se = float(a.mean() - b.mean()), float(np.sqrt(va + vb))
+    df = (va + vb) ** 2 / (va ** 2 / (a.size - 1) + vb ** 2 / (b.size - 1)) if va + vb > 0 else float(a.size + b.size - 2)
+    h_eq, h_ch = _t(2 * ONE_SIDED - 1, df) * se, _t(TWO_SIDED, df) * se
+    verdict = ("unchanged" if -margin < diff - h_eq and diff + h_eq < margin else
+               "changed" if diff - h_ch > 0 or diff + h_ch < 0 else "not shown")
+    return {"diff": diff, "ci": [diff - h_eq, diff + h_eq], "ci_changed": [diff - h_ch, diff + h_ch], "df": df,
+            "level": 2 * ONE_SIDED - 1, "level_changed": TWO_SIDED, "margin": margin, "verdict": verdict}
+
+
+def paired(diffs, margin: float = MARGIN, min_seeds: int = MIN_SEEDS) -> dict:
+    """A default against its alternative on the same seeds: ``diffs`` = per-seed win(default) - win(other).
+    "better": the one-sided ``ONE_SIDED`` lower bound (t over seeds) > 0; "worse": the upper bound < 0;
+    "equivalent": that interval (both ends: two one-sided tests) inside (-margin, +margin); else "not shown". Fewer than ``min_seeds`` seeds: no verdict."""
+    d = np.asarray(diffs, float).ravel()
+    nan = float("nan")
+    few = _too_few(d.size, min_seeds)
+    if few:
+        return {"n": int(d.size), "mean": float(d.mean()) if d.size else nan, "ci": [nan, nan],
+                "level": 2 * ONE_SIDED - 1, "margin": margin, "verdict": few}
+    mean, lo, hi = mean_ci(d, 2 * ONE_SIDED - 1)
+    verdict = ("better" if lo > 0 else "worse" if hi < 0 else
+               "equivalent" if -margin < lo and hi < margin else "not shown")
+    return {"n": int(d.size), "mean": mean, "ci": [lo, hi], "level": 2 * ONE_SIDED - 1, "margin": margin,
+            "verdict": verdict}
+
+
+# -- simulation -------------------------------------------------------------------------------------
+
+def _probit(rng, p, seeds: int, episodes: int, su: float, sv: float, v=None) -> np.ndarray:
+    """won [seeds, episodes] at population win rate ``p`` (scalar or per seed); ``v``: the episode effects
+    (drawn when None: shared by every seed of this call)."""
+    from scipy import stats as sps
+
+    a = sps.norm.ppf(np.clip(np.asarray(p, np.float64), 1e-6, 1 - 1e-6)) * np.sqrt(1 + su ** 2 + sv ** 2)
+    a = np.broadcast_to(a, (seeds,))[:, None]
+    v = sv * rng.standard_normal((1, episodes)) if v is None else v
+    return (a + su * rng.standard_normal((seeds, 1)) + v + rng.standard_normal((seeds, episodes))) > 0
+
+
+def _nuisance(design: Design) -> tuple[float, float]:
+    return NUISANCES[design.get("nuisance", "measured")]
+
+
+def _shared_episodes(design: Design) -> int:
+    return int(dict(design.shared).get("episodes", 0))
+
+
+def _episodes(design: Design) -> int:
+    return _shared_episodes(design) or int(design.get("episodes", EPISODES))
+
+
+@dataclasses.dataclass(frozen=True)
+class TargetRule:
+    """``decide`` as a rule: data is ``won`` [S, E] (per-episode outcomes) or the per-seed win rates [S];
+    design extra ``target``. ``crossed=False`` is the planted bug (a t over seed means on shared episodes)."""
+
+    name: str = "target met"
+    claim: str = "target met"
+    crossed: bool = True
+
+    def decide(self, data, design: Design) -> Verdict:
+        target = float(design.get("target", TARGET))
+        x = np.asarray(data, np.float64)
+        if _shared_episodes(design) and self.crossed and x.ndim == 1:
+            return Verdict(self.name, "no interval: per-episode outcomes needed (episodes shared by the seeds)", False)
+        won = x if x.ndim == 2 and self.crossed and _shared_episodes(design) else None
+        d = decide(x.mean(1) if x.ndim == 2 else x, target, won=won)
+        ci = None if not np.isfinite(d["lo"]) else (d["lo"], d["hi"])
+        return Verdict(self.name, d["verdict"], d["verdict"] == self.claim, d["mean"], ci, d["unit"], d)
+
+    def simulate(self, design: Design, effect, rng):
+        su, sv = _nuisance(design)
+        target = float(design.get("target", TARGET))
+        p = target + (0.0 if effect is None else effect)
+        s, e = design.units, _episodes(design)
+        if _shared_episodes(design):
+            won = _probit(rng, p, s, e, su, sv)
+        else:  # each seed its own episodes
+            won = np.concatenate([_probit(rng, p, 1, e, su, sv) for _ in range(s)])
+            return won.mean(1)
+        return won
+
+    def nuisances(self, design: Design):
+        return list(NUISANCES)
+
+    def designs(self) -> list[Design]:
+        return [Design("fresh seeds: 6 seeds on shared episodes", "seed", 6, shared=(("episodes", EPISODES),),
+                       extra=(("target", TARGET),)),
+                Design("fresh seeds: 6 seeds, own episodes", "seed", 6, extra=(("episodes", EPISODES), ("target", TARGET)))]
+
+    def power_effect(self, design: Design) -> float:
+        return 0.03 if self.claim == "target met" else -0.03
+
+
+@dataclasses.dataclass(frozen=True)
+class PairedRule:
+    """``paired`` as a rule: data is the per-seed differences [S] (both arms on the same seeds and the same
+    shared episodes; the episode effect is common to both arms and cancels in the difference)."""
+
+    name: str = "better"
+    claim: str = "better"
+
+    def decide(self, data, design: Design) -> Verdict:
+        d = paired(data, float(design.get("margin", MARGIN)))
+        ci = None if not np.isfinite(d["ci"][0]) else tuple(d["ci"])
+        return Verdict(self.name, d["verdict"], d["verdict"] == self.claim, d["mean"], ci,
+                       f"{d['level']:.0%} t over {d['n']} paired seeds", d)
+
+    def simulate(self, design: Design, effect, rng):
+        su, sv = _nuisance(design)
+        e = _episodes(design)
+        null = {"better": 0.0, "worse": 0.0, "equivalent": float(design.get("margin", MARGIN))}[self.claim]
+        diff = null if effect is None else effect
+        base = 0.9
+        v = sv * rng.standard_normal((1, e))  # the same episodes for both arms and every seed
+        u = su * rng.standard_normal((design.units, 1))  # the same seed in both arms
+        from scipy import stats as sps
+
+        k = np.sqrt(1 + su ** 2 + sv ** 2)
+        a1, a0 = sps.norm.ppf(base + diff / 2) * k, sps.norm.ppf(base - diff / 2) * k
+        w1 = (a1 + u + v + rng.standard_normal((design.units, e))) > 0
+        w0 = (a0 + u + v + rng.standard_normal((design.units, e))) > 0
+        return w1.mean(1) - w0.mean(1)
+
+    def nuisances(self, design: Design):
+        return list(NUISANCES)
+
+    def designs(self) -> list[Design]:
+        return [Design("paired seeds: 6 seeds, both arms on shared episodes", "seed", 6, shared=(("episodes", EPISODES),),
+                       extra=(("margin", MARGIN),))]
+
+    def power_effect(self, design: Design) -> float:
+        return {"better": 0.03, "worse": -0.03, "equivalent": 0.0}[self.claim]
+
+
+@dataclasses.dataclass(frozen=True)
+class UnchangedRule:
+    """``unchanged`` as a rule: data is (new [n], old [m]) per-seed win rates; both are random draws (the
+    recorded seeds too), every seed on the same shared episodes."""
+
+    name: str = "unchanged"
+    claim: str = "unchanged"
+
+    def decide(self, data, design: Design) -> Verdict:
+        new, old = data
+        d = unchanged(new, old, float(design.get("margin", MARGIN)))
+        ci = None if not np.isfinite(d["ci"][0]) else tuple(d["ci"])
+        return Verdict(self.name, d["verdict"], d["verdict"] == self.claim, d["diff"], ci,
+                       f"{d['level']:.0%} Welch over {np.size(new)} new and {np.size(old)} recorded seeds", d)
+
+    def simulate(self, design: Design, effect, rng):
+        su, sv = _nuisance(design)
+        e, m = _episodes(design), int(design.get("old_seeds", 5))
+        null = float(design.get("margin", MARGIN)) if self.claim == "unchanged" else 0.0
+        diff = null if effect is None else effect
+        v = sv * rng.standard_normal((1, e))
+        new = _probit(rng, 0.9 + diff, design.units, e, su, sv, v).mean(1)
+        old = _probit(rng, 0.9, m, e, su, sv, v).mean(1)
+        return new, old
+
+    def nuisances(self, design: Design):
+        return list(NUISANCES)
+
+    def designs(self) -> list[Design]:
+        return [Design(f"new vs recorded seeds: {n} new, 5 recorded, shared episodes", "seed", n,
+                       shared=(("episodes", EPISODES),), extra=(("old_seeds", 5), ("margin", MARGIN))) for n in (6, 12)]
+
+    def power_effect(self, design: Design) -> float:
+        return 0.0 if self.claim == "unchanged" else -0.03
+
+
+TARGET_MET = register(TargetRule())
+TARGET_NOT_MET = register(TargetRule("target not met", "target not met"))
+BETTER = register(PairedRule("better", "better"))
+WORSE = register(PairedRule("worse", "worse"))
+EQUIVALENT = register(PairedRule("equivalent", "equivalent"))
+UNCHANGED = register(UnchangedRule("unchanged", "unchanged"))
+CHANGED = register(UnchangedRule("changed", "changed"))
+SEED_MEANS_ONLY = TargetRule("target met (t over seed means, shared episodes ignored)", "target met", crossed=False)
+"""The rule as it was (a t over seed means on shared episodes): not registered; the planted bug its
+calibration must fail (tests, and the "replaced rules" section of the calibration report)."""
+REPLACED = (SEED_MEANS_ONLY,)

@@ -1,0 +1,150 @@
+"""studies: verdict rules refuse what they cannot decide, planted bugs fail their calibration, and the
+calibration command records (merging) and fails loudly (issue 34)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from studies import connectivity as cx
+from studies import fresh_seeds as fs
+from studies import rules
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_one_value_is_no_interval_and_too_few_seeds_no_verdict():
+    d = fs.decide([0.95], 0.90)
+    assert d["verdict"] == "no interval: 1 seed" and np.isnan(d["lo"]) and np.isnan(d["lower_one_sided"])
+    assert fs.paired([0.05])["verdict"] == "no interval: 1 seed"
+    assert fs.decide([0.95, 0.96, 0.97], 0.90)["verdict"] == "not shown: 3 seeds (the plan needs 6)"
+    assert fs.paired([0.05] * 5)["verdict"].startswith("not shown: 5 seeds")
+    assert fs.unchanged([0.9], [0.9, 0.91, 0.92])["verdict"] == "no interval: 1 seed"
+    v = fs.TARGET_MET.decide(np.array([0.95]), fs.TARGET_MET.designs()[1])
+    assert not v.positive and v.interval is None and v.text() == "no interval: 1 seed: 0.950"
+
+
+def test_target_met_on_shared_episodes_needs_per_episode_outcomes_and_allows_both():
+    shared = fs.TARGET_MET.designs()[0]
+    assert dict(shared.shared)["episodes"] == 256
+    v = fs.TARGET_MET.decide(np.full(6, 0.95), shared)
+    assert v.outcome.startswith("no interval: per-episode outcomes needed") and not v.positive
+    # an episode every seed loses: the crossed interval is wider than the t over seed means
+    rng = np.random.default_rng(0)
+    hard = rng.random(256) < 0.1
+    won = (rng.random((6, 256)) < 0.97) & ~hard
+    m, lo, hi, se, df = fs.crossed_ci(won)
+    _, tlo, thi = fs.mean_ci(won.mean(1))
+    assert m == pytest.approx(won.mean()) and hi - lo > 1.5 * (thi - tlo)
+    # the recorded smax:3m seeds 8-13: the interval over seeds and episodes, and the restated decision
+    won = np.load(ROOT / "bench/results/fresh_seeds/smax3m_seeds8-13_eval.npz")["won"][-1]
+    d = fs.decide(won.mean(1), 0.90, won=won)
+    assert 0.009 < fs.crossed_ci(won)[3] < 0.0105 and d["verdict"] == "not shown" and d["lower_one_sided"] < 0.90
+    assert fs.decide(won.mean(1), 0.90)["verdict"] == "target met"  # the t over seed means alone says met
+
+
+def test_planted_bug_ignoring_shared_episodes_fails_its_calibration():
+    design = fs.TARGET_MET.designs()[0]
+    bug = rules.calibrate(fs.SEED_MEANS_ONLY, design, sims=400, seed=3)
+    worst = max(bug["nuisances"], key=lambda n: n["size"]["rate"])
+    assert not bug["passes"] and worst["size"]["lo"] > rules.MAX_SIZE  # its error is above 0.05, not just noisy
+    ok = rules.calibrate(fs.TARGET_MET, design, sims=400, seed=3)
+    assert all(n["size"]["lo"] <= rules.MAX_SIZE for n in ok["nuisances"])
+
+
+def test_mean_based_connected_rule_fails_with_mixed_barriers_and_the_per_job_rule_holds():
+    design = cx.CONNECTED.designs()[0]
+    assert (design.units, design.strata) == (4, 2)
+    mixed = rules.with_nuisance(design, "mixed")
+    old = rules.rate(cx.CONNECTED_MEAN_T, mixed, None, 300, 0)
+    assert old["lo"] > rules.MAX_SIZE, old  # 0.8^8 = 17% of studies draw no bad pair
+    new = rules.rate(cx.CONNECTED, mixed, None, 300, 0)
+    assert new["rate"] <= rules.MAX_SIZE
+
+
+def test_verdict_refuses_an_uncalibrated_design():
+    d = dataclasses.replace(fs.TARGET_MET.designs()[1], units=5)
+    v = rules.verdict("target met", np.full(6, 0.95), d, records={})
+    assert v.outcome == rules.NO_RECORD and not v.positive and v.details["uncalibrated"] == "target met"
+
+
+class _Always:
+    name, claim = "always (test)", "yes"
+
+    def decide(self, data, design):
+        return rules.Verdict(self.name, "yes", True)
+
+    def simulate(self, design, effect, rng):
+        return None
+
+    def designs(self):
+        return [rules.Design("any", "seed", 3)]
+
+    def power_effect(self, design):
+        return 0.0
+
+
+def test_calibrate_command_merges_records_and_exits_nonzero_on_a_failing_row(tmp_path, monkeypatch):
+    from studies import calibrate
+
+    monkeypatch.setitem(rules.RULES, "always (test)", _Always())
+    recs = tmp_path / "records.json"
+    recs.write_text(json.dumps({"records": [{"rule": "other", "design": "d", "claim": "c", "passes": True, "effect": 0,
+                                             "size": {"rate": 0.0, "lo": 0, "hi": 0.01, "sims": 9},
+                                             "power": {"rate": 1.0, "lo": 0.9, "hi": 1, "sims": 9}}]}))
+    rc = calibrate.main(["--rule", "always (test)", "--sims", "50", "--records", str(recs), "--out", str(tmp_path / "cal")])
+    assert rc == 1
+    kept = {r["rule"]: r for r in json.loads(recs.read_text())["records"]}
+    assert set(kept) == {"other", "always (test)"} and not kept["always (test)"]["passes"]
+    md = (tmp_path / "cal.md").read_text()
+    assert "| always (test) (yes) | any\\|seedx3\\|" in md and "**no**" in md and (tmp_path / "cal.json").exists()
+
+
+def _job(env, pair, a, b, barrier, mx, half=0.02, win=(0.9, 0.9)):
+    return {"env": env, "pair": pair, "a": a, "b": b, "win(A)": win[0], "win(B)": win[1], "barrier": barrier,
+            "barrier_lo": barrier - half, "barrier_hi": barrier + half, "max": mx, "max_lo": mx - half, "max_hi": mx + half}
+
+
+def _study(happo_win=0.9):
+    rows = []
+    for env in ("m1", "m2"):
+        rows += [_job(env, "c x d", f"c#{s}", f"d#{s}", 0.0, 0.01) for s in range(4)]
+        rows += [_job(env, "happo x happo", f"happo#{i}", f"happo#{j}", 0.3, 0.31, win=(happo_win, happo_win))
+                 for i in range(4) for j in range(i + 1, 4)]
+    return rows
+
+
+def test_every_happo_team_at_0004_fails_the_precondition_without_require():
+    from studies.connectivity_verdict import evaluate
+
+    assert evaluate(_study(), ["c x d"], ["happo x happo"], 0.05)["verdict"] == "supports"
+    e = evaluate(_study(0.004), ["c x d"], ["happo x happo"], 0.05)
+    assert e["verdict"] == "precondition failed"
+    failed = {c["team"] for c in e["preconditions"] if not c["ok"]}
+    assert failed == {f"happo#{i}" for i in range(4)} and "happo#0: greedy win rate 0.004" in e["reasons"][0]
+
+
+def test_one_job_group_never_supports_and_a_true_078_rarely_passes_080():
+    from studies.connectivity_verdict import evaluate
+
+    rows = [r for r in _study() if r["pair"] == "happo x happo" or r["a"] == "c#0"]
+    e = evaluate(rows, ["c x d"], ["happo x happo"], 0.05)
+    assert e["verdict"] == "too few teams" and e["connected_tests"]["c x d"]["outcome"].startswith("too few teams (1;")
+    # the precondition's Wilson lower bound: a true 0.78 passes a minimum of 0.8 in far fewer than 23.6% of studies
+    d = cx.precondition_design(0.8, 256)
+    rng = np.random.default_rng(0)
+    passes = np.mean([cx.PRECONDITION.decide((rng.binomial(256, 0.78), 256), d).positive for _ in range(2000)])
+    assert passes < 0.02
+
+
+def test_report_gives_no_verdict_on_a_design_without_a_record():
+    from studies.connectivity_verdict import evaluate
+
+    only_pre = {k: r for k, r in rules.load_records().items() if k.startswith("precondition::")}
+    e = evaluate(_study(), ["c x d"], ["happo x happo"], 0.05, records=only_pre)
+    assert e["verdict"] == rules.NO_RECORD and e["connected_tests"]["c x d"]["outcome"] == rules.NO_RECORD
+    assert any(r.startswith(f"({rules.NO_RECORD}) c x d (connectivity connected group|seedx4|") for r in e["reasons"])
