@@ -618,7 +618,8 @@ class SeparatedRule:
     def designs(self) -> list:
         from studies.rules import Design
 
-        return [Design("connectivity separated group", "seed", 4, strata=m, extra=(("layout", "within"),)) for m in (2, 3)]
+        return [Design("connectivity separated group", "seed", n, strata=m, extra=(("layout", "within"),))
+                for n, m in ((4, 2), (4, 3), (6, 3))]
 
     def power_effect(self, design) -> float:
         return 0.1
