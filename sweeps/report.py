@@ -43,6 +43,7 @@ from common.errors import UserError, did_you_mean
 from common.files import save_figure, write_atomic, write_dict_csv, write_json
 from common import stats
 from common.stats import aggregate  # the old verdict's per-pair IQM table
+from marl.analysis.report.export import iqm_ci_text
 from studies.connectivity_verdict import (REQUIRE_WIN, check_preconditions, connected_tests, evaluate,  # noqa: F401
                                           excluding_zero, team_aggregate, verdict)
 from sweeps.schema import INIT_FROM
@@ -300,7 +301,7 @@ def write_rows(sweep: dict, rows: list[dict], echo=None, endpoints=(), out: Path
                    "it under-covers when jobs share teams."), ""]
         lines += [f"- {r}" for r in reasons_old]
         lines += ["", "| pair group | env | jobs | cross-fitted barrier IQM [95% CI] |", "|---|---|---|---|"]
-        lines += [f"| {a['pair']} | {a['env']} | {a['jobs']} | {f3(a['iqm'])} [{f3(a['lo'])}, {f3(a['hi'])}] |"
+        lines += [f"| {a['pair']} | {a['env']} | {a['jobs']} | {f3(a['iqm'])} {iqm_ci_text(a, 'jobs', 'job')} |"
                   for a in agg_old]
     lines += ["", "## Every probe job", "", f"Per-job CIs: resampled {RESAMPLED_JOB}.", "",
               "| env | pair | A | B | R(A) | R(B) | win A / B | cross-fitted barrier [95% CI] (alpha) | midpoint [95% CI] "

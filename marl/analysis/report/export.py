@@ -280,10 +280,11 @@ def _f3(x) -> str:
     return "-" if x is None or (isinstance(x, float) and not math.isfinite(x)) else f"{x:.3f}"
 
 
-def iqm_ci_text(a: dict) -> str:
-    """``[lo, hi]`` of an IQM row; one run, or every resample the same value: says so, never ``[x, x]``."""
-    if a.get("runs", 2) < 2:
-        return f"(no interval: {a.get('runs', 0)} run)"
+def iqm_ci_text(a: dict, count: str = "runs", unit: str = "run") -> str:
+    """``[lo, hi]`` of an IQM row; one ``unit`` (``a[count]`` < 2), or every resample the same value: says
+    so, never ``[x, x]`` (the report's runs; the sweep report's probe jobs: ``count="jobs", unit="job"``)."""
+    if a.get(count, 2) < 2:
+        return f"(no interval: {a.get(count, 0)} {unit})"
     if not (math.isfinite(a["lo"]) and math.isfinite(a["hi"])) or a["hi"] - a["lo"] <= 1e-12 * max(1.0, abs(a["iqm"])):
         return "(no interval: every run scored the same)" if math.isfinite(a["lo"]) else "(no interval)"
     return f"[{_f3(a['lo'])}, {_f3(a['hi'])}]"
