@@ -47,7 +47,7 @@ def _val(v) -> str:
 
 def _train(out: Path, args: list[str], keys: dict) -> None:
     """``marl train --resume-if-exists`` into ``out`` (a finished run is left alone)."""
-    cmd = [sys.executable, "-m", "cli.main", "train", "--quiet", *args, "--out", str(out), "--resume-if-exists",
+    cmd = [sys.executable, "-m", "marl_cli.main", "train", "--quiet", *args, "--out", str(out), "--resume-if-exists",
            *[f"{k}={_val(v)}" for k, v in keys.items()]]
     print("$", " ".join(cmd[2:]), flush=True)
     t0 = time.time()
@@ -149,9 +149,9 @@ def search(recipe: dict, root: Path, sizes, seeds) -> None:
 # -- report ---------------------------------------------------------------------------------------
 
 def t_ci(x) -> tuple[float, float, float]:
-    """Mean and 95% t-interval over the values (seeds) (``common.stats.mean_ci``); one value:
+    """Mean and 95% t-interval over the values (seeds) (``marl_common.stats.mean_ci``); one value:
     (x, nan, nan), so that one seed never reads as a zero-width interval."""
-    from common.stats import mean_ci
+    from marl_common.stats import mean_ci
 
     m, lo, hi = mean_ci(x)
     return (m, float("nan"), float("nan")) if np.size(x) < 2 else (m, lo, hi)
@@ -374,7 +374,7 @@ def report(recipe: dict, root: Path) -> None:
             continue
         lines.append(f"| {n} | " + " | ".join(_cfmt(c[str(b)]) if str(b) in c else "-" for b in recipe["budget_points"]) + " |")
     lines += ["", f"Per-seed figures, instance counts and wall times: {name}.json. Cost by N: atlas_cost.md."]
-    from common.files import write_atomic, write_json
+    from marl_common.files import write_atomic, write_json
 
     write_atomic(_out(recipe, "md"), "\n".join(lines) + "\n")
     write_json(_out(recipe, "json"), out, indent=1, default=_jsonable)
@@ -388,7 +388,7 @@ def _jsonable(x):
 
 def win_wilson(win_per_seed, episodes: int) -> tuple[list, str]:
     """[rate, lo, hi] of the greedy win rate: Wilson over every episode of every seed (pooled), and its unit."""
-    from common.stats import wilson_ci
+    from marl_common.stats import wilson_ci
 
     k = int(round(sum(w * episodes for w in win_per_seed)))
     n = episodes * len(win_per_seed)
@@ -519,7 +519,7 @@ def plot(out: dict, recipe: dict) -> None:
     ax.set_title("lead against budget")
     ax.legend(fontsize=7)
     fig.tight_layout()
-    from common.files import save_figure
+    from marl_common.files import save_figure
 
     save_figure(fig, _out(recipe, "png"), dpi=120)
 

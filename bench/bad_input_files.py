@@ -145,8 +145,8 @@ def run_case(case: dict, paths: dict) -> tuple[int, list[str]]:
     import contextlib
     import importlib
 
-    from cli.main import main
-    from common.errors import UserError
+    from marl_cli.main import main
+    from marl_common.errors import UserError
 
     if "call" not in case:
         err = io.StringIO()

@@ -23,7 +23,7 @@ import numpy as np
 from marl.runs.layout import load_config
 from marl.runs.loader import load_team
 from marl.runs.metrics_log import metric_rows, log_path
-from common.stats import mean_ci
+from marl_common.stats import mean_ci
 from marl.analysis.search import SOURCE, search_methods
 
 REPO = Path(__file__).resolve().parents[1]
@@ -36,7 +36,7 @@ def train(p_run: Path, out: Path, recipe: dict, seeds: int, common: str) -> None
     """L from P with the recipe's latent block; reuses a finished run, resumes a stopped one."""
     src = load_config(p_run)
     lat = dict(recipe["latent"])
-    cmd = [sys.executable, "-m", "cli.main", "train", "--quiet", "--env", src.env, "--init-from", str(p_run),
+    cmd = [sys.executable, "-m", "marl_cli.main", "train", "--quiet", "--env", src.env, "--init-from", str(p_run),
            "--total-steps", str(lat.pop("total_steps")), "--latent-dim", str(lat.pop("latent_dim")),
            "--latents", str(lat.pop("latents")), "--seeds", str(seeds), "--out", str(out), "--resume-if-exists"]
     over = {k: v for k, v in recipe["source"].items() if k != "total_steps"} | lat

@@ -29,7 +29,7 @@ def train(root: Path) -> None:
     src.pop("total_steps")
     for k in ARMS:
         keys = {**src, "network.entity_k": k}
-        cmd = [sys.executable, "-m", "cli.main", "train", "--quiet", "--env", ENV, "--total-steps", str(STEPS),
+        cmd = [sys.executable, "-m", "marl_cli.main", "train", "--quiet", "--env", ENV, "--total-steps", str(STEPS),
                "--seeds", str(SEEDS), "--seed", "0", "--out", str(root / f"k{k}"), "--resume-if-exists",
                *[f"{a}={str(v).lower() if isinstance(v, bool) else v}" for a, v in keys.items()]]
         print("$", " ".join(cmd[2:]), flush=True)

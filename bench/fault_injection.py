@@ -33,7 +33,7 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from common.errors import UserError
+from marl_common.errors import UserError
 from marl.core.config import NetworkConfig, TrainConfig
 from marl.runs import checkpoint as ckpt
 from marl.runs import layout, metrics_log
@@ -48,7 +48,7 @@ BAD_INPUTS = ROOT / "tests" / "data" / "bad_inputs.toml"  # the cases tests/test
 
 CFG = TrainConfig(env="smax:3m", num_envs=8, rollout_len=16, total_steps=8 * 16 * 4, updates_per_chunk=2, epochs=1,
                   minibatches=2, num_seeds=2, network=NetworkConfig(hidden=16, critic_hidden=16))
-ENV = dict(os.environ)  # the suite is installed (pip install -e .), so `python -m cli.main` works from any folder
+ENV = dict(os.environ)  # the suite is installed (pip install -e .), so `python -m marl_cli.main` works from any folder
 
 
 def leaves(run):
@@ -73,7 +73,7 @@ def pending(d: Path) -> bool:
 
 # A child of a background job inherits SIGINT ignored; Ctrl-C must reach `marl` as in a terminal.
 MARL = [sys.executable, "-c", "import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
-        "sys.argv[0] = 'marl'; runpy.run_module('cli.main', run_name='__main__')"]
+        "sys.argv[0] = 'marl'; runpy.run_module('marl_cli.main', run_name='__main__')"]
 
 
 def interrupt_batch(root: Path, trials: list[tuple[str, int, str]], rng: random.Random) -> list[dict]:
@@ -227,12 +227,12 @@ def main() -> None:
             r["resume_error"] = str(e)
     fl = flips(root, ref, args.flips, rng)
     dm = damage(root, ref, rng)
-    div = subprocess.run([sys.executable, "-m", "cli.main", "train", "--env", "smax:3m", "--seed", "1", "--total-steps",
+    div = subprocess.run([sys.executable, "-m", "marl_cli.main", "train", "--env", "smax:3m", "--seed", "1", "--total-steps",
                           "4096", "num_envs=16", "rollout_len=32", "network.hidden=32", "network.critic_hidden=32",
                           "updates_per_chunk=2", "lr=1e3", "--out", str(root / "div"), "--quiet"], env=ENV,
                          capture_output=True, text=True)
     div_steps = layout.steps(root / "div")
-    ev = subprocess.run([sys.executable, "-m", "cli.main", "eval", str(root / "div"), "--episodes", "4"], env=ENV,
+    ev = subprocess.run([sys.executable, "-m", "marl_cli.main", "eval", str(root / "div"), "--episodes", "4"], env=ENV,
                         capture_output=True, text=True)
     bad = bad_inputs(root, ref)
     clear, tried = (sum(v[i] for v in bad["classes"].values()) for i in (0, 1))

@@ -22,12 +22,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from common.files import write_atomic
-from common.stats import wilson_ci
+from marl_common.files import write_atomic
+from marl_common.stats import wilson_ci
 from envs import catalog
 from marl import api
 from marl.core.config import split_override
-from common.stats import mean_ci
+from marl_common.stats import mean_ci
 from marl.runs.metrics_log import read_metrics
 
 ROOT = Path(__file__).resolve().parent

@@ -71,7 +71,7 @@ def train_curve(overrides: dict, total_steps: int, seeds: int, label: str) -> pd
 
 def read_reference(path: str, per_agent_factor: float = 1.0, label: str = "reference") -> pd.DataFrame:
     """The reference's curve from a JSON file (rows or marl-eval layout, see the module doc)."""
-    from common.errors import UserError
+    from marl_common.errors import UserError
 
     try:
         data = json.loads(Path(path).read_text())

@@ -35,7 +35,7 @@ import numpy as np
 
 from marl.runs.layout import load_config
 from marl.runs.loader import load_team
-from common.stats import mean_ci
+from marl_common.stats import mean_ci
 from marl.analysis.search import MATCHED_SHARED, RANDOM_POLICY, SOURCE, make_strategy, run_search, search_methods
 
 RESULTS = Path(__file__).parent / "results"
@@ -75,7 +75,7 @@ def _train(out: Path, args: list[str], overrides: dict) -> None:
     """``marl train --resume-if-exists`` into ``out``: a new folder is trained, a stopped one continued, a
     finished one left alone (``marl.api.train``'s rule); a folder holding another config is an error."""
     cmd = args + ["--out", str(out), "--resume-if-exists"] + [f"{k}={v}" for k, v in overrides.items()]
-    full = [sys.executable, "-m", "cli.main", "train", "--quiet"] + cmd
+    full = [sys.executable, "-m", "marl_cli.main", "train", "--quiet"] + cmd
     print("$", " ".join(full[2:]), flush=True)
     t0 = time.time()
     subprocess.run(full, check=True, cwd=REPO)

@@ -26,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common.compile_cache import ENV_VARS as CACHE_VARS
+from marl_common.compile_cache import ENV_VARS as CACHE_VARS
 
 SUBCOMMANDS = ("envs", "train", "eval", "lineage", "probe", "probe barrier", "search", "sweep", "report", "render",
                "config", "config show")

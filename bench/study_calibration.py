@@ -7,7 +7,7 @@ Part 1, group CI coverage. A study has M maps; per map n teams (training seeds) 
 True per-job barrier ``mu + u_i + u_j + e_ij`` (u: team effect, sd ``team_sd``, normal or skewed; e: pair
 effect, sd ``pair_sd``); estimate = truth + se_j * z with heteroscedastic se_j = se * exp(U(-ln 2, ln 2)).
 The population barrier is mu (per map and pooled: the mean over maps). Coverage of the 95% CI for:
-the old report (IQM of jobs, bootstrap over jobs stratified by map, percentile: common/stats.py) and the
+the old report (IQM of jobs, bootstrap over jobs stratified by map, percentile: marl_common/stats.py) and the
 new team-cluster intervals (``group_ci``: percentile bootstrap, boot-t, jackknife-t). Target >= 0.93.
 
 Part 2, the "connected" rule with every true barrier at the threshold (error: saying connected; target
@@ -81,7 +81,7 @@ def team_effects(rng, shape, sd: float, dist: str) -> np.ndarray:
 
 # ---------------------------------------------------------------- the old report's aggregate (vectorised)
 def old_iqm_ci(values_by_map: list[np.ndarray], num_boot: int, rng) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """values_by_map: per map [N, P_m] -> (IQM of all jobs [N], lo [N], hi [N]): common/stats.py's
+    """values_by_map: per map [N, P_m] -> (IQM of all jobs [N], lo [N], hi [N]): marl_common/stats.py's
     stratified_bootstrap (percentile, resampling jobs within each map), vectorised over N studies."""
     n = values_by_map[0].shape[0]
     draws = [np.take_along_axis(v[:, None, :], rng.integers(0, v.shape[1], size=(n, num_boot, v.shape[1])), axis=2)
@@ -282,7 +282,7 @@ def main(argv=None) -> int:
         worst = {k: (2.0, "") for k in ("old", "percentile", "boot-t", "jackknife-t")}
         lines += ["## 1. Coverage of the 95% group CI of the population barrier (target >= 0.93)", "",
                   f"mu = {MU}; per-job se = se * exp(U(-ln 2, ln 2)). old = IQM of the jobs with a bootstrap over "
-                  "jobs stratified by map (common/stats.py, today's report); new = mean of the jobs, team-cluster "
+                  "jobs stratified by map (marl_common/stats.py, today's report); new = mean of the jobs, team-cluster "
                   "intervals (`group_ci`). map: the group on one map; pooled: over the maps (mean of map means; "
                   "old: IQM of all jobs).", "",
                   "| setting | design | teams/map | maps | jobs/map | team sd | pair sd | se | studies | "

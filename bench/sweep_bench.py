@@ -58,7 +58,7 @@ def sweeps(work: Path) -> None:
     f.write_text(SWEEP)
     env = _env(work / "xla-cache")
     modes = {"local --jobs 1": ["--jobs", "1"], "local --jobs 2": ["--jobs", "2"], "ray (local, 2 CPUs)": ["--executor", "ray"]}
-    base = [sys.executable, "-m", "cli.main", "sweep", str(f), "--quiet"]
+    base = [sys.executable, "-m", "marl_cli.main", "sweep", str(f), "--quiet"]
     subprocess.run(base + ["--out", str(work / "warm"), "--jobs", "2"], env=env, check=True, capture_output=True)
     times = {}
     for name, extra in modes.items():

@@ -153,7 +153,7 @@ def split_size(name: str) -> tuple[str, str]:
 
 def unknown_env_hint(name: str) -> str:
     """The hint after "unknown environment NAME": the closest known names, else where the list is."""
-    from common.errors import did_you_mean
+    from marl_common.errors import did_you_mean
 
     return did_you_mean(name, names(), n=3, cutoff=0.5, quote=False, otherwise="; run `marl envs` for the list")
 

@@ -71,7 +71,7 @@ import dataclasses
 
 import jax.numpy as jnp
 
-from common.errors import UserError
+from marl_common.errors import UserError
 from envs import catalog
 from envs.adapter import Env
 from envs.registry import make

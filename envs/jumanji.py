@@ -37,7 +37,7 @@ import jumanji
 from jumanji.environments.routing.lbf.generator import RandomGenerator as LbfGenerator
 from jumanji.environments.routing.robot_warehouse.generator import RandomGenerator as RwareGenerator
 
-from common.errors import UserError
+from marl_common.errors import UserError
 from envs.base import EnvSpec, EnvState, EpisodeInfo, TimeStep, advance_episode, init_state
 
 

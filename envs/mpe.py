@@ -17,7 +17,7 @@ import jaxmarl
 
 from envs.adapter import Env, Hooks
 from envs.base import EnvSpec
-from common.errors import UserError
+from marl_common.errors import UserError
 
 
 def make(scenario: str, params, num_agents: int | None = None) -> Env:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib
 
-from common.errors import UserError
+from marl_common.errors import UserError
 from envs.catalog import names, parse, sized_names, unknown_env_hint
 
 __all__ = ["make", "names", "unknown_env"]

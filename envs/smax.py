@@ -11,7 +11,7 @@ from jaxmarl.environments.smax.smax_env import MAP_NAME_TO_SCENARIO, Scenario
 
 from envs.adapter import Env, Hooks
 from envs.base import EnvSpec
-from common.errors import UserError
+from marl_common.errors import UserError
 
 
 def jaxmarl_map_names() -> list[str]:

@@ -3,7 +3,7 @@ analysis (``marl.analysis``) and the Python API (``marl.api``).
 
 ``marl.train``, ``marl.resume``, ``marl.load``, ``marl.evaluate``, ``marl.search``, ``marl.report``,
 ``marl.lineage`` and ``marl.make_config`` are ``marl.api``'s, loaded on first use so that importing the
-package imports no jax. Bad input to any of them raises ``marl.UserError`` (``common.errors.UserError``)
+package imports no jax. Bad input to any of them raises ``marl.UserError`` (``marl_common.errors.UserError``)
 with a one-line message.
 """
 
@@ -12,7 +12,7 @@ _API = ("train", "resume", "load", "evaluate", "search", "report", "lineage", "m
 
 def __getattr__(name):
     if name == "UserError":  # the one exception class of bad input, from every API function
-        from common.errors import UserError
+        from marl_common.errors import UserError
 
         return UserError
     if name in _API:

@@ -1,7 +1,7 @@
 """The Python API: train, resume, load a team, evaluate, search and report, from a notebook or a script.
 
 Every ``marl`` subcommand parses its arguments and calls one of these; bench scripts and notebooks call
-them too. Bad input raises ``common.errors.UserError`` with a one-line message (the CLI prints it and
+them too. Bad input raises ``marl_common.errors.UserError`` with a one-line message (the CLI prints it and
 exits 2). Probes are ``probes.api`` (a layer above this one), sweeps ``sweeps.api``.
 
     import marl
@@ -15,8 +15,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
-from common.compile_cache import enable_compilation_cache
-from common.errors import UserError
+from marl_common.compile_cache import enable_compilation_cache
+from marl_common.errors import UserError
 from marl.analysis import defaults
 from marl.core.config import RESUME_SAFE, TrainConfig
 
@@ -229,7 +229,7 @@ def report(paths, out: str | Path | None = None, *, group_by: list[str] | None =
     CIs, probability of improvement, performance profiles. Without ``out``: the ``Report`` (tables as
     data, nothing written); with ``out``: report.md, CSV tables and figures written there, and the
     summary dict returned."""
-    from common.stats import DEFAULT_BOOT
+    from marl_common.stats import DEFAULT_BOOT
     from marl.analysis.report import build_report, write_report
 
     paths = [paths] if isinstance(paths, (str, Path)) else list(paths)

@@ -11,9 +11,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from common.compile_cache import enable_compilation_cache
-from common.errors import run_guarded
-from common.preflight import check_platform
+from marl_common.compile_cache import enable_compilation_cache
+from marl_common.errors import run_guarded
+from marl_common.preflight import check_platform
 
 
 def _train(args) -> int:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import probes.defaults as defaults
-from common.compile_cache import enable_compilation_cache
+from marl_common.compile_cache import enable_compilation_cache
 
 enable_compilation_cache()  # the `marl` command's persistent compile cache (MARL_COMPILATION_CACHE=0 opts out)
 
@@ -32,7 +32,7 @@ def barrier(ref_a: str, ref_b: str, out: str | Path, *, alphas=defaults.ALPHAS, 
     """Return (and win rate) along theta(alpha) = (1 - alpha) A + alpha B on common episodes, and the barrier
     (cross-fitted headline, max, midpoint) with bootstrap CIs; ``alphas``: an odd count or a list holding
     0, 0.5 and 1; ``align``: also B permutation-aligned to A."""
-    from common.preflight import check_output
+    from marl_common.preflight import check_output
     from probes.interpolate import parse_alphas
     from probes.pipeline import probe_barrier
 
@@ -48,7 +48,7 @@ def teams(ref_a: str, ref_b: str, out: str | Path, *, episodes: int = defaults.E
           command: str | None = None) -> dict:
     """Mixed teams, hot-swap, clone-all and role-swap between A and B, each with its paired difference to
     its base team on the same episodes."""
-    from common.preflight import check_output
+    from marl_common.preflight import check_output
     from probes.pipeline import probe_teams
 
     check_output(out, "--out", kind="folder")
@@ -60,7 +60,7 @@ def weights(ref_a: str, ref_b: str | None, out: str | Path, *, reference: str | 
             command: str | None = None) -> dict:
     """Per-layer L2 distances and cosine similarities of actor parameters within and across teams (and of
     displacements from ``reference``)."""
-    from common.preflight import check_output
+    from marl_common.preflight import check_output
     from probes.pipeline import probe_weights
 
     check_output(out, "--out", kind="folder")

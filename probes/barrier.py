@@ -9,7 +9,7 @@ import numpy as np
 
 from envs import Env
 from marl.core.team import Team
-from common import stats
+from marl_common import stats
 from probes.estimators import barrier_stats
 from probes.interpolate import evaluate_interpolation
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from common.stats import DEFAULT_BOOT
+from marl_common.stats import DEFAULT_BOOT
 from marl.analysis.defaults import EVAL_SEED  # noqa: F401  (the one episode key: eval, render, probes)
 
 ALPHAS = 21  # interpolation points in [0, 1] (odd, so 0.5 is among them)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import stats as sps
 
-from common import stats
+from marl_common import stats
 
 CF_SPLITS = 8  # random two-fold splits averaged by the cross-fitted barrier
 CF_SMOOTH = 3  # window (alphas) of the moving average that selects the alpha

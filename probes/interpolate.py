@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from envs import Env
-from common.errors import UserError
+from marl_common.errors import UserError
 from marl.core.evaluation import EvalResult, evaluate
 from marl.core.team import Team, check_compatible
 

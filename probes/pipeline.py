@@ -13,8 +13,8 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from common.files import save_npz, write_dict_csv, write_json
-from common.preflight import check_count, check_seed
+from marl_common.files import save_npz, write_dict_csv, write_json
+from marl_common.preflight import check_count, check_seed
 from marl.core.team import check_compatible
 import probes.defaults as defaults
 import probes.plots as plots

@@ -11,7 +11,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from common.files import save_figure  # noqa: E402
+from marl_common.files import save_figure  # noqa: E402
 
 METRIC_LABEL = {"return": "team return", "win_rate": "win rate"}
 

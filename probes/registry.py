@@ -17,7 +17,7 @@ import importlib
 from typing import Callable
 
 import probes.defaults as defaults
-from common.errors import UserError, did_you_mean
+from marl_common.errors import UserError, did_you_mean
 
 
 @dataclasses.dataclass(frozen=True)

@@ -24,7 +24,7 @@ import numpy as np
 
 from envs import Env
 from marl.core.team import Team
-from common import stats
+from marl_common import stats
 from probes.interpolate import evaluate_rows, stack_teams
 
 MAX_EXHAUSTIVE_MASKS = 10  # all 2^N masks up to this team size

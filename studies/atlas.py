@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from common.stats import mean_ci
+from marl_common.stats import mean_ci
 from studies import rules
 from studies.rules import Design, Verdict
 
@@ -529,7 +529,7 @@ def calibrate_atlas(sims: int | None = None, seed: int = 0) -> list[dict]:
 
 def write_records(recs: list[dict], path: Path | None = None) -> Path:
     """Merge the registered rules' records into studies/records.json (other keys kept), atomically."""
-    from common.files import write_json
+    from marl_common.files import write_json
 
     path = Path(path) if path else Path(__file__).parent / rules.RECORDS_FILE
     old = json.loads(path.read_text())["records"] if path.exists() else []
@@ -563,7 +563,7 @@ def calibration_text(recs: list[dict]) -> str:
 def main(argv=None) -> None:
     import argparse
 
-    from common.files import write_atomic, write_json
+    from marl_common.files import write_atomic, write_json
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--calibrate", action="store_true")

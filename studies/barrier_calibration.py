@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 from scipy import stats as sps
 
-from common.files import write_atomic, write_json
+from marl_common.files import write_atomic, write_json
 from probes.estimators import barrier_stats, gap_curve
 
 ESTIMATORS = ("barrier", "midpoint", "barrier_max")  # keys of barrier_stats: point and "<key>_ci"

@@ -20,8 +20,8 @@ import sys
 import time
 from pathlib import Path
 
-from common.errors import UserError
-from common.files import write_atomic, write_json
+from marl_common.errors import UserError
+from marl_common.files import write_atomic, write_json
 from studies import rules
 from studies.catalog import RULE_MODULES
 

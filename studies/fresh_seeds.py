@@ -36,7 +36,7 @@ import dataclasses
 
 import numpy as np
 
-from common.stats import mean_ci
+from marl_common.stats import mean_ci
 from studies.rules import Design, Verdict, register
 
 MIN_SEEDS = 6  # the plans' minimum (RESTATED.md: "an interval over at least 6 seeds that chose nothing")

@@ -33,7 +33,7 @@ import time
 import warnings
 from pathlib import Path
 
-from common.errors import UserError
+from marl_common.errors import UserError
 from marl.runs.lock import is_stale, read_lock
 from marl.runs.metrics_log import count_rows
 

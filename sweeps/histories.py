@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from common.errors import UserError, did_you_mean
+from marl_common.errors import UserError, did_you_mean
 from marl.core.config import TrainConfig
 
 CONTINUATION_SEED_OFFSET = 1000

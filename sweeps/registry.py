@@ -25,7 +25,7 @@ import importlib
 from pathlib import Path
 from typing import Callable, Protocol
 
-from common.errors import UserError, did_you_mean
+from marl_common.errors import UserError, did_you_mean
 
 
 @dataclasses.dataclass(frozen=True)

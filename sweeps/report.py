@@ -39,10 +39,10 @@ from pathlib import Path
 
 import numpy as np
 
-from common.errors import UserError, did_you_mean
-from common.files import save_figure, write_atomic, write_dict_csv, write_json
-from common import stats
-from common.stats import aggregate  # the old verdict's per-pair IQM table
+from marl_common.errors import UserError, did_you_mean
+from marl_common.files import save_figure, write_atomic, write_dict_csv, write_json
+from marl_common import stats
+from marl_common.stats import aggregate  # the old verdict's per-pair IQM table
 from marl.analysis.report.export import iqm_ci_text
 from studies.connectivity_verdict import (REQUIRE_WIN, check_preconditions, connected_tests, evaluate,  # noqa: F401
                                           excluding_zero, team_aggregate, verdict)
@@ -185,7 +185,7 @@ def report_dir(sweep: dict, root) -> Path:
     """Where a sweep's probe report goes: ``[report] out`` read relative to the sweep's root folder (``--out``,
     else the file's ``out``), which it must stay inside, under the one output rule (``check_output``):
     a sweep file never names a place outside the folder the sweep was told to write in."""
-    from common.preflight import check_output
+    from marl_common.preflight import check_output
 
     out = Path(str(sweep["report"]["out"]))
     return check_output(out if out.is_absolute() else Path(root) / out, "sweep [report] out", kind="folder",

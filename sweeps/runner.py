@@ -34,9 +34,9 @@ import os
 import sys
 from pathlib import Path
 
-from common.errors import UserError, did_you_mean
-from common.files import write_atomic
-from common.preflight import check_inside, check_output, check_path_name
+from marl_common.errors import UserError, did_you_mean
+from marl_common.files import write_atomic
+from marl_common.preflight import check_inside, check_output, check_path_name
 from marl.core import algos
 from marl.core.config import TrainConfig, flatten, split_override
 from marl.runs.lock import folder_state

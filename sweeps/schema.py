@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import typing
 
-from common.errors import UserError, did_you_mean
-from common.preflight import check_number
+from marl_common.errors import UserError, did_you_mean
+from marl_common.preflight import check_number
 from marl.core.config import NetworkConfig, TrainConfig, field_types, flatten, read_toml, suggest
 from sweeps.histories import HISTORY_SPECS, get_history
 

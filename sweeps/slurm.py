@@ -32,7 +32,7 @@ import sys
 import time
 from pathlib import Path
 
-from common.errors import UserError
+from marl_common.errors import UserError
 from sweeps.executors import Status, Task
 
 POLL = 2.0  # seconds between looks at squeue

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from cli.main import main
-from common.errors import UserError
+from marl_cli.main import main
+from marl_common.errors import UserError
 from marl.core import algos
 from marl.core.algos import AlgoSpec
 from marl.core.config import TrainConfig
@@ -54,7 +54,7 @@ def test_unknown_names_are_one_line_errors_with_the_closest_name():
 def test_config_cli_report_and_sweeps_read_the_capabilities():
     """A separate-actor algorithm refuses share_actor=true and implies share_actor=false (--algo, sweep
     layers); the report marks separate actors only where the algorithm could also share one."""
-    from cli.args import config_flags
+    from marl_cli.args import config_flags
     from marl.analysis.report.runs import key_value
     from sweeps.runner import implied
 

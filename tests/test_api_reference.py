@@ -22,7 +22,7 @@ def test_api_reference_builds_without_warnings(tmp_path):
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert "pdoc:" not in proc.stderr and "Error importing" not in proc.stderr, proc.stderr[-4000:]
     for page in ("index.html", "marl/api.html", "probes/api.html", "marl/core/config.html", "envs.html",
-                 "common/errors.html", "sweeps.html", "cli/main.html", "marl/analysis/search.html"):
+                 "marl_common/errors.html", "sweeps.html", "marl_cli/main.html", "marl/analysis/search.html"):
         assert (out / page).is_file(), f"missing {page}"
     api = (out / "marl" / "api.html").read_text()
     assert "def train" in api or "train(" in api  # the functions are rendered with their signatures

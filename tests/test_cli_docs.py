@@ -7,8 +7,8 @@ import tomllib
 
 import pytest
 
-from cli.main import main, make_parser
-from cli.doc import parsers
+from marl_cli.main import main, make_parser
+from marl_cli.doc import parsers
 from marl.core.config import NetworkConfig, TrainConfig, config_keys, field_docs, suggest
 
 

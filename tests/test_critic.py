@@ -12,10 +12,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from common.errors import UserError
+from marl_common.errors import UserError
 from marl.runs import checkpoint as ckpt, layout
 from marl.runs.loader import load_state, load_team
-from cli.main import main
+from marl_cli.main import main
 from marl.core.config import NetworkConfig
 from marl.core.networks import init_critic, make_critic
 from marl.core.trainer import Trainer

@@ -73,8 +73,8 @@ def missing_docstrings(module) -> list[str]:
 
 def test_every_public_function_class_and_method_has_a_docstring():
     names = module_names()
-    assert {"cli.main", "marl.api", "marl.worker", "marl.analysis.search.loop", "probes.api", "sweeps.runner",
-            "envs", "common.files"} <= set(names)
+    assert {"marl_cli.main", "marl.api", "marl.worker", "marl.analysis.search.loop", "probes.api", "sweeps.runner",
+            "envs", "marl_common.files"} <= set(names)
     missing = [m for name in names for m in missing_docstrings(importlib.import_module(name))]
     assert not missing, f"{len(missing)} public name(s) without a docstring:\n  " + "\n  ".join(missing)
 

@@ -241,7 +241,7 @@ def test_layout_by_name_and_sizes():
 
 
 def test_layout_rejects_unknown_envs_and_overlaps():
-    from common.errors import UserError
+    from marl_common.errors import UserError
 
     with pytest.raises(UserError):
         layout("mpe:simple_reference")
@@ -595,7 +595,7 @@ def test_k_nearest_reads_exactly_the_k_nearest_entities(mpe_cases, smax_cases):
 
 
 def test_entity_k_is_validated_and_shared_teams_evaluate_as_their_rows():
-    from common.errors import UserError
+    from marl_common.errors import UserError
     from marl.core.config import NetworkConfig
     from marl.core.evaluation import evaluate
     from marl.core.networks import init_actor

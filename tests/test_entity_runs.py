@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from common.errors import UserError
+from marl_common.errors import UserError
 from envs import make
 from envs.entities import layouts_of
 from marl.core.config import NetworkConfig, TrainConfig
@@ -116,7 +116,7 @@ def test_search_at_a_second_size(entity_run, tmp_path):
 
 
 def test_cli_refuses_other_sizes_of_mlp_runs_other_families_and_small_budgets(entity_run, tmp_path, capsys):
-    from cli.main import main
+    from marl_cli.main import main
     from marl.runs.loop import train_run
 
     mlp = train_run(_cfg(total_steps=8 * 26, network=NetworkConfig(hidden=16, critic_hidden=16, recurrent=False,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from common.errors import UserError
+from marl_common.errors import UserError
 from envs import catalog
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -83,7 +83,7 @@ TINY = ["--total-steps", str(8 * 16 * 2), "--quiet", "num_envs=8", "rollout_len=
 
 
 def test_recipe_a_registered_family_trains(toy_module, tmp_path, capsys):
-    from cli.main import main
+    from marl_cli.main import main
     from marl.runs.loader import load
 
     register_toy(toy_module)  # the registry line: without it the family is unknown (the next test)
@@ -96,7 +96,7 @@ def test_recipe_a_registered_family_trains(toy_module, tmp_path, capsys):
 
 
 def test_recipe_without_the_registry_line_the_family_is_unknown(toy_module, tmp_path, capsys):
-    from cli.main import main
+    from marl_cli.main import main
 
     with pytest.raises(UserError, match="unknown environment 'toy:spread:2'"):
         from marl.core.config import TrainConfig

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import envs
-from common.errors import UserError
+from marl_common.errors import UserError
 from envs import catalog
 
 

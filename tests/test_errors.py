@@ -1,4 +1,4 @@
-"""How a command ends (``common.errors.run_guarded``) and the shared preflight checks (``common.preflight``)."""
+"""How a command ends (``marl_common.errors.run_guarded``) and the shared preflight checks (``marl_common.preflight``)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from common.errors import EXIT_INTERNAL, EXIT_USER, UserError, run_guarded
-from common import preflight
+from marl_common.errors import EXIT_INTERNAL, EXIT_USER, UserError, run_guarded
+from marl_common import preflight
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -55,7 +55,7 @@ def test_machine_errors_are_one_user_line_exit_2(exc, expect, capsys, monkeypatc
 
 
 def test_sigterm_in_a_process_is_one_line_and_a_clean_exit(tmp_path):
-    code = ("import os, signal, sys\nfrom common.errors import run_guarded\n"
+    code = ("import os, signal, sys\nfrom marl_common.errors import run_guarded\n"
             "def fn():\n    os.kill(os.getpid(), signal.SIGTERM)\n    import time; time.sleep(5)\n"
             "sys.exit(run_guarded('marl', fn, hard_exit=True))\n")
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
@@ -162,11 +162,11 @@ def test_names_that_become_paths(tmp_path):
 
 
 def test_one_boolean_reading_for_config_values_and_environment_variables():
-    """``common.errors.parse_bool`` is the one yes/no reading: the config's bool fields, ``--set k=v``, the
+    """``marl_common.errors.parse_bool`` is the one yes/no reading: the config's bool fields, ``--set k=v``, the
     compile-cache switch and JAX_ENABLE_X64 all accept the same words and refuse the same others."""
-    from common.compile_cache import enable_compilation_cache
-    from common.errors import UserError, parse_bool
-    from common.preflight import check_platform
+    from marl_common.compile_cache import enable_compilation_cache
+    from marl_common.errors import UserError, parse_bool
+    from marl_common.preflight import check_platform
     from marl.core.config import TrainConfig
 
     for word, want in (("yes", True), (" ON ", True), ("T", True), ("1", True), ("off", False), ("N", False),

@@ -45,7 +45,7 @@ def test_fresh_seed_rule_is_calibrated_at_six_seeds():
         wins = rng.binomial(256, p) / 256
         return np.mean([decide(w, 0.90)["verdict"] == "target met" for w in wins])
 
-    from common.stats import wilson_ci
+    from marl_common.stats import wilson_ci
 
     at = met_rate(0.90)  # nominal 0.05; its Wilson CI over the 2000 studies must reach down to it
     assert wilson_ci(round(at * 2000), 2000)[0] <= 0.05 and at < 0.07

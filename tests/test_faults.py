@@ -24,10 +24,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from common.errors import UserError
+from marl_common.errors import UserError
 from marl.runs import checkpoint as ckpt
-from cli.args import config_flags
-from cli.main import main, make_parser, parse_args
+from marl_cli.args import config_flags
+from marl_cli.main import main, make_parser, parse_args
 from marl.api import resume_config
 from marl.runs.lock import DONE_FILE
 from marl.runs import layout, metrics_log
@@ -141,7 +141,7 @@ elif kind == "kill-random":
 else:
     raise SystemExit(f"unknown stop {kind!r}")
 sys.argv[0] = "marl"
-runpy.run_module("cli.main", run_name="__main__")
+runpy.run_module("marl_cli.main", run_name="__main__")
 """
 
 

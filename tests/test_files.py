@@ -3,7 +3,7 @@
 import pytest
 
 from marl.core.config import TrainConfig
-from common.files import write_atomic
+from marl_common.files import write_atomic
 
 
 def test_write_atomic_replaces_whole_file(tmp_path):

@@ -10,10 +10,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from common.errors import UserError
+from marl_common.errors import UserError
 from marl.runs import checkpoint as ckpt, layout
 from marl.runs.loader import load_state
-from cli.main import main
+from marl_cli.main import main
 from marl.core.config import TrainConfig
 from marl.runs.loop import warm_start
 from marl.runs.metrics_log import TIMING_KEYS

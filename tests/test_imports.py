@@ -15,7 +15,7 @@ one-word string (``prog="marl"``, a wandb project "marl") is not the package ``m
 ``from pkg import submodule`` is an edge to ``pkg.submodule`` only (Python runs ``pkg/__init__`` first
 for ``import pkg.submodule`` too; ``from pkg import attr``, an attribute of the package, is an edge to
 ``pkg``). Also: ``common`` imports no jax-family package anywhere, library code imports no test or
-bench code, and ``import cli.main`` / ``marl --help`` load no jax.
+bench code, and ``import marl_cli.main`` / ``marl --help`` load no jax.
 """
 
 from __future__ import annotations
@@ -30,9 +30,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("common", "envs", "marl", "probes", "studies", "sweeps", "cli")
-LAYERS = {"common": 1, "envs": 2, "marl.core": 3, "marl.runs": 4, "marl.analysis": 5,
-          "marl": 6, "marl.api": 6, "marl.worker": 6, "probes": 7, "studies": 8, "sweeps": 9, "cli": 10}
+PACKAGES = ("marl_common", "envs", "marl", "probes", "studies", "sweeps", "marl_cli")
+LAYERS = {"marl_common": 1, "envs": 2, "marl.core": 3, "marl.runs": 4, "marl.analysis": 5,
+          "marl": 6, "marl.api": 6, "marl.worker": 6, "probes": 7, "studies": 8, "sweeps": 9, "marl_cli": 10}
 JAX_FAMILY = frozenset({"jax", "jaxlib", "jaxmarl", "flax", "optax", "orbax", "chex", "gymnax", "evosax"})
 NOT_LIBRARY = frozenset({"tests", "bench", "notebooks", "docs", "recipes"})  # library code never imports these
 
@@ -236,8 +236,8 @@ def test_finder_sees_function_local_relative_importlib_and_string_imports():
     assert imports_of("a.e", "from a import attr\n", mods) == {"a"}  # an attribute of the package a
     assert find_cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert find_cycles({"a": {"b"}, "b": set()}) == []
-    assert [layer_of(m) for m in ("common.files", "marl", "marl.core.trainer", "marl.runs", "marl.analysis.x",
-                                  "marl.api", "marl.worker.x", "probes", "studies.rules", "sweeps.runner", "cli.main",
+    assert [layer_of(m) for m in ("marl_common.files", "marl", "marl.core.trainer", "marl.runs", "marl.analysis.x",
+                                  "marl.api", "marl.worker.x", "probes", "studies.rules", "sweeps.runner", "marl_cli.main",
                                   "tests.x")] == [1, 6, 3, 4, 5, 6, 6, 7, 8, 9, 10, None]
     assert layer_of("marl.coreX") == 6  # whole components: marl.coreX is under marl, not marl.core
 
@@ -271,7 +271,7 @@ def test_checker_catches_an_importlib_cycle(tmp_path):
 
 def test_repo_layers_hold_and_there_are_no_cycles():
     graph = import_graph()
-    assert "marl.core.trainer" in graph and {"common", "envs", "probes", "sweeps", "cli"} <= {m.split(".")[0] for m in graph}
+    assert "marl.core.trainer" in graph and set(PACKAGES) <= {m.split(".")[0] for m in graph}
     check_tree(ROOT)
 
 
@@ -281,10 +281,10 @@ def test_library_never_imports_tests_or_bench():
 
 
 def test_common_imports_no_jax_family_package():
-    bad = {m: sorted(ts & JAX_FAMILY) for m, ts in top_level_imports(ROOT, "common").items() if ts & JAX_FAMILY}
+    bad = {m: sorted(ts & JAX_FAMILY) for m, ts in top_level_imports(ROOT, "marl_common").items() if ts & JAX_FAMILY}
     assert not bad, f"common must not import jax-family packages (anywhere in the file): {bad}"
-    code = ("import sys, pkgutil, importlib, common\n"
-            "for m in pkgutil.walk_packages(common.__path__, 'common.'): importlib.import_module(m.name)\n"
+    code = ("import sys, pkgutil, importlib, marl_common as common\n"
+            "for m in pkgutil.walk_packages(common.__path__, 'marl_common.'): importlib.import_module(m.name)\n"
             f"print(sorted({{n.split('.')[0] for n in sys.modules}} & {set(JAX_FAMILY)!r}))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
@@ -299,18 +299,18 @@ def _jax_family_imported(cmd: list[str], codes=(0,)) -> list[str]:
     out = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode in codes, out.stderr[-3000:]
     mods = {ln.rsplit("|", 1)[-1].strip().split(".")[0] for ln in out.stderr.splitlines() if ln.startswith("import time:")}
-    assert "cli" in mods, out.stderr[-2000:]  # the profile is there
+    assert "marl_cli" in mods, out.stderr[-2000:]  # the profile is there
     return sorted(mods & JAX_FAMILY)
 
 
 @pytest.mark.slow
 def test_cli_import_and_help_load_no_jax():
-    """``import cli.main`` plus building the parser, and ``marl --help`` (the installed script, else
-    ``python -m cli.main --help``), import no jax-family package: help must stay fast."""
-    found = {"import cli.main; make_parser()": _jax_family_imported(
-        [sys.executable, "-c", "import cli.main; cli.main.make_parser()"])}
+    """``import marl_cli.main`` plus building the parser, and ``marl --help`` (the installed script, else
+    ``python -m marl_cli.main --help``), import no jax-family package: help must stay fast."""
+    found = {"import marl_cli.main; make_parser()": _jax_family_imported(
+        [sys.executable, "-c", "import marl_cli.main; marl_cli.main.make_parser()"])}
     script = Path(sys.executable).with_name("marl")
-    help_cmd = [str(script), "--help"] if script.exists() else [sys.executable, "-m", "cli.main", "--help"]
+    help_cmd = [str(script), "--help"] if script.exists() else [sys.executable, "-m", "marl_cli.main", "--help"]
     found["marl --help"] = _jax_family_imported(help_cmd)
     assert not any(found.values()), f"jax-family packages imported: {found}"
 
@@ -320,7 +320,7 @@ def test_commands_that_compute_nothing_load_no_jax():
     """``marl envs``, ``marl config show`` and a config typo's one-line error read the environments as data
     (``envs.catalog``) and import no jax-family package (jaxmarl included): they answer in about a second."""
     script = Path(sys.executable).with_name("marl")
-    base = [str(script)] if script.exists() else [sys.executable, "-m", "cli.main"]
+    base = [str(script)] if script.exists() else [sys.executable, "-m", "marl_cli.main"]
     found = {" ".join(argv): _jax_family_imported(base + argv, codes=(0, 2))
              for argv in (["envs"], ["config", "show", "--env", "mpe:simple_spread"], ["train", "lrr=1e-3"],
                           ["train", "--env", "smax:3mm"])}
@@ -340,13 +340,13 @@ def copy_tree(dest: Path) -> Path:
 
 def plant(root: Path) -> None:
     """An upward, function-local edge (marl.core.trainer -> marl.analysis.report) and an importlib cycle
-    (common.files -> common.stats by importlib inside a function; common.stats -> common.files)."""
+    (marl_common.files -> marl_common.stats by importlib inside a function; marl_common.stats -> marl_common.files)."""
     with (root / "marl" / "core" / "trainer.py").open("a") as f:
         f.write("\n\ndef _planted():\n    from marl.analysis import report\n    return report\n")
-    with (root / "common" / "files.py").open("a") as f:
-        f.write("\n\ndef _planted():\n    import importlib\n    return importlib.import_module(\"common.stats\")\n")
-    with (root / "common" / "stats.py").open("a") as f:
-        f.write("\n\ndef _planted():\n    from common import files\n    return files\n")
+    with (root / "marl_common" / "files.py").open("a") as f:
+        f.write("\n\ndef _planted():\n    import importlib\n    return importlib.import_module(\"marl_common.stats\")\n")
+    with (root / "marl_common" / "stats.py").open("a") as f:
+        f.write("\n\ndef _planted():\n    from marl_common import files\n    return files\n")
 
 
 def test_planted_edge_and_cycle_in_a_copy_of_the_repo_fail(tmp_path):
@@ -355,7 +355,7 @@ def test_planted_edge_and_cycle_in_a_copy_of_the_repo_fail(tmp_path):
     plant(root)
     new = [p for p in problems(import_graph(root)) if p not in before]
     assert "upward edge: marl.core.trainer (layer 3) imports marl.analysis.report (layer 5)" in new
-    assert any(p.startswith("import cycle: common.files -> common.stats -> common.files") for p in new), new
+    assert any(p.startswith("import cycle: marl_common.files -> marl_common.stats -> marl_common.files") for p in new), new
     with pytest.raises(AssertionError) as e:
         check_tree(root)
-    assert "marl.analysis.report" in str(e.value) and "common.files -> common.stats" in str(e.value)
+    assert "marl.analysis.report" in str(e.value) and "marl_common.files -> marl_common.stats" in str(e.value)

@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from cli.main import main
+from marl_cli.main import main
 from marl.core.config import NetworkConfig
 from marl.core.networks import ObsCritic, init_critic, make_critic
 from marl.core.trainer import Trainer, critic_kind, seed_keys
@@ -130,7 +130,7 @@ def test_ippo_checkpoint_records_the_algorithm_and_resume_is_bitwise(tmp_path):
 
 
 def test_warm_start_across_critic_kinds_is_refused(tmp_path, tiny_run):
-    from common.errors import UserError
+    from marl_common.errors import UserError
 
     cfg = tiny_config(algo="ippo", num_seeds=2)
     with pytest.raises(UserError, match="critic is centralised"):
@@ -138,7 +138,7 @@ def test_warm_start_across_critic_kinds_is_refused(tmp_path, tiny_run):
 
 
 def test_ippo_entity_network_is_a_one_line_error():
-    from common.errors import UserError
+    from marl_common.errors import UserError
 
     with pytest.raises(UserError, match="independent critic has no entity form"):
         tiny_config(env="mpe:simple_spread", algo="ippo", network=NetworkConfig(kind="entity", agent_id=False))

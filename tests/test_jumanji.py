@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 import envs
-from cli.main import main
-from common.errors import UserError
+from marl_cli.main import main
+from marl_common.errors import UserError
 from envs import catalog
 from marl.core import ppo
 from marl.core.config import TrainConfig

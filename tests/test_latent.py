@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import envs
-from common.errors import UserError
+from marl_common.errors import UserError
 from marl.core.config import NetworkConfig, TrainConfig
 from marl.core.evaluation import evaluate
 from marl.core.latent import BestOfK, best_of_k, first_episode_length, first_episode_mask, first_episode_return

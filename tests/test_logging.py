@@ -19,7 +19,7 @@ from marl.runs import layout, metrics_log
 from marl.runs.loggers import WANDB_DIR, WANDB_IDS
 # imported before any capsys test: importing jaxmarl (via the loop) resets sys.stdout to sys.__stdout__
 from marl.runs.loop import _Progress, train_run
-from cli.main import main
+from marl_cli.main import main
 from tests.conftest import tiny_config
 
 REPO = Path(__file__).resolve().parent.parent
@@ -49,7 +49,7 @@ def piped_run(tmp_path_factory):
     checkpoints."""
     pytest.importorskip("tensorboardX")
     out = tmp_path_factory.mktemp("log") / "r"
-    cmd = [sys.executable, "-m", "cli.main", "train", *TINY, "--out", str(out), "--log", "tensorboard",
+    cmd = [sys.executable, "-m", "marl_cli.main", "train", *TINY, "--out", str(out), "--log", "tensorboard",
            "keep_last=1", "keep_every=2", "num_seeds=2"]
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, env={**os.environ, "TERM": "dumb"})
     assert proc.returncode == 0, proc.stderr
@@ -194,7 +194,7 @@ def test_wandb_prints_nothing_between_the_progress_lines(tmp_path):
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_")}
     env["WANDB_MODE"] = "offline"
-    cmd = [sys.executable, "-m", "cli.main", "train", "--env", "mpe:simple_spread", "--total-steps", "256",
+    cmd = [sys.executable, "-m", "marl_cli.main", "train", "--env", "mpe:simple_spread", "--total-steps", "256",
            "--out", str(tmp_path / "r"), "--log", "wandb", "num_envs=8", "rollout_len=16", "epochs=1",
            "minibatches=2", "updates_per_chunk=1", "network.hidden=16", "network.critic_hidden=16"]
     r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900, cwd=Path(__file__).parent.parent)

@@ -1,4 +1,4 @@
-"""The one output rule (``common.preflight.check_output``), pipes and closed streams, atomic writers, and
+"""The one output rule (``marl_common.preflight.check_output``), pipes and closed streams, atomic writers, and
 what a report says of an unfinished run. The command-level cases of each class are in
 tests/data/bad_inputs.toml (run by tests/test_faults.py); here the rule itself, the pipes, and the places
 that are accepted."""
@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from common.errors import EXIT_PIPE, UserError
-from common.files import replacing, write_json
-from common.preflight import check_output, run_folder_of
+from marl_common.errors import EXIT_PIPE, UserError
+from marl_common.files import replacing, write_json
+from marl_common.preflight import check_output, run_folder_of
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -112,7 +112,7 @@ def test_sweep_report_out_is_read_below_the_sweeps_out(tmp_path):
 
 
 def _marl(*args, **kw):
-    code = "import sys, runpy; sys.argv[0] = 'marl'; runpy.run_module('cli.main', run_name='__main__')"
+    code = "import sys, runpy; sys.argv[0] = 'marl'; runpy.run_module('marl_cli.main', run_name='__main__')"
     return subprocess.Popen([sys.executable, "-c", code, *map(str, args)], cwd=ROOT, **kw)
 
 
@@ -136,7 +136,7 @@ def test_a_closed_pipe_ends_quietly(tiny_run, tmp_path):
     p = _marl("config", "show", stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     p.stdout.close()
     assert p.wait(timeout=600) == EXIT_PIPE and p.stderr.read() == b""
-    r = subprocess.run(["bash", "-c", f"{sys.executable} -m cli.main config show >&-"], cwd=ROOT,
+    r = subprocess.run(["bash", "-c", f"{sys.executable} -m marl_cli.main config show >&-"], cwd=ROOT,
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0 and r.stderr == "", r.stderr
     assert _crash_logs() == logs

@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 
 import envs
-from common.errors import UserError
+from marl_common.errors import UserError
 from marl.core.config import NetworkConfig
 from marl.core.evaluation import evaluate
 from marl.core.networks import init_actor
 from marl.core.team import Team, team_step, tile
-from common import stats
+from marl_common import stats
 from probes.align import align_team
 from probes.barrier import barrier_probe
 from probes.estimators import (barrier, barrier_stats, cross_fitted, episode_gaps, gap_curve, midpoint_barrier,

@@ -8,7 +8,7 @@ import sys
 import numpy as np
 import pytest
 
-from cli.main import main
+from marl_cli.main import main
 from marl.core.config import NetworkConfig, TrainConfig
 from marl.runs.loop import train_run
 

@@ -11,7 +11,7 @@ import textwrap
 
 import pytest
 
-from cli.main import main
+from marl_cli.main import main
 from probes.registry import PROBES, Option, ProbeSpec, sweep_probes
 from sweeps.registry import EXECUTORS, ExecutorSpec
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from cli.main import main
+from marl_cli.main import main
 from marl.analysis.render import parse_latent
 
 

@@ -10,12 +10,12 @@ import shutil
 import numpy as np
 import pytest
 
-from cli.main import main
+from marl_cli.main import main
 from marl.core.config import TrainConfig
 from marl.analysis.report import layout_warnings
 from marl.analysis.report.export import on_grid
 from marl.analysis.run_eval import absolute_path, absolute_table, best_steps, outcomes_path, read_outcomes, write_outcomes
-from common import stats
+from marl_common import stats
 
 # Fixed data: 2 tasks (strata) x run scores.
 X = [np.array([0.1, 0.4, 0.35, 0.8, 0.9, 0.2, 0.55, 0.6]), np.array([1.0, 3.0, 2.0, 5.0])]

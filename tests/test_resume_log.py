@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from cli.main import main
-from common.errors import UserError
+from marl_cli.main import main
+from marl_common.errors import UserError
 from marl import api
 from marl.runs import layout, metrics_log
 from marl.runs.lock import DONE_FILE, LOCK_FILE, RunLock

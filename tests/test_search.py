@@ -132,7 +132,7 @@ def test_search_methods_outputs(latent_team, tmp_path):
 
 
 def test_cli_refuses_run_without_latent(tmp_path, capsys):
-    from cli.main import main
+    from marl_cli.main import main
 
     run = tmp_path / "plain"
     run.mkdir()
@@ -149,7 +149,7 @@ def test_cli_refuses_run_without_latent(tmp_path, capsys):
 
 
 def test_budget_must_fit_population_times_repeats(latent_team):
-    from common.errors import UserError
+    from marl_common.errors import UserError
 
     env, team = latent_team
     with pytest.raises(UserError, match=r"--budget \(48\) must be a multiple of population x repeats \(16 x 2\)"):
@@ -190,7 +190,7 @@ def test_source_row_and_named_per_agent_controls(latent_team):
 def test_source_must_match_env_and_network(latent_team):
     import dataclasses
 
-    from common.errors import UserError
+    from marl_common.errors import UserError
     from marl.analysis.search import check_source
 
     env, team = latent_team
@@ -204,7 +204,7 @@ def test_source_must_match_env_and_network(latent_team):
 
 
 def test_cli_refuses_unknown_per_agent_method_and_nan_sigma(tmp_path, capsys):
-    from cli.main import main
+    from marl_cli.main import main
 
     run = tmp_path / "lat"
     run.mkdir()
@@ -222,7 +222,7 @@ def test_cli_refuses_unknown_per_agent_method_and_nan_sigma(tmp_path, capsys):
 def test_search_run_checks_arguments_before_loading(tmp_path):
     import re
 
-    from common.errors import UserError
+    from marl_common.errors import UserError
     from marl.analysis.search import search_run
 
     run = tmp_path / "plain"
@@ -320,7 +320,7 @@ def test_printed_table_is_per_method_rows_and_headline_pairs_go_to_files(tmp_pat
 def test_cli_random_policy_flag_and_short_console(tmp_path, capsys, monkeypatch):
     """``marl search --random-policy`` asks for the random-policy row; the console shows the per-method
     table and the headline pairs, not every paired difference."""
-    from cli.main import main
+    from marl_cli.main import main
     from marl import api
     from marl.analysis.search import RANDOM_POLICY
 
@@ -348,7 +348,7 @@ def test_search_too_large_for_memory_is_one_line():
     from types import SimpleNamespace
 
     import envs
-    from common.errors import UserError
+    from marl_common.errors import UserError
     from marl.analysis.search.driver import check_search_memory
 
     from marl.core.config import NetworkConfig

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from common.errors import UserError
+from marl_common.errors import UserError
 from marl.core.sharding import device_count
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = textwrap.dedent("""
     import json, sys
     import jax, numpy as np
-    from common.errors import UserError
+    from marl_common.errors import UserError
     from marl.runs import checkpoint as ckpt
     from marl.runs.loader import load_state
     from marl.runs.loop import train_run

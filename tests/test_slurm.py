@@ -21,8 +21,8 @@ import jax
 import numpy as np
 import pytest
 
-from cli.main import main
-from common.errors import UserError
+from marl_cli.main import main
+from marl_common.errors import UserError
 from marl.runs import lock as runlock
 from marl.runs.loader import load_state
 from sweeps.runner import load_sweep, plan
@@ -60,7 +60,7 @@ class _Hook(importlib.abc.MetaPathFinder):
             def save(mngr, step, *a, **k):
                 run = os.path.realpath(Path(mngr.directory).parent)
                 if run == os.path.realpath(os.environ.get("MARL_TEST_FAIL_RUN", "/nonexistent")):
-                    from common.errors import UserError
+                    from marl_common.errors import UserError
                     raise UserError("planted failure")
                 real_save(mngr, step, *a, **k)
                 mark = Path(os.environ.get("MARL_TEST_HOLD_MARK", "/nonexistent"))
@@ -99,7 +99,7 @@ def _env(tmp_path, **extra):
 def _sweep(f, out, env, executor="slurm"):
     """The driver as a subprocess (its stdout in ``out``.log): Popen."""
     log = open(f"{out}.log", "w")
-    cmd = [sys.executable, "-m", "cli.main", "sweep", str(f), "--out", str(out), "--quiet", "--executor", executor]
+    cmd = [sys.executable, "-m", "marl_cli.main", "sweep", str(f), "--out", str(out), "--quiet", "--executor", executor]
     return subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=str(out.parent))
 
 
@@ -199,7 +199,7 @@ def test_registry_drives_the_cli_and_the_runner():
         ExecutorSpec("x", "nocolon", "help")
     import argparse
 
-    from cli import sweep as cli_sweep
+    from marl_cli import sweep as cli_sweep
 
     sub = argparse.ArgumentParser().add_subparsers()
     cli_sweep.add_parser(sub)

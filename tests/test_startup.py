@@ -1,4 +1,4 @@
-"""The persistent compilation cache: its settings (``common.compile_cache``), both entry points turn it on,
+"""The persistent compilation cache: its settings (``marl_common.compile_cache``), both entry points turn it on,
 and a second command in a new process compiles nothing it already compiled."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from common.compile_cache import ENV_VARS as CACHE_VARS
-from common.compile_cache import cache_dir, enable_compilation_cache
+from marl_common.compile_cache import ENV_VARS as CACHE_VARS
+from marl_common.compile_cache import cache_dir, enable_compilation_cache
 
 
 def test_cache_settings():
@@ -50,7 +50,7 @@ def cache_folder(monkeypatch, tmp_path):
 
 
 def test_marl_command_turns_the_cache_on(cache_folder, capsys):
-    from cli.main import main
+    from marl_cli.main import main
 
     assert main(["config", "show"]) == 0
     assert os.environ["JAX_COMPILATION_CACHE_DIR"] == cache_folder
@@ -70,7 +70,7 @@ def test_second_command_compiles_nothing_new(tiny_mpe_run, tmp_path):
     """Every program the first ``marl eval`` compiled is in the folder; the second finds them all (no new
     entry), i.e. the programs' cache keys do not change from one process to the next."""
     script = Path(sys.executable).parent / "marl"
-    cmd = [str(script)] if script.exists() else [sys.executable, "-m", "cli.main"]
+    cmd = [str(script)] if script.exists() else [sys.executable, "-m", "marl_cli.main"]
     env = {k: v for k, v in os.environ.items() if k not in CACHE_VARS}
     env["MARL_CACHE_DIR"] = str(tmp_path / "cache")
     run = tmp_path / "run"

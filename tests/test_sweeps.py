@@ -16,11 +16,11 @@ import jax
 import numpy as np
 import pytest
 
-from common.errors import UserError
+from marl_common.errors import UserError
 from marl.runs import checkpoint as ckpt, layout
 from marl.runs.loader import load_state
 from marl.runs import lock as runlock
-from cli.main import main
+from marl_cli.main import main
 from sweeps.runner import load_sweep, plan, plan_probes, select
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -243,7 +243,7 @@ def _study(sep_mu=0.3, sep_u=(0.02, -0.01, 0.03, -0.04), con_max=(0.010, 0.015, 
 
 
 def test_verdict_supports_refutes_inconclusive():
-    from common.stats import aggregate
+    from marl_common.stats import aggregate
     from sweeps.report import evaluate, verdict
 
     args = (["c x d"], ["h x h"], 0.05)
@@ -574,7 +574,7 @@ def test_sigkill_driver_then_rerun_completes_every_run_once(tmp_path):
             .split("[probe]")[0])  # S then its continuation, 12 updates each, no probes
     f = _write(tmp_path, text)
     out = tmp_path / "o"
-    cmd = [sys.executable, "-m", "cli.main", "sweep", str(f), "--out", str(out), "--quiet"]
+    cmd = [sys.executable, "-m", "marl_cli.main", "sweep", str(f), "--out", str(out), "--quiet"]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
     s_run, c_run = out / "smax-3m" / "shared", out / "smax-3m" / "continued"
     hook, mark = tmp_path / "hook", tmp_path / "held"
@@ -635,7 +635,7 @@ def test_status_table_lines_and_progress(tmp_path):
     out = tmp_path / "r"
     out.mkdir()
     (out / "metrics.jsonl").write_text('{"update": 1}\n{"update": 2}\n')
-    task = Task("env/x", ["python", "-m", "cli.main"], (), out, 8)
+    task = Task("env/x", ["python", "-m", "marl_cli.main"], (), out, 8)
     assert fraction_done(task) == 0.25 and fraction_done(Task("y", [], (), tmp_path / "none", 8)) == 0.0
     lines = []
     with Status([task], live=False, echo=lines.append) as st:

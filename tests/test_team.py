@@ -10,7 +10,7 @@ from marl.core.config import NetworkConfig
 from marl.core.evaluation import evaluate
 from marl.core.networks import gru_recur, init_actor
 from marl.core.team import Team, check_compatible, team_step, team_unroll, tile
-from common.errors import UserError
+from marl_common.errors import UserError
 
 NET = NetworkConfig(hidden=16, critic_hidden=16)
 

@@ -10,9 +10,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from common.errors import UserError
+from marl_common.errors import UserError
 from marl.runs import layout, metrics_log
-from cli.main import main
+from marl_cli.main import main
 from marl.runs.loader import load_state, load_team
 from marl.runs.loop import train_run
 from marl.runs.metrics_log import TIMING_KEYS
@@ -177,6 +177,6 @@ def test_cli_eval_and_lineage(capsys, tiny_run):
 
 
 def test_marl_command_exits_nonzero_without_traceback(tmp_path):
-    p = subprocess.run([sys.executable, "-m", "cli.main", "eval", str(tmp_path / "missing")], capture_output=True, text=True)
+    p = subprocess.run([sys.executable, "-m", "marl_cli.main", "eval", str(tmp_path / "missing")], capture_output=True, text=True)
     assert p.returncode == 2 and "Traceback" not in p.stderr and p.stderr.strip().startswith("marl: error:")
     assert p.stdout == ""

@@ -148,3 +148,24 @@ def test_report_gives_no_verdict_on_a_design_without_a_record():
     e = evaluate(_study(), ["c x d"], ["happo x happo"], 0.05, records=only_pre)
     assert e["verdict"] == rules.NO_RECORD and e["connected_tests"]["c x d"]["outcome"] == rules.NO_RECORD
     assert any(r.startswith(f"({rules.NO_RECORD}) c x d (connectivity connected group|seedx4|") for r in e["reasons"])
+
+
+def test_separated_with_the_independent_noise_floor_fails_on_shared_episode_keys_at_6_seeds():
+    """Planted bug: the team jackknife floored by the jobs' noise as if independent (sum se^2 / P^2) cannot see
+    a shock common to every job of a map (they play the same episode keys); at 6 seeds x 3 maps its size is
+    well above 0.05. The rule as registered (floor valid for any correlation) holds on the same setting."""
+
+    class IndependentFloor(cx.SeparatedRule):
+        name = "separated (independent floor, planted)"
+
+        def decide(self, data, design):
+            j = cx.Jobs(data["a"], data["b"], data["values"], ses=data.get("ses"), strata=data["strata"])
+            g = cx.group_ci(j, noise_floor="independent")
+            ok = bool(g["lo"] > 0)
+            return rules.Verdict(self.name, "separated" if ok else "not shown", ok, g["estimate"], (g["lo"], g["hi"]))
+
+    d = rules.with_nuisance(next(x for x in cx.SEPARATED.designs() if x.units == 6 and x.strata == 3), "shared episodes")
+    bug = rules.rate(IndependentFloor(), d, None, 1500, seed=3)
+    assert bug["lo"] > rules.MAX_SIZE, bug
+    good = rules.rate(cx.SEPARATED, d, None, 1500, seed=3)
+    assert good["hi"] < rules.MAX_SIZE, good

@@ -77,7 +77,7 @@ print(len(first), len(second), first == second)
 def test_a_second_train_in_one_session_loads_its_programs(tmp_path):
     """The API turns on the `marl` command's persistent compile cache by itself: the first ``marl.train``
     writes its programs there, the second of the same config (another folder) adds none."""
-    from common.compile_cache import ENV_VARS
+    from marl_common.compile_cache import ENV_VARS
 
     env = {k: v for k, v in os.environ.items() if k not in ENV_VARS}
     env["MARL_CACHE_DIR"] = str(tmp_path / "cache")

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import numpy as np
 
-from common.errors import UserError
-from common.files import replacing
+from marl_common.errors import UserError
+from marl_common.files import replacing
 from envs.catalog import capabilities
-from common.preflight import check_count, check_output, check_seed, input_file
+from marl_common.preflight import check_count, check_output, check_seed, input_file
 from marl.analysis.defaults import EVAL_SEED
 
 

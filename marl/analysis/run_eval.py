@@ -15,14 +15,14 @@ from pathlib import Path
 
 import numpy as np
 
-from common.errors import UserError
-from common.stats import mean_ci, wilson_ci
+from marl_common.errors import UserError
+from marl_common.stats import mean_ci, wilson_ci
 from marl.core.evaluation import evaluate
-from common.files import save_npz, write_json
+from marl_common.files import save_npz, write_json
 from marl.runs.layout import CheckpointRef, load_config, parse_ref, resolve_step, steps as run_steps
 from marl.runs.loader import load_actors, run_env
 from marl.analysis.defaults import EPISODES, EVAL_SEED
-from common.preflight import check_count, check_output, check_seed, load_npz
+from marl_common.preflight import check_count, check_output, check_seed, load_npz
 from marl.runs.resources import check_memory, episode_bytes
 
 EVAL_DIR = "eval"

@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 
-from common.errors import UserError, did_you_mean
+from marl_common.errors import UserError, did_you_mean
 
 # actor kinds: "any" trains a shared actor (share_actor=true) or one per agent; "separate" needs one actor
 # per agent (TrainConfig refuses share_actor=true, and --algo NAME implies share_actor=false)

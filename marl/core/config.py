@@ -10,10 +10,10 @@ from pathlib import Path
 
 import tomli_w
 
-from common.errors import UserError, closest, did_you_mean, parse_bool
-from common import preflight
-from common.preflight import SEED_MAX
-from common.files import write_atomic
+from marl_common.errors import UserError, closest, did_you_mean, parse_bool
+from marl_common import preflight
+from marl_common.preflight import SEED_MAX
+from marl_common.files import write_atomic
 from marl.core import algos as _algos
 
 ACTIVATIONS = ("relu", "tanh", "gelu")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import jax
 
-from common.errors import UserError
+from marl_common.errors import UserError
 
 AXIS = "seeds"
 

@@ -20,7 +20,7 @@ from flax import struct
 
 from envs.base import EnvSpec
 from envs.catalog import entity_set
-from common.errors import UserError
+from marl_common.errors import UserError
 from marl.core.config import NetworkConfig
 from marl.core.networks import make_actor
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from common.errors import UserError
+from marl_common.errors import UserError
 from envs.base import EnvSpec
 from marl.core.config import RESUME_SAFE, TrainConfig
 from marl.core.trainer import GUARDED_FIELDS

@@ -14,11 +14,11 @@ import re
 import shutil
 from pathlib import Path
 
-from common.errors import UserError
-from common.preflight import RUN_CKPTS, RUN_CONFIG, RUN_METRICS, run_folder_of
+from marl_common.errors import UserError
+from marl_common.preflight import RUN_CKPTS, RUN_CONFIG, RUN_METRICS, run_folder_of
 from marl.core.config import TrainConfig
 
-CONFIG_FILE = RUN_CONFIG  # the names that make a folder a run folder live with the output rule (common.preflight)
+CONFIG_FILE = RUN_CONFIG  # the names that make a folder a run folder live with the output rule (marl_common.preflight)
 METRICS_FILE = RUN_METRICS
 CKPT_DIR = RUN_CKPTS
 DISCARDED_DIR = "checkpoints.discarded"  # steps set aside by a resume (later steps, incomplete folders)

@@ -28,8 +28,8 @@ import socket
 import time
 from pathlib import Path
 
-from common.errors import UserError
-from common.files import write_atomic
+from marl_common.errors import UserError
+from marl_common.files import write_atomic
 from marl.core.config import TrainConfig
 from marl.runs.layout import CONFIG_FILE, METRICS_FILE, load_config, steps
 

@@ -26,8 +26,8 @@ import os
 import secrets
 from pathlib import Path
 
-from common.errors import UserError
-from common.files import write_atomic
+from marl_common.errors import UserError
+from marl_common.files import write_atomic
 from marl.runs.metrics_log import per_seed
 
 BACKENDS = {"tensorboard": "tensorboardX", "wandb": "wandb"}

@@ -14,9 +14,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from common.errors import Interrupted, UserError
-from common.files import write_atomic
-from common.preflight import check_x64_off, read_json
+from marl_common.errors import Interrupted, UserError
+from marl_common.files import write_atomic
+from marl_common.preflight import check_x64_off, read_json
 from marl.core import sharding
 from marl.core.config import TrainConfig
 from marl.core.team import tile
@@ -28,7 +28,7 @@ from marl.runs.layout import (CKPT_DIR, CONFIG_FILE, DISCARDED_DIR, START_FILE, 
 from marl.runs.loader import load_state
 from marl.runs.lock import DONE_FILE, STARTED, RunLock, already_exists, folder_stage, train_mode, trained_to_end
 from marl.runs.loggers import check_backends, make_loggers
-from common.preflight import check_out_dir
+from marl_common.preflight import check_out_dir
 from marl.runs.resources import check_memory, state_bytes
 
 

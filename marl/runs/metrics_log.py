@@ -15,8 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-from common.errors import UserError
-from common.files import write_atomic
+from marl_common.errors import UserError
+from marl_common.files import write_atomic
 from marl.core.config import TrainConfig
 from marl.runs.layout import METRICS_FILE
 

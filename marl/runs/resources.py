@@ -1,6 +1,6 @@
 """Does a program fit in memory: checked before any expensive work (a one-line UserError).
 
-Output places and input files are checked by ``common.preflight``.
+Output places and input files are checked by ``marl_common.preflight``.
 """
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from common.errors import UserError
+from marl_common.errors import UserError
 
 
 def state_bytes(abstract) -> int:

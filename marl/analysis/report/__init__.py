@@ -13,7 +13,7 @@ Scores come from ``marl eval`` (per-episode outcomes in ``RUN/eval/greedy.npz``:
 at each evaluated checkpoint; ``--all-steps`` gives the curves) or from the training metrics
 (``metrics.jsonl``: the final score is the mean of the last 10% of updates). With more than one task,
 returns are min-max normalised per task over every run and step of the report (marl-eval's rule).
-The statistics are ``common/stats.py``'s; per-group IQM tables are ``common.stats.aggregate``.
+The statistics are ``marl_common/stats.py``'s; per-group IQM tables are ``marl_common.stats.aggregate``.
 
 Modules: ``runs`` (finding and reading runs and their scores), ``tables`` (the statistics),
 ``build`` (``build_report`` -> ``Report``, the tables as data), ``export`` (CSV, markdown, marl-eval JSON),
@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from common import stats
+from marl_common import stats
 from marl.analysis.report.build import Report, build_report
 from marl.analysis.report.export import (MARL_EVAL_DIFFERS, TABLE_FILES, layout_warnings, marl_eval_data, marl_eval_iqm,
                                          markdown_lines, summary_lines, write_csv, write_tables)
@@ -44,8 +44,8 @@ def write_report(paths, out, group_by: list[str] | None = None, metric: str = "r
     """The whole report (``build_report``) written to ``out``: report.md, the CSV tables, the figures and,
     with ``marl_eval_json``, marl-eval's JSON there. ``echo`` gets the summary, marl-eval layout warnings
     and the list of files. Returns {runs, final, improvement, files}."""
-    from common.files import write_atomic, write_json
-    from common.preflight import check_output
+    from marl_common.files import write_atomic, write_json
+    from marl_common.preflight import check_output
 
     # the output places first (the one output rule): nothing is read or written before they are known good
     check_output(out, "--out", kind="folder", writes=("report.md", *TABLE_FILES, *FIGURE_FILES))

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from common import stats
-from common.errors import UserError
-from common.preflight import check_count, check_seed
+from marl_common import stats
+from marl_common.errors import UserError
+from marl_common.preflight import check_count, check_seed
 from marl.analysis.report.export import marl_eval_export
 from marl.analysis.report.runs import Run, load_runs
 from marl.analysis.report.tables import curves, final_table, improvements, normalise, per_run, profiles

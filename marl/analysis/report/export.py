@@ -9,9 +9,9 @@ from pathlib import Path
 
 import numpy as np
 
-from common.errors import UserError
-from common.files import write_atomic, write_dict_csv
-from common.stats import iqm
+from marl_common.errors import UserError
+from marl_common.files import write_atomic, write_dict_csv
+from marl_common.stats import iqm
 from envs import catalog
 from marl.analysis.report.runs import Run
 
@@ -296,7 +296,7 @@ def markdown_lines(report, figures: list[Path]) -> list[str]:
     lines = [f"# Report: {report.label}", "",
              f"{len(report.runs)} run folder(s), {len(report.per_run)} seed(s); groups by {', '.join(report.group_by)}; "
              f"tasks (bootstrap strata): {', '.join(report.tasks)}; scores from {report.source_label}; "
-             f"{report.num_boot} bootstrap resamples, 95% percentile CIs (rliable's definitions, common/stats.py).", "",
+             f"{report.num_boot} bootstrap resamples, 95% percentile CIs (rliable's definitions, marl_common/stats.py).", "",
              "## Final score: IQM over runs [95% CI over runs, stratified bootstrap]", "",
              "| group | task | runs | IQM [95% CI over runs] | mean |",
              "|---|---|---|---|---|"]

@@ -3,7 +3,7 @@ matplotlib and seaborn are imported when a figure is drawn, not with this module
 
 from __future__ import annotations
 
-from common.files import save_figure
+from marl_common.files import save_figure
 
 FIGURE_FILES = ("curves.png", "final.png", "improvement.png", "profiles.png")
 

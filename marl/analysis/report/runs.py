@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from common.errors import UserError, did_you_mean
+from marl_common.errors import UserError, did_you_mean
 from envs.catalog import has_win
 from marl.core import algos
 from marl.core.config import TrainConfig, config_keys

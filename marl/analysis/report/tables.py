@@ -2,7 +2,7 @@
 
 For each group: sample-efficiency curves (at each env step, the IQM over the group's runs of a task, with
 a percentile bootstrap CI over runs); the final score (IQM over runs, pooled over tasks: bootstrap
-stratified by task; ``common.stats.aggregate``); the probability of improvement between every two groups
+stratified by task; ``marl_common.stats.aggregate``); the probability of improvement between every two groups
 and performance profiles (fraction of runs above each score threshold), both with stratified bootstrap
 CIs. With more than one task, returns are first min-max normalised per task (``normalise``).
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from common import stats
+from marl_common import stats
 from marl.analysis.report.runs import Run
 
 
@@ -69,7 +69,7 @@ def curves(runs: list[Run], num_boot: int, seed: int = 0) -> list[dict]:
 
 
 def final_table(runs: list[Run], seed: int = 0, num_boot: int = 5000) -> list[dict]:
-    """IQM of final scores per (group, task) and pooled per group (stratified by task): common.stats.aggregate."""
+    """IQM of final scores per (group, task) and pooled per group (stratified by task): marl_common.stats.aggregate."""
     rows = [{"pair": r.group, "env": r.task, "score": float(v)} for r in runs for v in r.final if np.isfinite(v)]
     out = []
     for a in stats.aggregate(rows, "score", seed=seed, num_boot=num_boot):

@@ -14,12 +14,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from common.errors import UserError
+from marl_common.errors import UserError
 from envs import Env
 from marl.analysis.search.loop import Programs, check_search_memory, reevaluate_scored, run_search_compiled, scorer
 from marl.analysis.search.methods import MATCHED_SHARED, RANDOM_POLICY, SOURCE
 from marl.analysis.search.strategies import fixed_strategy, make_strategy
-from common.stats import mean_ci
+from marl_common.stats import mean_ci
 from marl.core.team import Team
 
 

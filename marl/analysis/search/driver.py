@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import envs
-from common.errors import UserError
-from common.preflight import check_count, check_number, check_seed
+from marl_common.errors import UserError
+from marl_common.preflight import check_count, check_number, check_seed
 from marl.analysis.search.compare import check_latent_dim, check_latent_team, check_source, search_methods, summarize
 from marl.analysis.search.loop import check_search_memory
 from marl.analysis.search.methods import DEFAULT_PER_AGENT, METHODS, PER_AGENT
@@ -62,7 +62,7 @@ def search_run(ref: str | Path | CheckpointRef, *, instances: int = D.SEARCH_INS
     before any checkpoint is loaded where it can be told from the arguments and the run's config.
     """
     from marl.runs.loader import load_team
-    from common.preflight import check_output
+    from marl_common.preflight import check_output
 
     methods = list(methods)
     check_search_args(methods, per_agent, instances=instances, budget=budget, population=population,

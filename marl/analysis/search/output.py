@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from common.files import save_figure, write_atomic, write_csv, write_json
+from marl_common.files import save_figure, write_atomic, write_csv, write_json
 from marl.analysis.search.methods import MATCHED_SHARED, PER_AGENT, RANDOM_POLICY, SOURCE
 
 OUTPUT_FILES = ("summary.json", "curves.csv", "pairwise.csv", "curves.png", "table.txt")

@@ -13,7 +13,7 @@ from typing import Callable
 import jax
 import jax.numpy as jnp
 
-from common.errors import UserError
+from marl_common.errors import UserError
 from marl.analysis.search.methods import METHODS
 
 

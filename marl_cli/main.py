@@ -3,9 +3,9 @@
 Building the parser imports no jax (``marl --help`` prints at once); a subcommand imports what it needs
 when it runs. Bad input ends with one line on stderr (``marl: error: ...``) and exit code 2, never a
 traceback; an unexpected error ends with one line naming it and a log file with the traceback, exit 70
-(``common.errors.run_guarded``). Before any subcommand the platform is checked (``JAX_ENABLE_X64``,
-``JAX_PLATFORMS``, ``XLA_FLAGS``: ``common.preflight.check_platform``), and every command runs with
-JAX's persistent compilation cache on (``common.compile_cache``).
+(``marl_common.errors.run_guarded``). Before any subcommand the platform is checked (``JAX_ENABLE_X64``,
+``JAX_PLATFORMS``, ``XLA_FLAGS``: ``marl_common.preflight.check_platform``), and every command runs with
+JAX's persistent compilation cache on (``marl_common.compile_cache``).
 """
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-from cli import config, envs, eval, lineage, probe, render, report, search, sweep, train
-from cli.args import Parser, parse_args
-from cli.doc import document
-from common.compile_cache import enable_compilation_cache
-from common.errors import reopen_closed_streams, run_guarded
-from common.preflight import check_platform
+from marl_cli import config, envs, eval, lineage, probe, render, report, search, sweep, train
+from marl_cli.args import Parser, parse_args
+from marl_cli.doc import document
+from marl_common.compile_cache import enable_compilation_cache
+from marl_common.errors import reopen_closed_streams, run_guarded
+from marl_common.preflight import check_platform
 
 __all__ = ["main", "make_parser", "parse_args", "run"]
 

@@ -9,7 +9,7 @@ def _cmd_sweep(args) -> int:
     from sweeps.runner import check_out, describe, describe_executor, load_sweep, plan, plan_probes, run_sweep, select
 
     if args.out is not None:
-        from common.preflight import check_output
+        from marl_common.preflight import check_output
 
         check_output(args.out, "--out", kind="folder")
     sweep = load_sweep(args.file)

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cli.args import add_config_options, build_config, config_flags
+from marl_cli.args import add_config_options, build_config, config_flags
 
 
 def _cmd_train(args) -> int:
-    from common.errors import UserError
+    from marl_common.errors import UserError
     from marl import api
 
     if args.fallback and not args.resume:

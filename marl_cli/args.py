@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from common.errors import did_you_mean
+from marl_common.errors import did_you_mean
 from marl.core import algos  # plain data, no jax: the --algo choices
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import sys
 
-from common.errors import parse_bool
+from marl_common.errors import parse_bool
 
 # every variable that decides the cache of a process (tests and benchmarks clear them to start from a known state)
 ENV_VARS = ("JAX_COMPILATION_CACHE_DIR", "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS",

@@ -31,7 +31,7 @@ import tempfile
 import tomllib
 from pathlib import Path
 
-from common.errors import UserError, parse_bool
+from marl_common.errors import UserError, parse_bool
 
 # -- input files -------------------------------------------------------------------------------
 
@@ -381,7 +381,7 @@ def check_platform(environ=None) -> None:
 def _check_backend(env, platforms: list[str]) -> None:
     """Start jax in a subprocess with this environment (once per setting: remembered in the cache
     folder), so that a missing backend or a flag XLA rejects is one line here, not a fatal abort."""
-    from common.compile_cache import cache_dir
+    from marl_common.compile_cache import cache_dir
 
     setting = json.dumps([env.get("JAX_PLATFORMS", ""), env.get("XLA_FLAGS", ""), sys.executable])
     mark = Path(cache_dir(env)).parent / "platform-ok" / hashlib.sha256(setting.encode()).hexdigest()[:20]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from cli.args import add_algo_option
+from marl_cli.args import add_algo_option
 
 
 def render(cfg) -> str:
@@ -39,7 +39,7 @@ def render(cfg) -> str:
 
 
 def _cmd_show(args) -> int:
-    from cli.args import build_config
+    from marl_cli.args import build_config
 
     for name in ("no_share", "seeds", "seed", "total_steps", "latent_dim", "latents"):
         setattr(args, name, getattr(args, name, None))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 
-from common.errors import UserError
+from marl_common.errors import UserError
 from marl.analysis.defaults import EPISODES, EVAL_SEED
 
 
