@@ -16,7 +16,7 @@ import warnings
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("common", "envs", "marl", "probes", "sweeps", "cli")
+PACKAGES = ("marl_common", "envs", "marl", "probes", "studies", "sweeps", "marl_cli")
 
 
 def _resolve_lazy_names() -> None:

@@ -14,8 +14,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 # packages (recursively) and single modules whose public names must be documented
-SCOPE = ("common", "envs", "marl/core", "marl/runs", "marl/analysis", "marl/api.py", "marl/worker.py", "probes",
-         "sweeps", "cli")
+SCOPE = ("marl_common", "envs", "marl/core", "marl/runs", "marl/analysis", "marl/api.py", "marl/worker.py", "probes",
+         "studies", "sweeps", "marl_cli")
 
 
 def module_names(root: Path = ROOT, scope=SCOPE) -> list[str]:
