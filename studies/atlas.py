@@ -264,6 +264,9 @@ RECORDED_INSTANCES = (8, 8, 4, 2, 2, 1)
 
 @dataclasses.dataclass(frozen=True)
 class TrendNoise:
+    """The recorded noise of the ATLAS design by size: variance components (seed, instance, residual) that the
+    trend and compute rules' simulations draw from."""
+
     ratio: dict      # N -> (seed, instance, residual) variance of log(gain_pa / gain_sh)
     shared: dict     # N -> same, of log(gain_sh)
     margin: dict     # N -> mean M
@@ -356,6 +359,7 @@ class GrowsWithN:
     interval: str = "crossed"  # "seeds": the t interval of the per-seed slopes only (the superseded rule)
 
     def decide(self, data: dict, design: Design) -> Verdict:
+        """The verdict on ``data`` of a study of ``design`` (``studies.rules.Rule``)."""
         ys = trend_measure(data, self.measure)
         if isinstance(ys, str):
             return Verdict(self.name, f"not shown ({MEASURE_TEXT[self.measure]} {ys})", False)
@@ -389,9 +393,11 @@ class GrowsWithN:
         return out
 
     def designs(self) -> list[Design]:
+        """The designs this rule is used on (each gets a calibration record)."""
         return [ATLAS_TREND]
 
     def power_effect(self, design: Design) -> float:
+        """The effect at which the record states the power on ``design``."""
         return 0.2  # the log gain ratio rises 0.2 per doubling of N (x2.0 in the ratio from N = 8 to 200)
 
 
@@ -407,6 +413,7 @@ class GrowsWithCompute:
     noise: dict = dataclasses.field(default_factory=lambda: dict(RECORDED_COMPUTE_NOISE))
 
     def decide(self, data: dict, design: Design) -> Verdict:
+        """The verdict on ``data`` of a study of ``design`` (``studies.rules.Rule``)."""
         per = {n: crossed_ci(y) for n, y in data.items()}
         if len(per) != design.tests:
             raise ValueError(f"{len(per)} sizes tested, the design declares {design.tests}")
@@ -426,14 +433,17 @@ class GrowsWithCompute:
         return Verdict(self.name, outcome, bool(claimed), details={"by_size": by, "holm": self.holm})
 
     def simulate(self, design: Design, effect: float | None, rng: np.random.Generator) -> dict:
+        """One simulated study of ``design``: the null's least favourable point (``effect`` None) or at ``effect``."""
         sizes, inst = _sizes(design)
         return {n: (0.0 if effect is None else effect) + _crossed_draw(rng, (design.units, i), self.noise[n])
                 for n, i in zip(sizes, inst)}
 
     def designs(self) -> list[Design]:
+        """The designs this rule is used on (each gets a calibration record)."""
         return [ATLAS_COMPUTE]
 
     def power_effect(self, design: Design) -> float:
+        """The effect at which the record states the power on ``design``."""
         return 0.05  # D / M gains 0.05 of the margin from B1 to B2 at every size
 
 
@@ -561,6 +571,7 @@ def calibration_text(recs: list[dict]) -> str:
 
 
 def main(argv=None) -> None:
+    """``python -m studies.atlas --calibrate``: calibrate the ATLAS rules and write their records."""
     import argparse
 
     from marl_common.files import write_atomic, write_json

@@ -104,6 +104,7 @@ def markdown(records: list[dict], replaced: list[dict], seconds: float | None = 
 
 
 def main(argv=None) -> int:
+    """``python -m studies.calibrate`` (module docstring); returns the exit code (1 when a row fails)."""
     ap = argparse.ArgumentParser(prog="python -m studies.calibrate", description=__doc__.splitlines()[0])
     ap.add_argument("--rule", help="one rule (default: every registered rule)")
     ap.add_argument("--design", help="designs whose name contains this (default: every design)")

@@ -73,6 +73,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from marl_common.stats import DEFAULT_BOOT, wilson_ci  # noqa: F401  (re-exported for the study code)
+from studies.rules import Design, Verdict  # noqa: F401  (the rules' annotations)
 
 METHODS = ("jackknife-t", "boot-t", "percentile")
 CHOSEN = "jackknife-t"  # by calibration (module docstring)
@@ -498,6 +499,7 @@ class ConnectedRule:
     grid: tuple = ((4, 2), (4, 3), (8, 2), (12, 2))  # (seeds, maps) of the designs calibrated
 
     def decide(self, data: dict, design) -> "Verdict":
+        """The verdict on ``data`` of a study of ``design`` (``studies.rules.Rule``)."""
         from studies.rules import Verdict
 
         thr = float(design.get("threshold", THRESHOLD))
@@ -513,6 +515,7 @@ class ConnectedRule:
                        f"every job's own upper bound (largest {worst:.3f})", det)
 
     def simulate(self, design, effect, rng) -> dict:
+        """One simulated study of ``design``: the null's least favourable point (``effect`` None) or at ``effect``."""
         n, m = design.units, design.strata
         thr = float(design.get("threshold", THRESHOLD))
         nuis = design.get("nuisance", "equal")
@@ -544,15 +547,18 @@ class ConnectedRule:
                 "b": [f"b#{i}" for i in seed_of], "strata": np.repeat(np.arange(m), n)}
 
     def nuisances(self, design):
+        """The settings the design leaves open; the record's size is the worst of them."""
         return ["equal", "skewed", "mixed", "broken team"]
 
     def designs(self) -> list:
+        """The designs this rule is used on (each gets a calibration record)."""
         from studies.rules import Design
 
         return [Design("connectivity connected group", "seed", n, strata=m,
                        extra=(("layout", "independent"), ("threshold", THRESHOLD))) for n, m in self.grid]
 
     def power_effect(self, design) -> float:
+        """The effect at which the record states the power on ``design``."""
         return 0.0
 
 
@@ -568,6 +574,7 @@ class ConnectedMeanT(ConnectedRule):
     grid: tuple = ((8, 2), (12, 2), (6, 3), (8, 3))
 
     def decide(self, data: dict, design) -> "Verdict":
+        """The verdict on ``data`` of a study of ``design`` (``studies.rules.Rule``)."""
         from studies.rules import Verdict
 
         thr = float(design.get("threshold", THRESHOLD))
@@ -591,6 +598,7 @@ class SeparatedRule:
     claim: str = "separated"
 
     def decide(self, data: dict, design) -> "Verdict":
+        """The verdict on ``data`` of a study of ``design`` (``studies.rules.Rule``)."""
         from studies.rules import Verdict
 
         j = Jobs(data["a"], data["b"], data["values"], ses=data.get("ses"), strata=data["strata"],
@@ -605,6 +613,7 @@ class SeparatedRule:
                        f"95% team jackknife-t over {n} teams", {"teams": n, "resampled": g["resampled"]})
 
     def simulate(self, design, effect, rng) -> dict:
+        """One simulated study of ``design``: the null's least favourable point (``effect`` None) or at ``effect``."""
         n, m = design.units, design.strata
         nuis = design.get("nuisance", "independent")
         pairs = [(i, k) for i in range(n) for k in range(i + 1, n)]
@@ -623,15 +632,18 @@ class SeparatedRule:
         return {"values": truth + se * z, "ses": se, "a": a, "b": b, "strata": np.repeat(np.arange(m), p)}
 
     def nuisances(self, design):
+        """The settings the design leaves open; the record's size is the worst of them."""
         return ["independent", "shared episodes"]
 
     def designs(self) -> list:
+        """The designs this rule is used on (each gets a calibration record)."""
         from studies.rules import Design
 
         return [Design("connectivity separated group", "seed", n, strata=m, extra=(("layout", "within"),))
                 for n, m in ((4, 2), (4, 3), (6, 3))]
 
     def power_effect(self, design) -> float:
+        """The effect at which the record states the power on ``design``."""
         return 0.1
 
 
@@ -644,6 +656,7 @@ class PreconditionRule:
     claim: str = "precondition met"
 
     def decide(self, data, design) -> "Verdict":
+        """The verdict on ``data`` of a study of ``design`` (``studies.rules.Rule``)."""
         from studies.rules import Verdict
 
         k, n = data
@@ -654,14 +667,17 @@ class PreconditionRule:
                        (lo, hi), f"Wilson 95% over {int(n)} episodes", {"min_win": need})
 
     def simulate(self, design, effect, rng):
+        """One simulated study of ``design``: the null's least favourable point (``effect`` None) or at ``effect``."""
         n = int(design.get("episodes"))
         p = float(design.get("min_win")) + (0.0 if effect is None else effect)
         return int(rng.binomial(n, min(p, 1.0))), n
 
     def designs(self) -> list:
+        """The designs this rule is used on (each gets a calibration record)."""
         return [precondition_design(m, n) for m in (DEFAULT_MIN_WIN, 0.8) for n in (128, 256)]
 
     def power_effect(self, design) -> float:
+        """The effect at which the record states the power on ``design``."""
         return 0.08
 
 

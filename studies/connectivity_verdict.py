@@ -42,6 +42,7 @@ def _jobs(rows: list[dict], metric: str = "barrier", ci_metric: str | None = Non
 
 
 def job_name(r: dict) -> str:
+    """``ENV: A x B``, a probe job's name in the report."""
     return f"{r['env']}: {r['a']} x {r['b']}"
 
 
@@ -178,6 +179,7 @@ def check_preconditions(rows: list[dict], require: dict, endpoints=(), read=(), 
 
 
 def precondition_line(c: dict) -> str:
+    """One line of the report for one precondition check (team, its win rate and bound, the minimum)."""
     if c["team"] is None:
         return (f"{c['history']}: no probe job has a team of this history as an endpoint"
                 + (f" on {c['env']}" if c["env"] != "-" else "") + f" ({REQUIRE_WIN} {c['min']:g} cannot be checked)")

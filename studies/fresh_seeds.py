@@ -188,6 +188,7 @@ class TargetRule:
     crossed: bool = True
 
     def decide(self, data, design: Design) -> Verdict:
+        """The verdict on ``data`` of a study of ``design`` (``studies.rules.Rule``)."""
         target = float(design.get("target", TARGET))
         x = np.asarray(data, np.float64)
         if _shared_episodes(design) and self.crossed and x.ndim == 1:
@@ -198,6 +199,7 @@ class TargetRule:
         return Verdict(self.name, d["verdict"], d["verdict"] == self.claim, d["mean"], ci, d["unit"], d)
 
     def simulate(self, design: Design, effect, rng):
+        """One simulated study of ``design``: the null's least favourable point (``effect`` None) or at ``effect``."""
         su, sv = _nuisance(design)
         target = float(design.get("target", TARGET))
         p = target + (0.0 if effect is None else effect)
@@ -210,14 +212,17 @@ class TargetRule:
         return won
 
     def nuisances(self, design: Design):
+        """The settings the design leaves open; the record's size is the worst of them."""
         return list(NUISANCES)
 
     def designs(self) -> list[Design]:
+        """The designs this rule is used on (each gets a calibration record)."""
         return [Design("fresh seeds: 6 seeds on shared episodes", "seed", 6, shared=(("episodes", EPISODES),),
                        extra=(("target", TARGET),)),
                 Design("fresh seeds: 6 seeds, own episodes", "seed", 6, extra=(("episodes", EPISODES), ("target", TARGET)))]
 
     def power_effect(self, design: Design) -> float:
+        """The effect at which the record states the power on ``design``."""
         return 0.03 if self.claim == "target met" else -0.03
 
 
@@ -230,12 +235,14 @@ class PairedRule:
     claim: str = "better"
 
     def decide(self, data, design: Design) -> Verdict:
+        """The verdict on ``data`` of a study of ``design`` (``studies.rules.Rule``)."""
         d = paired(data, float(design.get("margin", MARGIN)))
         ci = None if not np.isfinite(d["ci"][0]) else tuple(d["ci"])
         return Verdict(self.name, d["verdict"], d["verdict"] == self.claim, d["mean"], ci,
                        f"{d['level']:.0%} t over {d['n']} paired seeds", d)
 
     def simulate(self, design: Design, effect, rng):
+        """One simulated study of ``design``: the null's least favourable point (``effect`` None) or at ``effect``."""
         su, sv = _nuisance(design)
         e = _episodes(design)
         null = {"better": 0.0, "worse": 0.0, "equivalent": float(design.get("margin", MARGIN))}[self.claim]
@@ -252,13 +259,16 @@ class PairedRule:
         return w1.mean(1) - w0.mean(1)
 
     def nuisances(self, design: Design):
+        """The settings the design leaves open; the record's size is the worst of them."""
         return list(NUISANCES)
 
     def designs(self) -> list[Design]:
+        """The designs this rule is used on (each gets a calibration record)."""
         return [Design("paired seeds: 6 seeds, both arms on shared episodes", "seed", 6, shared=(("episodes", EPISODES),),
                        extra=(("margin", MARGIN),))]
 
     def power_effect(self, design: Design) -> float:
+        """The effect at which the record states the power on ``design``."""
         return {"better": 0.03, "worse": -0.03, "equivalent": 0.0}[self.claim]
 
 
@@ -271,6 +281,7 @@ class UnchangedRule:
     claim: str = "unchanged"
 
     def decide(self, data, design: Design) -> Verdict:
+        """The verdict on ``data`` of a study of ``design`` (``studies.rules.Rule``)."""
         new, old = data
         d = unchanged(new, old, float(design.get("margin", MARGIN)))
         ci = None if not np.isfinite(d["ci"][0]) else tuple(d["ci"])
@@ -278,6 +289,7 @@ class UnchangedRule:
                        f"{d['level']:.0%} Welch over {np.size(new)} new and {np.size(old)} recorded seeds", d)
 
     def simulate(self, design: Design, effect, rng):
+        """One simulated study of ``design``: the null's least favourable point (``effect`` None) or at ``effect``."""
         su, sv = _nuisance(design)
         e, m = _episodes(design), int(design.get("old_seeds", 5))
         null = float(design.get("margin", MARGIN)) if self.claim == "unchanged" else 0.0
@@ -288,13 +300,16 @@ class UnchangedRule:
         return new, old
 
     def nuisances(self, design: Design):
+        """The settings the design leaves open; the record's size is the worst of them."""
         return list(NUISANCES)
 
     def designs(self) -> list[Design]:
+        """The designs this rule is used on (each gets a calibration record)."""
         return [Design(f"new vs recorded seeds: {n} new, 5 recorded, shared episodes", "seed", n,
                        shared=(("episodes", EPISODES),), extra=(("old_seeds", 5), ("margin", MARGIN))) for n in (6, 12)]
 
     def power_effect(self, design: Design) -> float:
+        """The effect at which the record states the power on ``design``."""
         return 0.0 if self.claim == "unchanged" else -0.03
 
 
