@@ -458,6 +458,7 @@ THRESHOLD = 0.05
 DEFAULT_MIN_WIN = 0.5  # every history a verdict reads, unless ``[report] require`` sets its own minimum
 RECORDED_GAP_SE = (0.0083, 0.0119, 0.0121, 0.0123, 0.0127, 0.013, 0.0142, 0.0153, 0.0178, 0.0192, 0.0194, 0.0196,
                    0.0206, 0.0217, 0.0219, 0.0222, 0.0226, 0.0233, 0.0235, 0.0237, 0.0242, 0.0298, 0.0311, 0.0327)
+SHARED_RHO = 0.3  # the simulated correlation of two jobs' noise on one map (the same episode keys)
 RECORDED_SEPARATED_SE = 0.035  # the recorded happo x happo jobs: (barrier_hi - barrier) / 1.96, median
 ALPHAS = 21
 
@@ -518,7 +519,7 @@ class ConnectedRule:
         """One simulated study of ``design``: the null's least favourable point (``effect`` None) or at ``effect``."""
         n, m = design.units, design.strata
         thr = float(design.get("threshold", THRESHOLD))
-        nuis = design.get("nuisance", "equal")
+        nuis, _, shared = design.get("nuisance", "equal").partition(", ")
         jobs = n * m
         seed_of = np.tile(np.arange(n), m)
         if effect is not None:
@@ -540,7 +541,11 @@ class ConnectedRule:
         g = np.where(b[:, None] > 0, 0.0, better)  # a pair at 0: flat or better than the line
         peak = rng.integers(1, ALPHAS - 1, jobs)
         g[np.arange(jobs), peak] = np.maximum(g[np.arange(jobs), peak], b)  # the barrier: a narrow peak
-        z = rng.standard_normal((jobs, ALPHAS)) * s[:, None]
+        z = rng.standard_normal((jobs, ALPHAS))
+        if shared == "shared episodes":  # every job of a map plays the same episode keys: a common shock per map
+            common = np.repeat(rng.standard_normal((m, ALPHAS)), n, axis=0)
+            z = np.sqrt(SHARED_RHO) * common + np.sqrt(1 - SHARED_RHO) * z
+        z = z * s[:, None]
         z[:, [0, -1]] = 0.0  # the gap is 0 at the endpoints
         mx = np.maximum((g + z).max(1), 0.0)
         return {"values": mx, "upper": mx + 1.959963984540054 * s, "a": [f"a#{i}" for i in seed_of],
@@ -572,6 +577,11 @@ class ConnectedMeanT(ConnectedRule):
 
     name: str = "connected (mean)"
     grid: tuple = ((8, 2), (12, 2), (6, 3), (8, 3))
+
+    def nuisances(self, design):
+        """The settings the design leaves open; the record's size is the worst of them (each barrier layout,
+        and the mixed one with a shock common to a map's jobs: they play the same episode keys)."""
+        return ["equal", "skewed", "mixed", "broken team", "mixed, shared episodes", "equal, shared episodes"]
 
     def decide(self, data: dict, design) -> "Verdict":
         """The verdict on ``data`` of a study of ``design`` (``studies.rules.Rule``)."""
@@ -626,7 +636,7 @@ class SeparatedRule:
             u = 0.03 * rng.standard_normal(n)
             truth = np.concatenate([[effect + u[i] + u[k] for i, k in pairs] for _ in range(m)])
         se = RECORDED_SEPARATED_SE * np.exp(rng.uniform(-np.log(2), np.log(2), m * p))
-        rho = {"independent": 0.0, "shared episodes": 0.3}[nuis]
+        rho = {"independent": 0.0, "shared episodes": SHARED_RHO}[nuis]
         common = np.repeat(rng.standard_normal(m), p)
         z = np.sqrt(rho) * common + np.sqrt(1 - rho) * rng.standard_normal(m * p)
         return {"values": truth + se * z, "ses": se, "a": a, "b": b, "strata": np.repeat(np.arange(m), p)}
