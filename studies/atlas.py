@@ -538,14 +538,9 @@ def calibrate_atlas(sims: int | None = None, seed: int = 0) -> list[dict]:
 
 
 def write_records(recs: list[dict], path: Path | None = None) -> Path:
-    """Merge the registered rules' records into studies/records.json (other keys kept), atomically."""
-    from marl_common.files import write_json
-
+    """Merge the registered rules' records into studies/records.json (``studies.rules.merge_records``)."""
     path = Path(path) if path else Path(__file__).parent / rules.RECORDS_FILE
-    old = json.loads(path.read_text())["records"] if path.exists() else []
-    mine = {f"{r['rule']}::{r['design']}": r for r in recs if r.get("registered")}
-    kept = [r for r in old if f"{r['rule']}::{r['design']}" not in mine]
-    write_json(path, {"records": kept + list(mine.values())})
+    rules.merge_records([r for r in recs if r.get("registered")], path)
     return path
 
 

@@ -20,7 +20,8 @@ import sys
 import time
 from pathlib import Path
 
-from marl_common.errors import UserError
+from marl_common.errors import UserError, run_guarded
+from marl_common.preflight import check_output
 from marl_common.files import write_atomic, write_json
 from studies import rules
 from studies.catalog import RULE_MODULES
@@ -55,16 +56,6 @@ def calibrate_pair(rule, design, sims: int | None = None, seed: int = 0) -> dict
     with more than one null point checks each: ``studies.atlas``), else ``studies.rules.calibrate``."""
     own = getattr(importlib.import_module(type(rule).__module__), "calibrate_rule", None)
     return own(rule, design, sims, seed) if own is not None else rules.calibrate(rule, design, sims, seed)
-
-
-def merge(records: list[dict], path: Path = RECORDS) -> list[dict]:
-    """The records of ``path`` with those of ``records`` replacing the same (rule, design) pairs; written back."""
-    old = json.loads(path.read_text())["records"] if path.exists() else []
-    new = {f"{r['rule']}::{r['design']}": r for r in records}
-    out = [r for r in old if f"{r['rule']}::{r['design']}" not in new] + list(new.values())
-    out.sort(key=lambda r: (r["rule"], r["design"]))
-    write_json(path, {"max_size": rules.MAX_SIZE, "size_tolerance": rules.SIZE_TOLERANCE, "records": out}, indent=1)
-    return out
 
 
 def _cell(text: str) -> str:
@@ -125,6 +116,9 @@ def main(argv=None) -> int:
     out = Path(args.out) if args.out else default_out()
     if out is None:
         raise UserError("--out is needed outside a checkout of the repository (no results folder next to the package)")
+    for place, what, suffix in ((out.with_suffix(".md"), "--out", ".md"), (out.with_suffix(".json"), "--out", ".json"),
+                                (Path(args.records), "--records", ".json")):
+        check_output(place, what, suffixes=(suffix,))  # the one output rule, before any simulation
     t = time.time()
     modules = load_modules()
     ran, failed = [], []
@@ -147,7 +141,7 @@ def main(argv=None) -> int:
         old = json.loads(prev.read_text()).get("replaced", []) if prev.exists() else []
         keys = {(r["rule"], r["design"]) for r in replaced}
         replaced = [r for r in old if (r["rule"], r["design"]) not in keys] + replaced
-    records = merge(ran, Path(args.records))
+    records = rules.merge_records(ran, Path(args.records))
     out.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(out.with_suffix(".md"), markdown(records, replaced, time.time() - t))
     write_json(out.with_suffix(".json"), {"records": records, "replaced": replaced}, indent=1)
@@ -159,4 +153,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(run_guarded("python -m studies.calibrate", main))

@@ -501,8 +501,6 @@ class ConnectedRule:
 
     def decide(self, data: dict, design) -> "Verdict":
         """The verdict on ``data`` of a study of ``design`` (``studies.rules.Rule``)."""
-        from studies.rules import Verdict
-
         thr = float(design.get("threshold", THRESHOLD))
         v, up = np.asarray(data["values"], float), np.asarray(data["upper"], float)
         n = teams_of(data["a"], data["b"], data["strata"])
@@ -557,8 +555,6 @@ class ConnectedRule:
 
     def designs(self) -> list:
         """The designs this rule is used on (each gets a calibration record)."""
-        from studies.rules import Design
-
         return [Design("connectivity connected group", "seed", n, strata=m,
                        extra=(("layout", "independent"), ("threshold", THRESHOLD))) for n, m in self.grid]
 
@@ -585,8 +581,6 @@ class ConnectedMeanT(ConnectedRule):
 
     def decide(self, data: dict, design) -> "Verdict":
         """The verdict on ``data`` of a study of ``design`` (``studies.rules.Rule``)."""
-        from studies.rules import Verdict
-
         thr = float(design.get("threshold", THRESHOLD))
         n = teams_of(data["a"], data["b"], data["strata"])
         se = (np.asarray(data["upper"], float) - np.asarray(data["values"], float)) / 1.959963984540054
@@ -609,8 +603,6 @@ class SeparatedRule:
 
     def decide(self, data: dict, design) -> "Verdict":
         """The verdict on ``data`` of a study of ``design`` (``studies.rules.Rule``)."""
-        from studies.rules import Verdict
-
         j = Jobs(data["a"], data["b"], data["values"], ses=data.get("ses"), strata=data["strata"],
                  ci_lo=data.get("lo"), ci_hi=data.get("hi"))
         n = teams_of(j.a_ids, j.b_ids, j.strata)
@@ -647,8 +639,6 @@ class SeparatedRule:
 
     def designs(self) -> list:
         """The designs this rule is used on (each gets a calibration record)."""
-        from studies.rules import Design
-
         return [Design("connectivity separated group", "seed", n, strata=m, extra=(("layout", "within"),))
                 for n, m in ((4, 2), (4, 3), (6, 3))]
 
@@ -667,8 +657,6 @@ class PreconditionRule:
 
     def decide(self, data, design) -> "Verdict":
         """The verdict on ``data`` of a study of ``design`` (``studies.rules.Rule``)."""
-        from studies.rules import Verdict
-
         k, n = data
         lo, hi = wilson_ci(int(k), int(n))
         need = float(design.get("min_win"))

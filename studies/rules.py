@@ -185,6 +185,22 @@ def load_records() -> dict[str, dict]:
     return {f"{r['rule']}::{r['design']}": r for r in json.loads(text)["records"]}
 
 
+def merge_records(records: list[dict], path=None) -> list[dict]:
+    """The one writer of the records file (``path``, default the package's ``records.json``): its records with
+    those of ``records`` replacing the same (rule, design) pairs, sorted, written atomically; returns them."""
+    from pathlib import Path
+
+    from marl_common.files import write_json
+
+    path = Path(path) if path is not None else Path(__file__).resolve().parent / RECORDS_FILE
+    old = json.loads(path.read_text())["records"] if path.exists() else []
+    new = {f"{r['rule']}::{r['design']}": r for r in records}
+    out = [r for r in old if f"{r['rule']}::{r['design']}" not in new] + list(new.values())
+    out.sort(key=lambda r: (r["rule"], r["design"]))
+    write_json(path, {"max_size": MAX_SIZE, "size_tolerance": SIZE_TOLERANCE, "records": out}, indent=1)
+    return out
+
+
 def record_for(rule_name: str, design: Design, records: dict | None = None) -> dict | None:
     """The passing record of (rule, design), or None."""
     r = (load_records() if records is None else records).get(f"{rule_name}::{design.key()}")

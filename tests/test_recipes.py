@@ -14,6 +14,7 @@ import pytest
 from marl_cli.main import main
 from probes.registry import PROBES, Option, ProbeSpec, sweep_probes
 from sweeps.registry import EXECUTORS, ExecutorSpec
+from tests.test_sweeps import SWEEP as _SWEEP
 
 TOY_EXECUTOR = '''
 class ToyExecutor:
@@ -46,25 +47,8 @@ def run(ref_a, ref_b, out, *, quiet=True, command=None, scale=1):
     return report
 '''
 
-SWEEP = """
-envs = ["smax:3m"]
-histories = ["shared", "continued"]
-allow_unequal_budgets = true
-
-[config]
-num_seeds = 2
-total_steps = 64
-num_envs = 4
-rollout_len = 8
-epochs = 1
-minibatches = 1
-updates_per_chunk = 1
-
-[[pairs]]
-a = "continued"
-b = "continued"
-seeds = "across"
-"""
+# the tiny sweep of tests/test_sweeps.py (one copy), without its grid: runs smax-3m/shared and smax-3m/continued
+SWEEP = _SWEEP.replace("[grid]\nlr = [1e-3, 2e-3]\n\n", "")
 
 
 def _module(tmp_path, monkeypatch, name: str, text: str) -> None:

@@ -99,6 +99,7 @@ class Critic(nn.Module):
     hidden: int = 128
     activation: str = "relu"
     time: bool = True
+    per_agent: bool = False  # True: the input is per agent, [..., N, S] (``ObsCritic``), not one state [..., S]
 
     @nn.compact
     def __call__(self, state, episode_step):
@@ -106,7 +107,8 @@ class Critic(nn.Module):
         s, n, h = state.shape[-1], self.num_agents, self.hidden
         kernel = self.param("input_kernel", nn.initializers.orthogonal(np.sqrt(2.0)), (s + n + int(self.time), h))
         bias = self.param("input_bias", nn.initializers.zeros, (h,))
-        x = (state @ kernel[:s])[..., None, :] + kernel[s:s + n] + bias  # [..., N, H]
+        x = state @ kernel[:s]  # [..., N, H] per agent; [..., H] for the state, once per step
+        x = (x if self.per_agent else x[..., None, :]) + kernel[s:s + n] + bias  # [..., N, H]
         if self.time:
             t = episode_step.astype(state.dtype) / self.max_steps
             x = x + t[..., None, None] * kernel[s + n]
@@ -115,36 +117,18 @@ class Critic(nn.Module):
         return _dense(1, scale=1.0)(x)[..., 0]
 
 
-class ObsCritic(nn.Module):
+class ObsCritic(Critic):
     """V(o_i, i, t) for every agent at once: the independent critic (IPPO, ``critic="independent"`` in
     marl/core/algos.py), an MLP on agent i's own observation ``o_i ++ one_hot(i) ++ t/max_steps``.
 
-    obs [..., N, O] (each agent's observation as the env gives it, without the actor's id), episode_step
-    [...] int; returns values [..., N]. One set of parameters for all agents, told apart by the seat
-    one-hot (as JaxMARL's IPPO shares its critic), so it is the same whether the actors are shared or
-    separate; the first layer is one dense layer on the concatenated input computed in parts, as in
-    ``Critic``. Feed-forward: with a recurrent actor the critic still sees only the current observation.
+    ``Critic`` with a per-agent input: obs [..., N, O] (each agent's observation as the env gives it, without
+    the actor's id), episode_step [...] int; returns values [..., N]. One set of parameters for all agents,
+    told apart by the seat one-hot (as JaxMARL's IPPO shares its critic), so it is the same whether the actors
+    are shared or separate. Feed-forward: with a recurrent actor the critic still sees only the current
+    observation.
     """
 
-    num_agents: int
-    max_steps: int
-    hidden: int = 128
-    activation: str = "relu"
-    time: bool = True
-
-    @nn.compact
-    def __call__(self, obs, episode_step):
-        act = _ACT[self.activation]
-        o, n, h = obs.shape[-1], self.num_agents, self.hidden
-        kernel = self.param("input_kernel", nn.initializers.orthogonal(np.sqrt(2.0)), (o + n + int(self.time), h))
-        bias = self.param("input_bias", nn.initializers.zeros, (h,))
-        x = obs @ kernel[:o] + kernel[o:o + n] + bias  # [..., N, H]
-        if self.time:
-            t = episode_step.astype(obs.dtype) / self.max_steps
-            x = x + t[..., None, None] * kernel[o + n]
-        x = act(x)
-        x = act(_dense(h)(x))
-        return _dense(1, scale=1.0)(x)[..., 0]
+    per_agent: bool = True
 
 
 def make_actor(spec: EnvSpec, net: NetworkConfig) -> Actor | EntityActor:
