@@ -88,7 +88,7 @@ def train(recipe: dict, root: Path) -> None:
     steps = src.pop("total_steps")
     base = ["--env", env, "--total-steps", str(steps), "--seeds", str(len(seeds)), "--seed", str(seeds[0])]
     _train(r["P"], base, src)
-    if "run" not in recipe["mlp"]:
+    if not {"run", "recorded"} & set(recipe["mlp"]):  # a recorded run or figure is not retrained
         _train(r["P_mlp"], base, {**src, **recipe["mlp"]})
     lat = dict(recipe["latent"])
     for s in seeds:

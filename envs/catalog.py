@@ -120,7 +120,7 @@ register(Family(
     world_state="positions and velocities of every entity, comm, goals one-hot"))
 register(Family(
     "jumanji", "envs.jumanji", JUMANJI_SCENARIOS, sized=tuple(JUMANJI_SCENARIOS),
-    has_win=("lbf", "lbf_6x6"), render="grid",
+    has_win=("lbf", "lbf_6x6"), render="grid", entity_layout=None, entity_layouts="jumanji_layouts",
     world_state="every agent's observation, concatenated"))
 
 

@@ -61,6 +61,28 @@ World state of a smax map (jaxmarl's ``get_world_state``, N = A + E units), S = 
 groups: ``allies`` (K = A), ``enemies`` (K = E), F = 12 (the 10 features ++ team ++ type index);
 present = the 10 features not all zero (alive), the team and type fields being set for dead units too.
 
+**jumanji:lbf** and **lbf_6x6** (jumanji 1.1.2's ``VectorObserver``; F food items, N agents, the full
+view: ``fov`` = the grid size, so every position is absolute and every entity is seen), observation of
+agent i, O = 3(F + N)::
+
+    [0 : 3F]           food items: (y, x, level) each; an eaten one reads (-1, -1, 0)
+    [3F : 3F+3]        self: agent i's (y, x, level)
+    [3F+3 : O]         agents: the other agents' (y, x, level), ascending ids without i
+
+groups: ``food`` (K = F, F = 3), ``agents`` (K = N - 1, F = 3); every entity present (an eaten food item
+is an entity whose features say so); no ``position`` (the positions are absolute, not relative).
+
+**jumanji:rware** and **rware_small** (``make_agent_observation``, sensor range 1), O = 66 at every N:
+the agent's own 8 features (position, carrying, direction one-hot, on a highway), then its 8 neighbour
+cells' agents (present, direction one-hot: 5 each), then its 9 cells' shelves (present, requested: 2
+each). A cell is known by its index, not by a feature, so the cells are no set (a set network would lose
+which cell is which): the whole view is the self part, no groups. Its size does not depend on N, so
+the actor runs at any team size.
+
+World state of both (the adapter's: every agent's observation concatenated, S = N x O): ``agents``
+(K = N, F = O, all present), no self part. On rware F = 66 at every N; on lbf F grows with N, so the
+entity critic there trains at one team size only (the actor still runs at any size).
+
 Other environments (mpe:simple_reference, mpe:simple_speaker_listener) have no layout yet: ``layout``
 raises ``UserError``.
 """
@@ -243,6 +265,19 @@ def smax_layouts(env: Env) -> tuple[EntityLayout, EntityLayout]:
     if getattr(inner, "observation_type", "unit_list") != "unit_list":
         raise UserError(f"{env.spec.name}: entity layouts exist only for unit_list observations")
     return _smax(int(inner.num_allies), int(inner.num_enemies), len(inner.unit_features), len(inner.own_features))
+
+
+def jumanji_layouts(env: Env) -> tuple[EntityLayout, EntityLayout]:
+    """The layouts of a jumanji scenario (``Family.entity_layouts`` of jumanji in ``envs.catalog``)."""
+    inner, n, o = env.inner, env.spec.num_agents, env.spec.obs_dim
+    if env.kind == "lbf":
+        food = int(inner.num_food)
+        obs = EntityLayout(size=o, self_offset=3 * food, self_dim=3,
+                           groups=(EntityGroup("food", food, ((0, 3),)),
+                                   EntityGroup("agents", n - 1, ((3 * food + 3, 3),))))
+    else:
+        obs = EntityLayout(size=o, self_offset=0, self_dim=o, groups=())
+    return obs, EntityLayout(size=n * o, self_offset=0, self_dim=0, groups=(EntityGroup("agents", n, ((0, o),)),))
 
 
 def layouts_of(env: Env) -> tuple[EntityLayout, EntityLayout]:

@@ -487,6 +487,28 @@ GROWS_WITH_COMPUTE = rules.register(GrowsWithCompute())
 
 # -- calibration ----------------------------------------------------------------------------------
 
+def transferred_noise(sizes, noise: TrendNoise = RECORDED_TREND_NOISE) -> TrendNoise:
+    """The recorded noise carried to other sizes before a study has data (its planning power): every size gets
+    the recorded components pooled over sizes (seed, instance, residual of the log gain ratio and of the shared
+    gain). The margin is not used by the decided measure (set to 1)."""
+    def pool(d):
+        return tuple(float(np.mean([v[k] for v in d.values()])) for k in range(3))
+
+    return dataclasses.replace(noise, ratio={n: pool(noise.ratio) for n in sizes},
+                               shared={n: pool(noise.shared) for n in sizes}, margin={n: 1.0 for n in sizes})
+
+
+def plan_power(sizes, instances, seeds: int, effects=(0.2, 0.5), sims: int = 1000, seed: int = 0) -> dict:
+    """Planning figures of the ``grows_with_n`` rule on a design not yet run: its size and its power at each
+    effect (log gain ratio per doubling of N), with the recorded noise carried to ``sizes``
+    (``transferred_noise``). ``instances``: per size. Wilson intervals over ``sims`` simulated studies."""
+    design = trend_design("plan", sizes, instances, seeds, 256)
+    rule = dataclasses.replace(GROWS_WITH_N, noise=transferred_noise(sizes))
+    out = {"design": design.key(), "size": rules.rate(rule, design, None, sims, seed)}
+    out["power"] = {e: rules.rate(rule, design, e, sims, seed + 1) for e in effects}
+    return out
+
+
 def calibrate_rule(rule, design: Design, sims: int | None = None, seed: int = 0) -> dict:
     """``studies.rules.calibrate`` of ``rule`` on ``design``; a trend rule at each null point (gains ~ N and
     ~ N^2), keeping the record with the larger size (its ``null_points`` list both)."""
@@ -575,7 +597,18 @@ def main(argv=None) -> None:
     ap.add_argument("--calibrate", action="store_true")
     ap.add_argument("--sims", type=int, default=None)
     ap.add_argument("--out", default="bench/results/verdict_calibration_atlas")
+    ap.add_argument("--power", type=int, nargs="+", metavar="N", help="planning power of the trend rule at these sizes")
+    ap.add_argument("--instances", type=int, nargs="+", default=[16], help="instances per size (one value: every size)")
+    ap.add_argument("--seeds", type=int, default=6)
     a = ap.parse_args(argv)
+    if a.power:
+        inst = a.instances * len(a.power) if len(a.instances) == 1 else a.instances
+        if len(inst) != len(a.power):
+            ap.error("--instances takes one value or one per size")
+        p = plan_power(a.power, inst, a.seeds, sims=a.sims or 1000)
+        fmt = lambda r: f"{r['rate']:.3f} [{r['lo']:.3f}, {r['hi']:.3f}]"
+        print(f"{p['design']}: size {fmt(p['size'])}; " + "; ".join(
+            f"power at +{e:g} per doubling {fmt(r)}" for e, r in p["power"].items()) + " (Wilson, over simulated studies)")
     if a.calibrate:
         recs = calibrate_atlas(a.sims)
         write_json(Path(a.out + ".json"), {"records": recs})

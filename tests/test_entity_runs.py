@@ -38,7 +38,7 @@ def test_config_refuses_a_seat_id_and_envs_without_a_layout():
         NetworkConfig(kind="entity")
     with pytest.raises(UserError, match="network.kind must be one of"):
         NetworkConfig(kind="transformer")
-    with pytest.raises(UserError, match=r"entity layout, which mpe:simple_reference has not \(these have one: every smax scenario, mpe:simple_spread\)"):
+    with pytest.raises(UserError, match=r"entity layout, which mpe:simple_reference has not \(these have one: every smax scenario, mpe:simple_spread, every jumanji scenario\)"):
         _cfg(env="mpe:simple_reference", num_latents=0, network=NetworkConfig(**ENTITY))
     assert NetworkConfig(**ENTITY).size_agnostic and not NetworkConfig().size_agnostic
 
