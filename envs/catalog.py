@@ -36,7 +36,9 @@ MPE_SCENARIOS = {
 # jumanji 1.1.2 scenarios (envs/jumanji.py): the jumanji environment and its generator's settings; the
 # team size is ``num_agents`` (default 2, ``:N`` in the name). lbf: Level-Based Foraging (jumanji's
 # defaults: 8x8, full view, force_coop: every food item needs the whole team, 2 food items, max agent level
-# 2); lbf_6x6: 6x6 without force_coop (a food item's level may be within one agent's reach); rware: Robot
+# 2); lbf_6x6: 6x6 without force_coop (a food item's level may be within one agent's reach); lbf_10x10: 10x10,
+# 8 food items, no force_coop, 20 steps (too few to eat everything: the return is not saturated, and the grid holds
+# up to 23 agents: the ATLAS scenario, atlas_PLAN.md Amendment 5); rware: Robot
 # Warehouse at rware's "tiny" layout (1 shelf row, 3 shelf columns of height 8, sensor range 1, a request
 # queue of N shelves); rware_small: the same with columns of height 2 and 100 steps.
 JUMANJI_SCENARIOS = {
@@ -44,6 +46,8 @@ JUMANJI_SCENARIOS = {
             "num_agents": 2},
     "lbf_6x6": {"env": "LevelBasedForaging-v0", "grid_size": 6, "num_food": 2, "force_coop": False, "time_limit": 50,
                 "num_agents": 2},
+    "lbf_10x10": {"env": "LevelBasedForaging-v0", "grid_size": 10, "num_food": 8, "force_coop": False, "time_limit": 20,
+                  "num_agents": 2},
     "rware": {"env": "RobotWarehouse-v0", "shelf_rows": 1, "shelf_columns": 3, "column_height": 8,
               "time_limit": 500, "num_agents": 2},
     "rware_small": {"env": "RobotWarehouse-v0", "shelf_rows": 1, "shelf_columns": 3, "column_height": 2,
@@ -120,7 +124,7 @@ register(Family(
     world_state="positions and velocities of every entity, comm, goals one-hot"))
 register(Family(
     "jumanji", "envs.jumanji", JUMANJI_SCENARIOS, sized=tuple(JUMANJI_SCENARIOS),
-    has_win=("lbf", "lbf_6x6"), render="grid", entity_layout=None, entity_layouts="jumanji_layouts",
+    has_win=("lbf", "lbf_6x6", "lbf_10x10"), render="grid", entity_layout=None, entity_layouts="jumanji_layouts",
     world_state="every agent's observation, concatenated"))
 
 
