@@ -98,3 +98,92 @@ def test_win_rate_is_wilson_over_the_pooled_episodes():
 def test_fmt_never_prints_a_zero_width_interval():
     assert atlas._fmt(-138.3, -138.3, -138.3, 1) == "-138.3 (no interval: the same for every seed)"
     assert atlas._fmt(1.0, float("nan"), float("nan")) == "+1.000 (no interval: one seed)"
+
+
+def _det_raw(n, seed, rng, lead, inst=4, points=(64, 256, 1024)):
+    """A deterministic (MPE / Jumanji) raw file: per instance, zero-shot Z, shared gain g, per-agent gain g * lead."""
+    z = rng.uniform(0.2, 0.4, inst)
+    g = rng.uniform(0.05, 0.15, inst)
+    sh, pa = z + g, z + g * lead * np.exp(0.2 * rng.standard_normal(inst))
+    methods = {"zero-shot": z, "sep-cmaes-shared": sh, "sep-cmaes-per-agent": pa,
+               "source": z + 0.01, "random-policy": np.full(inst, 0.05)}
+    out = {}
+    for m, v in methods.items():
+        curve = {str(b): (v - (0.02 * g if m.startswith("sep") and b == 64 else 0)).tolist() for b in points}
+        out[m] = {"curve": curve, "best_seen": v.tolist(), "reeval": v.tolist()}
+    return {"N": n, "seed": seed, "instances": inst, "budget": max(points), "budget_points": list(points),
+            "wall_s": 1.0, "methods": out}
+
+
+def _study(tmp_path, name="toy", growth=1.0):
+    """Raw files of 6 seeds x 4 instances at N = 2 (trained), 4, 8; per-agent's gain over shared's multiplied
+    by ``growth`` per doubling of N."""
+    recipe = {"name": name, "train_size": 2, "per_agent": "sep-cmaes-per-agent", "shared": "sep-cmaes-shared",
+              "budget_points": [64, 256, 1024], "env": "jumanji:lbf_10x10"}
+    atlas.use_results(recipe, tmp_path)
+    atlas.RAW.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    for n in (2, 4, 8):
+        for s in range(6):
+            (atlas.RAW / f"N{n}_s{s}.json").write_text(json.dumps(_det_raw(n, s, rng, 1.5 * growth ** np.log2(n))))
+    return recipe
+
+
+def test_study_designs_and_calibrate_write_records_for_the_studys_own_design(tmp_path):
+    """``calibrate`` gives each rule a record on the study's own design (its sizes, instances, seeds), with
+    noise estimated from its raw files, into the records file it is given (never the package's in a test);
+    the report's verdict then has a record to read."""
+    from studies import rules
+    from studies.atlas import study_data
+
+    recipe = _study(tmp_path)
+    meas = atlas.measures(recipe)
+    d = atlas.study_designs(recipe, meas)
+    assert d["ood"] == [4, 8] and d["slope_sizes"] == [4, 8] and set(d["sizes_b"]) == {2, 4, 8}
+    assert "sizes=4/8" in d["trend"].key() and "seedx6" in d["trend"].key() and d["compute"].tests == 3
+    records = tmp_path / "records.json"
+    recs = atlas.calibrate(recipe, sims=400, records=records)  # too few studies for a record to pass (test time)
+    assert {r["rule"] for r in recs} == {"grows_with_n", "grows_with_compute"}
+    assert all(r["noise"] == "estimated from toy_raw/" for r in recs)
+    stored = {r["design"]: r for r in json.loads(records.read_text())["records"]}  # written by merge_records
+    assert set(stored) == {d["trend"].key(), d["compute"].key()}
+    assert (tmp_path / "verdict_calibration_toy.md").read_text().count("| grows_with") == 2
+    data = study_data(meas, [4, 8], 256)
+    assert rules.verdict("grows_with_n", data, d["trend"]).outcome == rules.NO_RECORD  # not in the package's records
+    mine = {f"{r['rule']}::{r['design']}": r for r in stored.values()}
+    assert all(r["size"]["sims"] == 400 and r["size"]["rate"] < 0.06 for r in mine.values())
+    assert not any(r["passes"] for r in mine.values())  # 400 studies: the size's interval is too wide to pass
+    assert rules.verdict("grows_with_n", data, d["trend"], records=mine).outcome == rules.NO_RECORD
+    passing = {k: {**v, "passes": True} for k, v in mine.items()}  # as a full calibration would record
+    # a constant ratio of the gains (1.5 at every N): no trend; the same study with the ratio doubling per
+    # doubling of N (a planted effect): "grows"
+    assert rules.verdict("grows_with_n", data, d["trend"], records=passing).outcome == "not shown"
+    grown = _study(tmp_path / "g", growth=2.0)
+    g_data = study_data(atlas.measures(grown), [4, 8], 256)
+    assert rules.verdict("grows_with_n", g_data, d["trend"], records=passing).outcome == "grows"
+
+
+def test_families_lists_every_study_and_pools_nothing(tmp_path):
+    recipe = _study(tmp_path, "atlas_lbf")
+    out = {"envs": {"2": "jumanji:lbf_10x10:2", "4": "jumanji:lbf_10x10:4"}, "preconditions": {"determinism": True},
+           "sizes": {"2": {"D_over_M": {"mean": 0.0, "lo": -0.1, "hi": 0.1}, "margin_positive": True,
+                           "seeds": [0, 1], "per_seed": [{"instances": 4}]},
+                     "4": {"D_over_M": {"mean": 0.2, "lo": 0.1, "hi": 0.3}, "margin_positive": True,
+                           "seeds": [0, 1], "per_seed": [{"instances": 4}]}},
+           "verdicts": {"lead grows with N": {"verdict": "not shown", "sizes": [4], "slope_per_doubling": [None] * 3},
+                        "lead grows with compute": {"verdict": "supported at N = 4"}}}
+    (tmp_path / "atlas_lbf.json").write_text(json.dumps(out))
+    text = atlas.families()
+    assert "| atlas_lbf | jumanji: lbf_10x10 | 2 | 4 | 2 x 4 at N = 4 | all hold | **not shown** | **supported at N = 4** |" in text
+    assert "| atlas | - |" in text and "not run yet" in text  # the others are listed, not invented
+    assert "+0.200 [+0.100, +0.300]" in text and "no calibrated rule for this design" in text
+    assert (tmp_path / "atlas_families.md").read_text() == text
+    assert recipe["name"] == "atlas_lbf"
+
+
+def test_competence_text_without_an_mlp_run_quotes_the_recorded_figure():
+    comp = {"episodes": 8, "random": 0.05, "mlp_recorded": "MAPPO, 6 seeds: 0.9",
+            "entity": {"mean": 0.4, "lo": 0.3, "hi": 0.5, "seeds": [0, 1], "win": [0.0, 0.0, 0.1],
+                       "win_per_seed": [0.0, 0.0]}}
+    txt = atlas.competence_text(comp, {"train_size": 2})
+    assert "MLP P not run here (MAPPO, 6 seeds: 0.9)" in txt and "entity P +0.400 [+0.300, +0.500]" in txt

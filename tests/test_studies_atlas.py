@@ -108,7 +108,8 @@ def test_recorded_study_verdicts_and_records():
     c = rules.verdict("grows_with_compute", atlas.compute_data(meas, atlas.COMPUTE_SIZES), atlas.ATLAS_COMPUTE)
     assert c.outcome == "not shown at N = 4, 16, 32, 64; supported at N = 8"
     recs = json.loads((Path(atlas.__file__).parent / "records.json").read_text())["records"]
-    mine = {r["rule"]: r for r in recs if r["rule"] in ("grows_with_n", "grows_with_compute")}
+    keys = {atlas.ATLAS_TREND.key(), atlas.ATLAS_COMPUTE.key()}
+    mine = {r["rule"]: r for r in recs if r["rule"] in ("grows_with_n", "grows_with_compute") and r["design"] in keys}
     assert all(r["passes"] for r in mine.values()) and len(mine) == 2
 
 
@@ -119,3 +120,17 @@ def test_write_records_merges(tmp_path):
                          {"rule": "grows_with_n", "design": "y", "passes": False, "registered": False}], path)
     got = json.loads(path.read_text())["records"]
     assert sorted((r["rule"], r["design"]) for r in got) == [("grows_with_n", "x"), ("other", "d")]
+
+
+def test_planning_power_carries_the_recorded_noise_to_new_sizes():
+    """Before a study has data its power comes from the recorded noise pooled over sizes; power rises with the
+    instances and with the span of sizes (the slope's lever), the size stays below 0.05."""
+    nz = atlas.transferred_noise((3, 4, 5))
+    assert set(nz.ratio) == {3, 4, 5} and len(set(nz.ratio.values())) == 1
+    pooled = np.mean([v[2] for v in atlas.RECORDED_TREND_NOISE.ratio.values()])
+    assert nz.ratio[4][2] == pytest.approx(pooled)
+    few = atlas.plan_power((3, 4, 5), (8, 8, 8), 6, effects=(0.5,), sims=400)
+    many = atlas.plan_power((3, 4, 5), (32, 32, 32), 6, effects=(0.5,), sims=400)
+    wide = atlas.plan_power((4, 8, 16), (8, 8, 8), 6, effects=(0.5,), sims=400)
+    assert few["power"][0.5]["rate"] < many["power"][0.5]["rate"] and few["power"][0.5]["rate"] < wide["power"][0.5]["rate"]
+    assert max(x["size"]["rate"] for x in (few, many, wide)) < 0.05 and "sizes=3/4/5" in few["design"]
