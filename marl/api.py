@@ -184,8 +184,9 @@ def lineage(run: str | Path) -> list[dict]:
 
 def evaluate(ref: str | Path, *, episodes: int = defaults.EPISODES, greedy: bool = True, eval_seed: int = defaults.EVAL_SEED,
              all_steps: bool = False, json_path: str | Path | None = None, save: bool = True,
-             absolute: bool = False, echo: Callable[[str], None] = _quiet):
-    """Evaluate a checkpoint (every kept step with ``all_steps``) on the same ``episodes`` episodes per seed:
+             absolute: bool = False, echo: Callable[[str], None] = _quiet, own_episodes: bool = False):
+    """Evaluate a checkpoint (every kept step with ``all_steps``) on the same ``episodes`` episodes per seed
+    (``own_episodes``: each seed on its own episodes, so that the seeds are independent draws):
     an ``EvalReport`` with per-episode outcomes ``returns``/``won``/``lengths`` [K, S, E] and per-seed rows
     with 95% CIs. ``save`` (default): the outcomes go to ``RUN/eval/`` (or beside ``json_path``), where
     ``marl report`` reads them. ``absolute``: Mava's absolute metric instead (``ref`` is the run folder):
@@ -195,12 +196,12 @@ def evaluate(ref: str | Path, *, episodes: int = defaults.EPISODES, greedy: bool
     from marl.analysis.run_eval import evaluate_absolute, evaluate_run
 
     if absolute:
-        if all_steps or json_path or not greedy:
+        if all_steps or json_path or not greedy or own_episodes:
             raise UserError("absolute evaluates each seed's best checkpoint greedily into RUN/eval/absolute.npz: "
-                            "drop all_steps, json_path and greedy=False (evaluate the steps first, then absolute)")
+                            "drop all_steps, json_path, own_episodes and greedy=False (evaluate the steps first, then absolute)")
         return evaluate_absolute(ref, eval_seed=eval_seed, save=save, echo=echo)
     return evaluate_run(ref, episodes=episodes, greedy=greedy, eval_seed=eval_seed, all_steps=all_steps,
-                        json_path=json_path, save=save, echo=echo)
+                        json_path=json_path, save=save, echo=echo, own_episodes=own_episodes)
 
 
 def load(ref: str | Path):

@@ -12,11 +12,11 @@ from marl.analysis.defaults import EPISODES, EVAL_SEED
 def _cmd_eval(args) -> int:
     from marl import api
 
-    if args.absolute and (args.json or args.sample):
-        raise UserError("--absolute evaluates greedily into RUN/eval/absolute.npz: drop --json and --sample")
+    if args.absolute and (args.json or args.sample or args.own_episodes):
+        raise UserError("--absolute evaluates greedily into RUN/eval/absolute.npz: drop --json, --sample and --own-episodes")
     if args.all_steps or not args.absolute:
         res = api.evaluate(args.run, episodes=args.episodes, greedy=not args.sample, eval_seed=args.eval_seed,
-                           all_steps=args.all_steps, json_path=args.json, echo=print)
+                           all_steps=args.all_steps, json_path=args.json, echo=print, own_episodes=args.own_episodes)
         if args.all_steps and res.outcomes is not None:
             from marl.analysis.report.export import grid_warning
             from marl.analysis.run_eval import read_outcomes
@@ -36,6 +36,8 @@ def add_parser(sub) -> None:
     e.add_argument("--episodes", type=int, default=EPISODES, help="episodes per seed (one per parallel env)")
     e.add_argument("--sample", action="store_true", help="sample actions instead of greedy")
     e.add_argument("--eval-seed", type=int, default=EVAL_SEED, help="episode key (the same episodes for every seed and step)")
+    e.add_argument("--own-episodes", action="store_true",
+                   help="each seed plays its own episodes (independent seed means: a t over seeds is then valid)")
     e.add_argument("--json", help="also write the numbers to this JSON file (per-episode outcomes: same name, .npz)")
     e.add_argument("--all-steps", action="store_true", help="evaluate every kept checkpoint (learning curves for marl report)")
     e.add_argument("--absolute", action="store_true",

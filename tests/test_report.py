@@ -232,7 +232,7 @@ def test_eval_all_steps_then_report(tiny_run, tmp_path, capsys):
     assert a["source_steps"].tolist() == [2, 4] and a["source_episodes"] == 4 and a["seeds"].tolist() == [0, 1]
     assert a["source_return"] == pytest.approx(z["returns"].mean(-1)[best, [0, 1]])
     assert "run folder" in _error(capsys, ["eval", f"{run}/checkpoints/2", "--absolute"])
-    assert "drop --json and --sample" in _error(capsys, ["eval", str(run), "--absolute", "--sample"])
+    assert "drop --json, --sample and --own-episodes" in _error(capsys, ["eval", str(run), "--absolute", "--sample"])
     assert main(["eval", f"{run}/checkpoints/4#1", "--episodes", "4", "--json", str(tmp_path / "e.json")]) == 0
     one = np.load(tmp_path / "e.npz")
     assert one["returns"].shape == (1, 1, 4) and one["seeds"].tolist() == [1]
@@ -260,6 +260,34 @@ def test_eval_all_steps_then_report(tiny_run, tmp_path, capsys):
     assert "| 40 |" in md
     assert (tmp_path / "rep" / "curves.png").exists() and "IQM" in (tmp_path / "rep" / "report.md").read_text()
     assert "--all-steps evaluates every" in _error(capsys, ["eval", f"{run}/checkpoints/2", "--all-steps"])
+
+
+def test_own_episodes_give_each_seed_its_own_and_never_merge_with_shared_ones(tiny_run, tmp_path):
+    """``--own-episodes``: seed s plays the episodes of fold_in(fold_in(PRNGKey(eval_seed), 2), s) (the same for
+    that seed in any call, another seed's differ, never the shared key); a table of own episodes replaces a
+    table of shared ones rather than merging into it (the two are different designs)."""
+    import jax
+
+    from marl.analysis.run_eval import episode_key
+
+    keys = [np.asarray(episode_key(7, s, True)).tolist() for s in (0, 1)]
+    assert keys[0] != keys[1] and np.asarray(episode_key(7, 1, False)).tolist() == np.asarray(jax.random.PRNGKey(7)).tolist()
+    assert np.asarray(episode_key(7, 1, False)).tolist() not in keys
+    run = tmp_path / "a"
+    shutil.copytree(tiny_run, run)
+    shutil.rmtree(run / "eval", ignore_errors=True)
+    assert main(["eval", f"{run}/checkpoints/4", "--episodes", "6"]) == 0  # a shared-episode table
+    shared = np.load(run / "eval" / "greedy.npz")
+    assert not shared["own_episodes"]
+    assert main(["eval", f"{run}/checkpoints/4", "--episodes", "6", "--own-episodes"]) == 0
+    own = np.load(run / "eval" / "greedy.npz")
+    assert own["own_episodes"] and own["steps"].tolist() == [4] and own["returns"].shape == (1, 2, 6)
+    assert main(["eval", f"{run}/checkpoints/4#1", "--episodes", "6", "--own-episodes", "--json", str(tmp_path / "o.json")]) == 0
+    one = np.load(tmp_path / "o.npz")
+    np.testing.assert_array_equal(one["returns"][0, 0], own["returns"][0, 1])  # seed 1's own episodes, again
+    assert json.loads((tmp_path / "o.json").read_text())["own_episodes"] is True
+    assert main(["eval", f"{run}/checkpoints/2", "--episodes", "6", "--own-episodes"]) == 0  # same design: merged
+    assert np.load(run / "eval" / "greedy.npz")["steps"].tolist() == [2, 4]
 
 
 def test_marl_eval_steps_on_a_uniform_grid_and_absolute_from_the_best_step(tmp_path, capsys):

@@ -5,7 +5,14 @@ Per-episode outcomes go to an npz: next to ``--json`` (same name, ``.npz``), or 
 evaluating another step with the same episodes, eval seed and seeds adds (or replaces) that step's rows,
 so ``marl eval RUN --all-steps`` followed by later single evaluations keeps one table per run that
 ``marl report`` reads. Arrays: ``steps [K]``, ``env_steps [K]``, ``seeds [S]``, ``returns [K, S, E]``,
-``won [K, S, E]``, ``lengths [K, S, E]``, ``episodes``, ``eval_seed``, ``greedy``.
+``won [K, S, E]``, ``lengths [K, S, E]``, ``episodes``, ``eval_seed``, ``greedy``, ``own_episodes``.
+
+Episodes. By default every seed plays the same episodes (the key ``PRNGKey(eval_seed)``): common random
+numbers, the right design to compare teams, but the seeds' means then share the episodes' difficulty and
+are not independent (a t over them is too narrow: ``studies.fresh_seeds``). ``own_episodes``: seed s plays
+its own episodes, key ``fold_in(fold_in(PRNGKey(eval_seed), OWN_KEY_INDEX), s)``, so the seed means are
+independent draws and a t interval over seeds is the valid one (a fresh-seed decision: fresh_seeds/PLAN3.md).
+The two kinds are never merged into one table.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ from marl.runs.resources import check_memory, episode_bytes
 
 EVAL_DIR = "eval"
 OUTCOME_KEYS = ("steps", "env_steps", "seeds", "returns", "won", "lengths", "episodes", "eval_seed", "greedy")
+OWN_KEY_INDEX = 2  # own episodes: fold_in(fold_in(PRNGKey(eval_seed), 2), seed); 1 is the absolute metric's key
 
 
 def outcomes_path(run: Path, greedy: bool) -> Path:
@@ -39,17 +47,28 @@ def read_outcomes(path: Path) -> dict | None:
     path = Path(path)
     if not path.exists() and not path.is_symlink():
         return None
-    return load_npz(path, "per-episode outcomes", keys=OUTCOME_KEYS, finite=("returns",))  # damaged: one line
+    out = load_npz(path, "per-episode outcomes", keys=OUTCOME_KEYS, finite=("returns",))  # damaged: one line
+    out.setdefault("own_episodes", np.bool_(False))  # tables written before own episodes existed: shared ones
+    return out
+
+
+def episode_key(eval_seed: int, seed: int, own_episodes: bool):
+    """The episode key of ``seed``: ``PRNGKey(eval_seed)`` for every seed (shared episodes), or the seed's own."""
+    import jax
+
+    key = jax.random.PRNGKey(eval_seed)
+    return jax.random.fold_in(jax.random.fold_in(key, OWN_KEY_INDEX), seed) if own_episodes else key
 
 
 def merge_outcomes(old: dict | None, new: dict) -> dict:
     """``new``'s steps added to ``old`` (a step in both: ``new`` wins) when both used the same episodes,
     eval seed and seeds; otherwise ``new`` alone."""
-    same = old is not None and all(np.array_equal(old[k], new[k]) for k in ("episodes", "eval_seed", "seeds", "greedy"))
+    same_keys = ("episodes", "eval_seed", "seeds", "greedy", "own_episodes")
+    same = old is not None and all(np.array_equal(old.get(k, False), new.get(k, False)) for k in same_keys)
     if not same:
         return new
     keep = ~np.isin(old["steps"], new["steps"])
-    out = {k: new[k] for k in ("episodes", "eval_seed", "seeds", "greedy")}
+    out = {k: new.get(k, np.bool_(False)) for k in same_keys}
     for k in ("steps", "env_steps", "returns", "won", "lengths"):
         out[k] = np.concatenate([old[k][keep], new[k]])
     order = np.argsort(out["steps"], kind="stable")
@@ -84,12 +103,14 @@ class EvalReport:
     greedy: bool
     rows: list
     outcomes: Path | None = None
+    own_episodes: bool = False
 
     def arrays(self) -> dict:
         """The outcome arrays as written to the npz (``read_outcomes`` gives them back)."""
         return {"steps": self.steps, "env_steps": self.env_steps, "seeds": self.seeds, "returns": self.returns,
                 "won": self.won, "lengths": self.lengths, "episodes": np.int64(self.episodes),
-                "eval_seed": np.int64(self.eval_seed), "greedy": np.bool_(self.greedy)}
+                "eval_seed": np.int64(self.eval_seed), "greedy": np.bool_(self.greedy),
+                "own_episodes": np.bool_(self.own_episodes)}
 
 
 def _quiet(_msg: str) -> None:
@@ -98,9 +119,10 @@ def _quiet(_msg: str) -> None:
 
 def evaluate_run(ref, *, episodes: int = EPISODES, greedy: bool = True, eval_seed: int = EVAL_SEED,
                  all_steps: bool = False, json_path: str | Path | None = None, save: bool = True,
-                 echo=_quiet) -> EvalReport:
+                 echo=_quiet, own_episodes: bool = False) -> EvalReport:
     """Evaluate the checkpoint ``ref`` (``RUN[/checkpoints/STEP][#SEED]``; every kept step with ``all_steps``)
-    on ``episodes`` episodes per seed with the key ``eval_seed`` (one compiled program for every step).
+    on ``episodes`` episodes per seed with the key ``eval_seed`` (one compiled program for every step); with
+    ``own_episodes`` each seed on its own episodes (``episode_key``; module text).
     ``save``: the per-episode outcomes go to ``RUN/eval/{greedy,sampled}.npz`` (merged with the steps
     already there), or with ``json_path`` to that JSON (the per-seed rows) and an npz of the same name.
     ``echo`` receives one line per step and per seed."""
@@ -128,7 +150,6 @@ def evaluate_run(ref, *, episodes: int = EPISODES, greedy: bool = True, eval_see
     env = run_env(config)
     check_memory(4 * episode_bytes(env, config.network) * episodes, f"evaluating {episodes:,} episodes at once", "use fewer --episodes")
     first = None
-    key = jax.random.PRNGKey(eval_seed)
     per_step, arrays = [], {"returns": [], "won": [], "lengths": [], "env_steps": []}
     for step in steps:
         loaded = load_actors(CheckpointRef(ref.run, step, ref.seed), seeds=seeds)
@@ -137,11 +158,11 @@ def evaluate_run(ref, *, episodes: int = EPISODES, greedy: bool = True, eval_see
             first = loaded
             fn = jax.jit(lambda params, k: evaluate(first.env, first.team(params), k, episodes, greedy))
         echo(f"{ref.run} at update {step} ({meta['env_steps']:,} env steps), {episodes} "
-             f"{'greedy' if greedy else 'sampled'} episodes per seed; 95% CIs over the seed's {episodes} episodes "
-             "(return: t; win rate: Wilson)")
+             f"{'greedy' if greedy else 'sampled'} episodes per seed ({'each seed its own' if own_episodes else 'the same for every seed'}); "
+             f"95% CIs over the seed's {episodes} episodes (return: t; win rate: Wilson)")
         rows, outs = [], []
         for s in seeds:
-            res = jax.device_get(fn(jax.tree.map(lambda x: x[s], actor_params), key))
+            res = jax.device_get(fn(jax.tree.map(lambda x: x[s], actor_params), episode_key(eval_seed, s, own_episodes)))
             outs.append(res)
             r = mean_ci(res.returns)
             row = {"seed": s, "return": r[0], "return_ci": [r[1], r[2]], "length": float(np.mean(res.lengths))}
@@ -164,11 +185,11 @@ def evaluate_run(ref, *, episodes: int = EPISODES, greedy: bool = True, eval_see
                         env_steps=np.asarray(arrays["env_steps"], np.int64), seeds=np.asarray(seeds, np.int64),
                         returns=np.stack(arrays["returns"]), won=np.stack(arrays["won"]),
                         lengths=np.stack(arrays["lengths"]), episodes=episodes, eval_seed=eval_seed, greedy=greedy,
-                        rows=per_step)
+                        rows=per_step, own_episodes=own_episodes)
     if not save:
         return report
     if json_path is not None:
-        head = {"run": str(ref.run), "episodes": episodes, "greedy": greedy}
+        head = {"run": str(ref.run), "episodes": episodes, "greedy": greedy, "own_episodes": own_episodes}
         body = {"steps": per_step} if all_steps else {"step": per_step[0]["step"], "seeds": per_step[0]["seeds"]}
         write_json(Path(json_path), {**head, **body})
         npz = Path(json_path).with_suffix(".npz")
