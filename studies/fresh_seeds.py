@@ -247,8 +247,11 @@ class PairedRule:
         e = _episodes(design)
         null = {"better": 0.0, "worse": 0.0, "equivalent": float(design.get("margin", MARGIN))}[self.claim]
         diff = null if effect is None else effect
+        if design.get("outcome") == "return":  # a continuous team return (MPE): independent seeds' differences
+            return diff + float(design.get("sd")) * rng.standard_normal(design.units)
         base = 0.9
-        v = sv * rng.standard_normal((1, e))  # the same episodes for both arms and every seed
+        # both arms of a seed play the same episodes: shared by every seed, or each seed its own
+        v = sv * rng.standard_normal((1 if _shared_episodes(design) else design.units, e))
         u = su * rng.standard_normal((design.units, 1))  # the same seed in both arms
         from scipy import stats as sps
 
@@ -265,10 +268,12 @@ class PairedRule:
     def designs(self) -> list[Design]:
         """The designs this rule is used on (each gets a calibration record)."""
         return [Design("paired seeds: 6 seeds, both arms on shared episodes", "seed", 6, shared=(("episodes", EPISODES),),
-                       extra=(("margin", MARGIN),))]
+                       extra=(("margin", MARGIN),))] + OWN_EPISODE_DESIGNS.get(self.claim, [])
 
     def power_effect(self, design: Design) -> float:
         """The effect at which the record states the power on ``design``."""
+        if design.get("outcome") == "return":  # the smallest MPE gain of interest: 2 return units (~6% of -34)
+            return {"better": 2.0, "worse": -2.0, "equivalent": 0.0}[self.claim]
         return {"better": 0.03, "worse": -0.03, "equivalent": 0.0}[self.claim]
 
 
@@ -294,6 +299,10 @@ class UnchangedRule:
         e, m = _episodes(design), int(design.get("old_seeds", 5))
         null = float(design.get("margin", MARGIN)) if self.claim == "unchanged" else 0.0
         diff = null if effect is None else effect
+        if not _shared_episodes(design):  # both arms fresh, every seed on its own episodes
+            new = np.concatenate([_probit(rng, 0.9 + diff, 1, e, su, sv) for _ in range(design.units)]).mean(1)
+            old = np.concatenate([_probit(rng, 0.9, 1, e, su, sv) for _ in range(m)]).mean(1)
+            return new, old
         v = sv * rng.standard_normal((1, e))
         new = _probit(rng, 0.9 + diff, design.units, e, su, sv, v).mean(1)
         old = _probit(rng, 0.9, m, e, su, sv, v).mean(1)
@@ -306,12 +315,36 @@ class UnchangedRule:
     def designs(self) -> list[Design]:
         """The designs this rule is used on (each gets a calibration record)."""
         return [Design(f"new vs recorded seeds: {n} new, 5 recorded, shared episodes", "seed", n,
-                       shared=(("episodes", EPISODES),), extra=(("old_seeds", 5), ("margin", MARGIN))) for n in (6, 12)]
+                       shared=(("episodes", EPISODES),), extra=(("old_seeds", 5), ("margin", MARGIN))) for n in (6, 12)] \
+            + OWN_EPISODE_DESIGNS.get(self.claim, [])
 
     def power_effect(self, design: Design) -> float:
         """The effect at which the record states the power on ``design``."""
         return 0.0 if self.claim == "unchanged" else -0.03
 
+
+def own_paired(seeds: int, episodes: int, margin: float) -> Design:
+    """Both arms trained on each of ``seeds`` fresh seeds; each seed scored on its own ``episodes`` (both arms on
+    the seed's episodes): the per-seed differences are independent (fresh_seeds/PLAN3.md)."""
+    return Design(f"paired seeds: {seeds} seeds, own episodes per seed", "seed", seeds,
+                  extra=(("episodes", episodes), ("margin", margin)))
+
+
+def own_unchanged(seeds: int, episodes: int, margin: float) -> Design:
+    """Old and new code each trained on ``seeds`` fresh seeds, each seed on its own ``episodes``."""
+    return Design(f"old vs new, both fresh: {seeds} seeds each, own episodes", "seed", seeds,
+                  extra=(("episodes", episodes), ("old_seeds", seeds), ("margin", margin)))
+
+
+MPE_RETURN_SD = 1.6  # sd of a seed's paired return difference on simple_spread (mpe_retune, seeds 6-11: +2.9 [+1.2, +4.6])
+
+# the own-episode designs of fresh_seeds/PLAN3.md (issue 38 item 5), chosen from their power (the plan's table)
+OWN_PAIRED = own_paired(6, 512, 0.03)
+MPE_PAIRED = Design("paired seeds: 6 seeds, own episodes, team return (mpe)", "seed", 6,
+                    extra=(("episodes", 256), ("outcome", "return"), ("sd", MPE_RETURN_SD), ("margin", 1.0)))
+OWN_UNCHANGED = own_unchanged(12, 512, 0.03)
+OWN_EPISODE_DESIGNS = {"better": [OWN_PAIRED, MPE_PAIRED], "worse": [OWN_PAIRED, MPE_PAIRED],
+                       "equivalent": [OWN_PAIRED], "unchanged": [OWN_UNCHANGED]}
 
 TARGET_MET = register(TargetRule())
 TARGET_NOT_MET = register(TargetRule("target not met", "target not met"))

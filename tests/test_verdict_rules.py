@@ -169,3 +169,27 @@ def test_separated_with_the_independent_noise_floor_fails_on_shared_episode_keys
     assert bug["lo"] > rules.MAX_SIZE, bug
     good = rules.rate(cx.SEPARATED, d, None, 1500, seed=3)
     assert good["hi"] < rules.MAX_SIZE, good
+
+
+def test_own_episode_designs_draw_independent_seeds_and_have_passing_records():
+    """The designs of fresh_seeds/PLAN3.md: with own episodes a seed's two arms share its episodes (the paired
+    difference cancels them) but no two seeds share any, so the seed differences are independent; on shared
+    episodes the seeds' means move together. The MPE design draws normal differences of its sd. Each design
+    has a passing record."""
+    rng = np.random.default_rng(0)
+    own, shared = fs.OWN_PAIRED, fs.PairedRule("better").designs()[0]
+    big = dataclasses.replace(fs.own_unchanged(6, 256, 0.03), extra=(("episodes", 256), ("old_seeds", 6),
+                                                                     ("margin", 0.03), ("nuisance", "strong episode effect")))
+    rule = fs.UnchangedRule()
+    # the seeds' mean win rates, 400 studies: their spread across studies comes from the seeds alone with own
+    # episodes, while shared episodes add a common shift to every seed of a study
+    spread = {name: np.std([rule.simulate(d, 0.0, rng)[0].mean() for _ in range(400)])
+              for name, d in (("own", big), ("shared", dataclasses.replace(big, shared=(("episodes", 256),))))}
+    assert spread["shared"] > 1.3 * spread["own"]  # 1.54 here; the same draw for both would give ~1
+    d = fs.PairedRule("better").simulate(own, 0.0, rng)
+    assert d.shape == (6,) and fs.PairedRule("better").simulate(shared, 0.0, rng).shape == (6,)
+    mpe = np.concatenate([fs.PairedRule("better").simulate(fs.MPE_PAIRED, 0.0, rng) for _ in range(500)])
+    assert mpe.std() == pytest.approx(fs.MPE_RETURN_SD, rel=0.05) and abs(mpe.mean()) < 0.1
+    recs = rules.load_records()
+    for name, design in (("better", own), ("equivalent", own), ("better", fs.MPE_PAIRED), ("unchanged", fs.OWN_UNCHANGED)):
+        assert rules.record_for(name, design, recs) is not None, (name, design.name)
