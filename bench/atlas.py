@@ -243,10 +243,19 @@ def calibrate(recipe: dict, sims: int | None = None, records=None) -> list[dict]
     return recs
 
 
+def missing_raw(recipe: dict) -> list[str]:
+    """The planned (N, seed) raw files not written yet (``N{n}_s{seed}.json`` for every size and seed)."""
+    return [f"N{n}_s{s}.json" for n in recipe["sizes"] for s in recipe["seeds"] if not (RAW / f"N{n}_s{s}.json").exists()]
+
+
 def report(recipe: dict, root: Path) -> None:
     from studies import atlas as st
     from studies.rules import verdict
 
+    missing = missing_raw(recipe)
+    if missing:  # a partial study is no study: the design (and its calibration record) is the planned one
+        raise SystemExit(f"atlas report: {len(missing)} planned raw files are missing under {RAW} "
+                         f"({', '.join(missing[:4])}{', ...' if len(missing) > 4 else ''}): run `bench/atlas.py search` first")
     meas = measures(recipe)
     rows = meas["rows"]
     sizes = sorted(rows)

@@ -187,3 +187,10 @@ def test_competence_text_without_an_mlp_run_quotes_the_recorded_figure():
                        "win_per_seed": [0.0, 0.0]}}
     txt = atlas.competence_text(comp, {"train_size": 2})
     assert "MLP P not run here (MAPPO, 6 seeds: 0.9)" in txt and "entity P +0.400 [+0.300, +0.500]" in txt
+
+
+def test_report_refuses_a_partial_study(tmp_path):
+    recipe = {**_study(tmp_path), "sizes": [2, 4, 8], "seeds": list(range(6)) + [6]}
+    assert atlas.missing_raw(recipe) == ["N2_s6.json", "N4_s6.json", "N8_s6.json"]
+    with pytest.raises(SystemExit, match="3 planned raw files are missing .* run `bench/atlas.py search` first"):
+        atlas.report(recipe, tmp_path / "runs")
