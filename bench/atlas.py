@@ -378,14 +378,21 @@ def report(recipe: dict, root: Path) -> None:
             lines += [f"- entity P within or above the MLP P's interval (reported, not blocking): "
                       f"**{'yes' if out['entity_within_or_above_mlp'] else 'no'}**"]
         lines += ["", competence_text(comp, recipe)]
-    lines += ["", "## Verdicts", "",
-              "Rules and their calibration: studies/atlas.py, bench/results/verdict_calibration_atlas.md "
-              "(size under the null: simulated studies of this design with the recorded noise). A rule "
-              "without a passing record for this design gives no verdict (\"no calibrated rule for this design\"). "
-              "These rules were written after the first report's results were read (issue 34; atlas_PLAN.md "
-              "Amendment 3, post hoc): the plan's own readings are kept beside them, marked superseded. The "
-              "sizes rest on the noise recorded here, whose seed part 3 seeds estimate poorly: the calibration's "
-              "sensitivity rows give each rule's size with a larger seed variance.", ""]
+    if recipe.get("own_calibration"):  # a study planned under the rules (atlas_PLAN.md Amendment 4 on)
+        rules_txt = (f"Rules: studies/atlas.py, fixed before this study's searches; their calibration on this study's own "
+                     f"design: bench/results/verdict_calibration_{name}.md (`bench/atlas.py calibrate`: simulated studies "
+                     f"of this design with the noise components estimated from its raw files). A rule without a passing "
+                     f"record for this design gives no verdict (\"no calibrated rule for this design\"); the rule's own "
+                     f"reading is shown beside it.")
+    else:
+        rules_txt = ("Rules and their calibration: studies/atlas.py, bench/results/verdict_calibration_atlas.md "
+                     "(size under the null: simulated studies of this design with the recorded noise). A rule "
+                     "without a passing record for this design gives no verdict (\"no calibrated rule for this design\"). "
+                     "These rules were written after the first report's results were read (issue 34; atlas_PLAN.md "
+                     "Amendment 3, post hoc): the plan's own readings are kept beside them, marked superseded. The "
+                     "sizes rest on the noise recorded here, whose seed part 3 seeds estimate poorly: the calibration's "
+                     "sensitivity rows give each rule's size with a larger seed variance.")
+    lines += ["", "## Verdicts", "", rules_txt, ""]
     if eq:
         lines += [f"- **Per-agent beats shared** at {env_of(recipe, n)}: {out['sizes'][str(n)].get('verdict')} "
                   f"(D / M {_cfmt(out['sizes'][str(n)]['D_over_M'])} over seeds x instances; equivalence margin "
