@@ -134,8 +134,8 @@ def test_names_and_errors(capsys):
         envs.make("jumanji:lbf_6x6:6")
     with pytest.raises(UserError, match="bad team size"):
         envs.make("jumanji:lbf:x")
-    with pytest.raises(UserError, match="entity layout"):
-        TrainConfig(env="jumanji:lbf", network=TrainConfig().network.__class__(kind="entity", agent_id=False))
+    # every jumanji scenario reads as entity sets now (tests/test_jumanji_entity.py): an entity team is accepted
+    assert TrainConfig(env="jumanji:lbf", network=TrainConfig().network.__class__(kind="entity", agent_id=False)).network.kind == "entity"
     assert TrainConfig(env="jumanji:rware:4").env == "jumanji:rware:4"
     assert TrainConfig(env="jumanji:lbf", num_agents=3).make_env().spec.num_agents == 3
 
