@@ -6,6 +6,12 @@ trained at one small N (issue 26). Plan: bench/results/atlas_PLAN.md; recipe: be
     python bench/atlas.py report --root runs/atlas          # bench/results/atlas.{md,json,png}
     python bench/atlas.py cost   [--sizes 8 64 200] [--entity-k 0 8]  # bench/results/atlas_cost.{md,json}
     python bench/atlas.py profile [--sizes 8 64 200]        # FLOPs/bytes table in atlas_cost.md (entity_profile.py)
+    python bench/atlas.py calibrate --recipe R             # records of the rules on R's own design (R's raw files)
+    python bench/atlas.py families                          # atlas_families.md: every ATLAS study side by side
+
+The Jumanji studies (Amendments 4-5: ``bench/atlas_lbf.toml``, ``bench/atlas_rware.toml``; all steps:
+``bench/atlas_jumanji.sh``) were planned under the rules: ``calibrate`` gives each rule a record on the study's
+own design before ``report`` reads it, and ``report`` refuses until every planned raw file exists.
 
 The SMAX ladder (plan: atlas_PLAN.md, Amendment 1) runs the same steps with ``--recipe
 bench/atlas_smax.toml``: its maps come from the recipe's ``[envs]`` table, its results are named by its
