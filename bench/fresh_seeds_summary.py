@@ -6,9 +6,10 @@
 
 Per seed: the greedy win rate with its Wilson CI (as ``marl eval`` writes it). Over seeds: the rules of
 ``studies.fresh_seeds`` (``decide``, ``unchanged``, ``paired``; calibrated by ``python -m studies.calibrate``).
-Every seed of a ``marl eval`` run is scored on the same episodes (one eval seed), so the target decision
-reads the per-episode outcomes ``marl eval`` saves beside the JSON (``EVAL.npz``: ``won`` [steps, seeds,
-episodes]) and uses the interval over seeds and episodes; without them it says what is missing. The old
+By default every seed of a ``marl eval`` run is scored on the same episodes (one eval seed), so the target
+decision reads the per-episode outcomes ``marl eval`` saves beside the JSON (``EVAL.npz``: ``won`` [steps,
+seeds, episodes]) and uses the interval over seeds and episodes; without them it says what is missing. An
+evaluation with ``--own-episodes`` (fresh_seeds/PLAN3.md) has independent seeds: the t over seed means. The old
 rule ("the first 2 seeds both >= target") is printed beside it.
 """
 
@@ -54,12 +55,14 @@ def main() -> None:
                          f"margin {args.margin}: **{d['verdict']}**\n")
         return
     npz = Path(args.eval_json).with_suffix(".npz")
-    won = np.load(npz)["won"][-1] if npz.exists() else None  # the last step: [seeds, episodes]
+    own = bool(rep.get("own_episodes"))  # `marl eval --own-episodes`: independent seeds, the t over seed means holds
+    won = None if own else (np.load(npz)["won"][-1] if npz.exists() else None)  # the last step: [seeds, episodes]
     d = decide([s["win_rate"] for s in seeds], args.target, won=won)
-    if won is None:
+    if won is None and not own:
         d["verdict"] = f"no interval: per-episode outcomes missing ({npz.name}; every seed was scored on the same episodes)"
     out = [f"# Results: the smax:3m target over {d['n']} fresh seeds (plan: PLAN.md)", "",
-           f"Source: `{args.eval_json}` (`marl eval --episodes {rep['episodes']}`, greedy; run {rep['run']}, "
+           f"Source: `{args.eval_json}` (`marl eval --episodes {rep['episodes']}{' --own-episodes' if own else ''}`, "
+           f"greedy{': each seed on its own episodes' if own else ''}; run {rep['run']}, "
            f"step {rep.get('step')}). Recipe: `bash bench/fresh_seeds.sh`.", "",
            f"| seed (config seed {args.first_seed} + index) | greedy win rate [Wilson 95% CI] | return [95% CI] |",
            "|---|---|---|"]
