@@ -24,7 +24,7 @@ done
 train --env smax:3m --algo happo --seed 52 --seeds 12 --total-steps 3e6 --out "$R/happo_new_seeds52-63" ent_coef=0.005
 evaluate "$R/happo_new_seeds52-63" 512 $B/happo_new_seeds52-63_own.json
 if [ ! -d "$R/old_src" ]; then
-  git worktree add --detach "$R/old_src" $OLD
+  mkdir -p "$R/old_src" && git archive $OLD | tar -x -C "$R/old_src"  # writes only under $R
   python3 -m venv "$R/old_venv" && "$R/old_venv/bin/pip" install -q -e "$R/old_src"
 fi
 if [ -f "$R/happo_old_seeds52-63/config.toml" ]; then  # the old CLI resumes with --resume RUN (a finished run: no-op)

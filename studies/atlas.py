@@ -490,12 +490,10 @@ GROWS_WITH_COMPUTE = rules.register(GrowsWithCompute())
 def transferred_noise(sizes, noise: TrendNoise = RECORDED_TREND_NOISE) -> TrendNoise:
     """The recorded noise carried to other sizes before a study has data (its planning power): every size gets
     the recorded components pooled over sizes (seed, instance, residual of the log gain ratio and of the shared
-    gain). The margin is not used by the decided measure (set to 1)."""
-    def pool(d):
-        return tuple(float(np.mean([v[k] for v in d.values()])) for k in range(3))
-
-    return dataclasses.replace(noise, ratio={n: pool(noise.ratio) for n in sizes},
-                               shared={n: pool(noise.shared) for n in sizes}, margin={n: 1.0 for n in sizes})
+    gain; ``_pool``). The margin is not used by the decided measure (set to 1)."""
+    ratio, shared = _pool(noise.ratio), _pool(noise.shared)
+    return dataclasses.replace(noise, ratio={n: ratio for n in sizes}, shared={n: shared for n in sizes},
+                               margin={n: 1.0 for n in sizes})
 
 
 def plan_power(sizes, instances, seeds: int, effects=(0.2, 0.5), sims: int = 1000, seed: int = 0) -> dict:

@@ -264,8 +264,8 @@ def test_eval_all_steps_then_report(tiny_run, tmp_path, capsys):
 
 def test_own_episodes_give_each_seed_its_own_and_never_merge_with_shared_ones(tiny_run, tmp_path):
     """``--own-episodes``: seed s plays the episodes of fold_in(fold_in(PRNGKey(eval_seed), 2), s) (the same for
-    that seed in any call, another seed's differ, never the shared key); a table of own episodes replaces a
-    table of shared ones rather than merging into it (the two are different designs)."""
+    that seed in any call, another seed's differ, never the shared key); a table of own episodes is a file of
+    its own (eval/greedy_own.npz) and leaves the shared table that marl report reads as it was."""
     import jax
 
     from marl.analysis.run_eval import episode_key
@@ -280,14 +280,17 @@ def test_own_episodes_give_each_seed_its_own_and_never_merge_with_shared_ones(ti
     shared = np.load(run / "eval" / "greedy.npz")
     assert not shared["own_episodes"]
     assert main(["eval", f"{run}/checkpoints/4", "--episodes", "6", "--own-episodes"]) == 0
-    own = np.load(run / "eval" / "greedy.npz")
+    own = np.load(run / "eval" / "greedy_own.npz")
     assert own["own_episodes"] and own["steps"].tolist() == [4] and own["returns"].shape == (1, 2, 6)
+    again = np.load(run / "eval" / "greedy.npz")  # the shared table marl report reads: untouched
+    assert not again["own_episodes"] and np.array_equal(again["returns"], shared["returns"])
+    assert not np.array_equal(own["returns"], shared["returns"])  # other episodes (seed 0 differs at least)
     assert main(["eval", f"{run}/checkpoints/4#1", "--episodes", "6", "--own-episodes", "--json", str(tmp_path / "o.json")]) == 0
     one = np.load(tmp_path / "o.npz")
     np.testing.assert_array_equal(one["returns"][0, 0], own["returns"][0, 1])  # seed 1's own episodes, again
     assert json.loads((tmp_path / "o.json").read_text())["own_episodes"] is True
     assert main(["eval", f"{run}/checkpoints/2", "--episodes", "6", "--own-episodes"]) == 0  # same design: merged
-    assert np.load(run / "eval" / "greedy.npz")["steps"].tolist() == [2, 4]
+    assert np.load(run / "eval" / "greedy_own.npz")["steps"].tolist() == [2, 4]
 
 
 def test_marl_eval_steps_on_a_uniform_grid_and_absolute_from_the_best_step(tmp_path, capsys):

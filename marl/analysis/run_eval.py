@@ -12,7 +12,8 @@ numbers, the right design to compare teams, but the seeds' means then share the 
 are not independent (a t over them is too narrow: ``studies.fresh_seeds``). ``own_episodes``: seed s plays
 its own episodes, key ``fold_in(fold_in(PRNGKey(eval_seed), OWN_KEY_INDEX), s)``, so the seed means are
 independent draws and a t interval over seeds is the valid one (a fresh-seed decision: fresh_seeds/PLAN3.md).
-The two kinds are never merged into one table.
+The two kinds never share a table: own episodes go to ``eval/greedy_own.npz`` (``sampled_own.npz``), so they
+never replace the shared table that ``marl report`` and the absolute metric read.
 """
 
 from __future__ import annotations
@@ -37,9 +38,10 @@ OUTCOME_KEYS = ("steps", "env_steps", "seeds", "returns", "won", "lengths", "epi
 OWN_KEY_INDEX = 2  # own episodes: fold_in(fold_in(PRNGKey(eval_seed), 2), seed); 1 is the absolute metric's key
 
 
-def outcomes_path(run: Path, greedy: bool) -> Path:
-    """The run folder's per-episode table for greedy or sampled evaluation."""
-    return Path(run) / EVAL_DIR / f"{'greedy' if greedy else 'sampled'}.npz"
+def outcomes_path(run: Path, greedy: bool, own_episodes: bool = False) -> Path:
+    """The run folder's per-episode table for greedy or sampled evaluation (each seed on its own episodes:
+    a table of its own)."""
+    return Path(run) / EVAL_DIR / f"{'greedy' if greedy else 'sampled'}{'_own' if own_episodes else ''}.npz"
 
 
 def read_outcomes(path: Path) -> dict | None:
@@ -143,8 +145,8 @@ def evaluate_run(ref, *, episodes: int = EPISODES, greedy: bool = True, eval_see
     config = load_config(ref.run)
     old = None
     if save and json_path is None:  # the run's table is read (and its place checked) before any work
-        check_output(outcomes_path(ref.run, greedy), "outcomes file", suffixes=(".npz",), outcome_of=ref.run)
-        old = read_outcomes(outcomes_path(ref.run, greedy))
+        check_output(outcomes_path(ref.run, greedy, own_episodes), "outcomes file", suffixes=(".npz",), outcome_of=ref.run)
+        old = read_outcomes(outcomes_path(ref.run, greedy, own_episodes))
     seeds = list(range(config.num_seeds)) if ref.seed is None else [ref.seed]
 
     env = run_env(config)
@@ -195,7 +197,7 @@ def evaluate_run(ref, *, episodes: int = EPISODES, greedy: bool = True, eval_see
         npz = Path(json_path).with_suffix(".npz")
         write_outcomes(npz, report.arrays())
     else:
-        npz = outcomes_path(ref.run, greedy)
+        npz = outcomes_path(ref.run, greedy, own_episodes)
         write_outcomes(npz, merge_outcomes(old, report.arrays()))
     echo(f"per-episode outcomes: {npz}")
     return dataclasses.replace(report, outcomes=npz)
