@@ -105,6 +105,28 @@ def train(recipe: dict, root: Path) -> None:
         _train(r[f"L{s}"], args, keys)
 
 
+def team_id(team) -> str:
+    """One digest of a team's actor parameters (``marl.runs.checkpoint.digest`` of every array): a raw file
+    records its P's and L's, since the same run folder and step can hold another training's teams (training
+    from the recipe's seeds was seen not to reproduce on a fresh machine: atlas_jumanji_RUNNING.md)."""
+    import hashlib
+
+    from marl.runs.checkpoint import digest
+
+    return hashlib.sha256(json.dumps(digest(team.params), sort_keys=True).encode()).hexdigest()[:16]
+
+
+def check_same_teams(path: Path, ids: dict) -> None:
+    """A raw file is reused only when it was searched with these very teams (``team_id`` of P and L); else
+    one line and exit 2: raw files of two trainings never mix in one study."""
+    rec = json.loads(path.read_text())
+    got = {k: rec.get(k) for k in ids}
+    if got != ids:
+        why = "records no team digest" if None in got.values() else "was searched with other teams (P or L retrained)"
+        sys.exit(f"error: {path} {why}; its figures cannot join these teams' files: move the study's raw files "
+                 f"aside and search again from one training (or restore the teams it was searched with)")
+
+
 def search(recipe: dict, root: Path, sizes, seeds) -> None:
     """Every (N, seed): the recipe's methods on the same instances, L and P resized to N; one raw file each."""
     import jax
@@ -124,11 +146,13 @@ def search(recipe: dict, root: Path, sizes, seeds) -> None:
         programs = Programs()  # the episode program compiles once per N, reused by every seed
         for s in seeds:
             path = RAW / f"N{n}_s{s}.json"
-            if path.exists():
-                print(f"N={n} seed {s}: {path} exists", flush=True)
-                continue
             l_loaded = load_team(str(r[f"L{s}"]))
             p_loaded = load_team(f"{r['P']}#{recipe['seeds'].index(s)}")
+            ids = {"P_id": team_id(p_loaded.team), "L_id": team_id(l_loaded.team)}
+            if path.exists():
+                check_same_teams(path, ids)
+                print(f"N={n} seed {s}: {path} exists (the same P and L)", flush=True)
+                continue
             team = resize(l_loaded.team, env.spec, f"L seed {s}")
             p_team = resize(p_loaded.team, env.spec, f"P seed {s}")
             print(f"N={n} seed {s}: {inst} instances, budget {budget}", flush=True)
@@ -140,7 +164,7 @@ def search(recipe: dict, root: Path, sizes, seeds) -> None:
             wall = time.time() - t0
             points = [b for b in recipe["budget_points"] if b <= budget]
             out = {"N": n, "env": env.spec.name, "seed": s, "instances": inst, "repeats": recipe.get("repeats", 1), "budget": budget, "budget_points": points, "wall_s": wall,
-                   "L": l_loaded.source, "P": p_loaded.source, "backend": jax.default_backend(), "methods": {}}
+                   "L": l_loaded.source, "P": p_loaded.source, **ids, "backend": jax.default_backend(), "methods": {}}
             for m, v in res.items():
                 curve = np.asarray(v["curve"])
                 out["methods"][m] = {
@@ -249,6 +273,20 @@ def calibrate(recipe: dict, sims: int | None = None, records=None) -> list[dict]
     return recs
 
 
+def mixed_trainings(recipe: dict) -> str:
+    """Where the planned raw files disagree on the teams they were searched with (``team_id``, per seed
+    across sizes; a file without a digest beside one with it counts as another training); "" when they
+    agree, or when none records a digest (the studies searched before digests were recorded)."""
+    recs = {(n, s): json.loads((RAW / f"N{n}_s{s}.json").read_text()) for n in recipe["sizes"] for s in recipe["seeds"]}
+    if not any("P_id" in r for r in recs.values()):
+        return ""
+    for s in recipe["seeds"]:
+        ids = {n: (recs[(n, s)].get("P_id"), recs[(n, s)].get("L_id")) for n in recipe["sizes"]}
+        if len(set(ids.values())) > 1:
+            return f"seed {s}: " + ", ".join(f"N{n} {p or 'no digest'}" for n, (p, _) in ids.items())
+    return ""
+
+
 def missing_raw(recipe: dict) -> list[str]:
     """The planned (N, seed) raw files not written yet (``N{n}_s{seed}.json`` for every size and seed)."""
     return [f"N{n}_s{s}.json" for n in recipe["sizes"] for s in recipe["seeds"] if not (RAW / f"N{n}_s{s}.json").exists()]
@@ -262,6 +300,10 @@ def report(recipe: dict, root: Path) -> None:
     if missing:  # a partial study is no study: the design (and its calibration record) is the planned one
         raise SystemExit(f"atlas report: {len(missing)} planned raw files are missing under {RAW} "
                          f"({', '.join(missing[:4])}{', ...' if len(missing) > 4 else ''}): run `bench/atlas.py search` first")
+    mixed = mixed_trainings(recipe)
+    if mixed:
+        raise SystemExit(f"atlas report: the raw files under {RAW} come from more than one training of P and L "
+                         f"({mixed}): search the study again from one training")
     meas = measures(recipe)
     rows = meas["rows"]
     sizes = sorted(rows)

@@ -194,3 +194,36 @@ def test_report_refuses_a_partial_study(tmp_path):
     assert atlas.missing_raw(recipe) == ["N2_s6.json", "N4_s6.json", "N8_s6.json"]
     with pytest.raises(SystemExit, match="3 planned raw files are missing .* run `bench/atlas.py search` first"):
         atlas.report(recipe, tmp_path / "runs")
+
+
+def test_raw_files_of_two_trainings_never_mix(tmp_path):
+    """A raw file records the digest of the P and L it was searched with (``team_id``): search reuses a file
+    only for those very teams, and the report refuses a study whose files come from two trainings (or
+    mixes files with and without a digest); a study that records none (searched before) still reports."""
+    from types import SimpleNamespace
+
+    recipe = {**_study(tmp_path), "sizes": [2, 4, 8], "seeds": list(range(6))}
+    assert atlas.mixed_trainings(recipe) == ""  # no file records a digest: the older studies
+    p = SimpleNamespace(params={"w": np.arange(6, dtype=np.float32)})
+    p2 = SimpleNamespace(params={"w": np.arange(6, dtype=np.float32) + 1e-6})  # a retrained team: other bits
+    ids = {"P_id": atlas.team_id(p), "L_id": atlas.team_id(p)}
+    assert atlas.team_id(p2) != ids["P_id"] and atlas.team_id(SimpleNamespace(params={"w": np.arange(6, dtype=np.float32)})) == ids["P_id"]
+    for n in (2, 4, 8):
+        for s in range(6):
+            f = atlas.RAW / f"N{n}_s{s}.json"
+            f.write_text(json.dumps({**json.loads(f.read_text()), **ids}))
+    assert atlas.mixed_trainings(recipe) == ""
+    atlas.check_same_teams(atlas.RAW / "N4_s3.json", ids)  # the same teams: reused
+    with pytest.raises(SystemExit, match="was searched with other teams"):
+        atlas.check_same_teams(atlas.RAW / "N4_s3.json", {**ids, "P_id": atlas.team_id(p2)})
+    f = atlas.RAW / "N8_s3.json"
+    f.write_text(json.dumps({**json.loads(f.read_text()), "P_id": atlas.team_id(p2)}))
+    assert atlas.mixed_trainings(recipe).startswith("seed 3: ")
+    with pytest.raises(SystemExit, match="more than one training of P and L .*seed 3"):
+        atlas.report(recipe, tmp_path / "runs")
+    rec = json.loads(f.read_text())
+    del rec["P_id"], rec["L_id"]
+    f.write_text(json.dumps(rec))
+    assert "no digest" in atlas.mixed_trainings(recipe)
+    with pytest.raises(SystemExit, match="records no team digest"):
+        atlas.check_same_teams(f, ids)
