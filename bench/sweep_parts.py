@@ -1,0 +1,188 @@
+"""A sweep run one env at a time, for a machine that does not keep its files between sessions (issue 38).
+
+A long sweep (``sweeps/connectivity_3maps.toml``: about 12 hours of the 2-core CPU) outlives a session,
+and a machine that is reset between sessions loses its run folders and checkpoints (about 10 MB a run:
+too large to commit). What survives is what is committed. So the sweep runs one env's *part* at a time:
+that env's runs and probe jobs exactly as ``marl sweep FILE`` plans them (the plan of one env does not
+depend on the others: same configs, seeds, episode keys and folders), then the part's small results are
+copied into the repository. The probe report is written once, when every part is there, from the copied
+probe jobs, by the ``sweeps.report.write_rows`` that ``marl sweep`` itself calls: it is the report the
+whole sweep would have written (a test checks it is identical), with its verdict rules read on the whole
+design, never on one env.
+
+    python bench/sweep_parts.py run    --sweep FILE --env ENV --root DIR [--jobs K]   # train + probe one env
+    python bench/sweep_parts.py export --sweep FILE --env ENV --root DIR --to RESULTS # copy its results in
+    python bench/sweep_parts.py status --sweep FILE --to RESULTS                       # which parts are in
+    python bench/sweep_parts.py report --sweep FILE --to RESULTS                       # the probe report
+
+``run`` resumes (``marl sweep``'s rules: done runs skipped, stopped ones resumed, probe jobs reused).
+``export`` copies, per probe job, ``barrier.json``, ``barrier.csv``, ``barrier.npz`` (per-episode
+outcomes), ``teams.json``, ``teams.csv`` and ``sweep_job.json`` to ``RESULTS/jobs/<the job's folder
+below the root>``, per run its ``config.toml`` and ``metrics.jsonl`` to ``RESULTS/runs/<run>``, and
+``RESULTS/parts/<env>.json`` (the commit the part ran on, its runs' measured training time); it refuses
+a part whose runs or probe jobs are not all done. ``report`` refuses until every env's part is exported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import dataclasses
+import json
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from marl_common.errors import UserError, did_you_mean  # noqa: E402
+from marl_common.files import write_json  # noqa: E402
+
+JOB_FILES = ("barrier.json", "barrier.csv", "barrier.npz", "teams.json", "teams.csv", "sweep_job.json")
+RUN_FILES = ("config.toml", "metrics.jsonl")
+
+
+def part(sweep: dict, env: str) -> dict:
+    """The sweep restricted to ``env``: its runs and probe jobs as the whole sweep plans them, no probe
+    report (a verdict is read on the whole design only)."""
+    if env not in sweep["envs"]:
+        raise UserError(f"--env {env}: not an env of the sweep ({', '.join(sweep['envs'])}){did_you_mean(env, sweep['envs'], 'envs')}")
+    out = copy.deepcopy(sweep)
+    out["envs"] = [env]
+    out.pop("report", None)
+    if "env" in out:
+        out["env"] = {k: v for k, v in out["env"].items() if k == env}
+    return out
+
+
+def _plan(sweep: dict, root):
+    from sweeps.runner import plan, plan_probes
+
+    runs = plan(sweep, root)
+    return runs, plan_probes(sweep, runs)
+
+
+def _commit() -> str:
+    try:
+        head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown (not a git checkout)"
+    return head + (" (with uncommitted changes)" if dirty else "")
+
+
+def run_part(sweep: dict, env: str, root, max_jobs: int = 1, echo=print) -> list:
+    """Train and probe one env's part under ``root`` (resumable); returns its probe jobs. No training
+    report is written (``root/report`` is the whole sweep's: a part never replaces it with one env's)."""
+    from sweeps.runner import run_probe, run_sweep
+
+    sub = part(sweep, env)
+    runs, jobs = _plan(sub, root)
+    run_sweep(runs, progress=False, echo=echo, sweep=sub, jobs=jobs, max_jobs=max_jobs, only=",".join(r.name for r in runs))
+    for job in jobs:
+        run_probe(job, echo)
+    return jobs
+
+
+def _train_seconds(run_out: Path) -> float:
+    rows = [json.loads(x) for x in (run_out / "metrics.jsonl").read_text().splitlines() if x.strip()]
+    return float(sum(r.get("chunk_s", 0.0) for r in rows))
+
+
+def export_part(sweep: dict, env: str, root, to, sweep_file: str = "") -> Path:
+    """Copy one env's finished part from ``root`` into ``to`` (see the module docstring); returns the
+    part's record file."""
+    from marl.runs.lock import folder_state
+
+    root, to = Path(root), Path(to)
+    runs, jobs = _plan(part(sweep, env), root)
+    pending = [r.name for r in runs if folder_state(r.out, r.config) != "done"]
+    pending += [j.label for j in jobs if not (j.out / "sweep_job.json").exists()]
+    if pending:
+        raise UserError(f"part {env} under {root} is not finished ({len(pending)} run(s) or probe job(s), e.g. "
+                        f"{pending[0]}); run: python bench/sweep_parts.py run --env {env} --root {root}")
+    for j in jobs:
+        dst = to / "jobs" / j.out.relative_to(root)
+        dst.mkdir(parents=True, exist_ok=True)
+        for f in JOB_FILES:
+            if (j.out / f).exists():
+                shutil.copy2(j.out / f, dst / f)
+    for r in runs:
+        dst = to / "runs" / r.name
+        dst.mkdir(parents=True, exist_ok=True)
+        for f in RUN_FILES:
+            shutil.copy2(r.out / f, dst / f)
+    record = {"env": env, "sweep": sweep_file, "commit": _commit(), "exported": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+              "runs": {r.name: {"train_s": round(_train_seconds(r.out), 1), "updates": r.config.num_updates,
+                                "seeds": r.config.num_seeds} for r in runs},
+              "probe_jobs": len(jobs)}
+    path = to / "parts" / f"{env.replace(':', '-')}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_json(path, record, indent=1)
+    return path
+
+
+def status(sweep: dict, to) -> dict:
+    """Per env: the number of its probe jobs already exported to ``to``, of how many."""
+    out = {}
+    for env in sweep["envs"]:
+        _, jobs = _plan(part(sweep, env), Path(to) / "jobs")
+        out[env] = (sum((j.out / "barrier.json").exists() for j in jobs), len(jobs))
+    return out
+
+
+def report(sweep: dict, to, echo=print) -> Path:
+    """The sweep's probe report in ``to`` from every part's exported probe jobs (``write_rows``, as
+    ``marl sweep`` writes it); refuses until every env's part is in."""
+    from sweeps.report import job_row, write_rows
+
+    if "report" not in sweep:
+        raise UserError("the sweep has no [report] table: nothing to report")
+    missing = [f"{env} ({done} of {n} probe jobs)" for env, (done, n) in status(sweep, to).items() if done < n]
+    if missing:
+        raise UserError(f"not every part is exported: {', '.join(missing)}; run and export those parts first "
+                        f"(python bench/sweep_parts.py run/export --env ENV)")
+    _, jobs = _plan({k: v for k, v in sweep.items() if k != "report"}, Path(to) / "jobs")
+    return write_rows(sweep, [job_row(j) for j in jobs], echo, out=Path(to))
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("step", choices=["run", "export", "status", "report"])
+    ap.add_argument("--sweep", default="sweeps/connectivity_3maps.toml", help="the sweep file")
+    ap.add_argument("--env", help="run/export: the env whose part to run or copy")
+    ap.add_argument("--root", help="run/export: the sweep's run folders (outside the repository)")
+    ap.add_argument("--to", help="export/status/report: the results folder (e.g. bench/results/connectivity_3maps)")
+    ap.add_argument("--jobs", type=int, default=1, help="run: runs trained at once")
+    a = ap.parse_args(argv)
+    try:
+        from sweeps.runner import load_sweep
+
+        sweep = load_sweep(a.sweep)
+        need = {"run": ("env", "root"), "export": ("env", "root", "to"), "status": ("to",), "report": ("to",)}[a.step]
+        for k in need:
+            if getattr(a, k) is None:
+                raise UserError(f"{a.step} needs --{k}")
+        if a.step == "run":
+            jobs = run_part(sweep, a.env, a.root, a.jobs)
+            print(f"part {a.env} done: {len(jobs)} probe job(s) under {a.root}")
+        elif a.step == "export":
+            print(f"exported {export_part(sweep, a.env, a.root, a.to, a.sweep)}")
+        elif a.step == "status":
+            for env, (done, n) in status(sweep, a.to).items():
+                print(f"{env}: {done} of {n} probe jobs exported")
+        else:
+            print(f"report {report(sweep, a.to)}")
+    except UserError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,112 @@
+"""bench/sweep_parts.py: a sweep run one env at a time (for machines reset between sessions) plans exactly
+the runs and probe jobs of the whole sweep, and its report from the exported parts is the whole sweep's."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from marl_cli.main import main as marl
+from marl_common.errors import UserError
+from sweeps.runner import load_sweep
+
+ROOT = Path(__file__).resolve().parents[1]
+_spec = importlib.util.spec_from_file_location("sweep_parts", ROOT / "bench" / "sweep_parts.py")
+parts = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(parts)
+
+SWEEP = """
+out = "unused"
+envs = ["smax:3m", "smax:2s3z"]
+histories = ["shared", "continued"]
+allow_unequal_budgets = true   # continued carries S's steps
+
+[config]
+num_seeds = 2
+seed = 7
+total_steps = 64
+num_envs = 4
+rollout_len = 8
+epochs = 1
+minibatches = 1
+updates_per_chunk = 1
+
+[config.network]
+hidden = 16
+critic_hidden = 16
+recurrent = false
+
+[probe]
+alphas = 3
+episodes = 4
+boot = 20
+
+[[pairs]]
+a = "shared"
+b = "shared"
+seeds = "across"
+
+[[pairs]]
+a = "continued"
+b = "shared"
+seeds = "same"
+
+[report]
+out = "probe-report"
+connected = ["shared x shared"]
+separated = ["continued x shared"]
+"""
+
+
+@pytest.mark.slow
+def test_parts_plan_the_whole_sweep_and_report_it_identically(tmp_path, capsys):
+    f = tmp_path / "s.toml"
+    f.write_text(SWEEP)
+    whole = tmp_path / "whole"
+    assert marl(["sweep", str(f), "--out", str(whole), "--quiet"]) == 0
+    ref = json.loads((whole / "probe-report" / "summary.json").read_text())
+    assert {r["env"] for r in ref["rows"]} == {"smax:3m", "smax:2s3z"} and len(ref["rows"]) == 6
+    sweep = load_sweep(f)
+    res = tmp_path / "results"
+
+    # an unfinished part is refused (nothing exported); so is a report with a part missing
+    with pytest.raises(UserError, match="part smax:3m under .* is not finished"):
+        parts.export_part(sweep, "smax:3m", tmp_path / "empty", res)
+    assert not res.exists()
+    train_report = (whole / "report" / "report.md").read_text()
+    for i, env in enumerate(sweep["envs"]):
+        lines = []
+        parts.run_part(sweep, env, whole, echo=lines.append)  # a part plans the very runs and jobs of the whole sweep
+        assert lines and all(x.startswith("skip (done) ") for x in lines), lines
+        assert sum(x.startswith("skip (done) probe") for x in lines) == 3
+        parts.export_part(sweep, env, whole, res, str(f))
+        rec = json.loads((res / "parts" / f"{env.replace(':', '-')}.json").read_text())
+        assert rec["probe_jobs"] == 3 and len(rec["runs"]) == 2 and all(r["train_s"] > 0 for r in rec["runs"].values())
+        if i == 0:
+            capsys.readouterr()
+            assert parts.main(["report", "--sweep", str(f), "--to", str(res)]) == 2
+            err = capsys.readouterr().err
+            assert err.count("\n") == 1 and "smax:2s3z (0 of 3 probe jobs)" in err
+            assert not (res / "summary.json").exists()
+    assert (whole / "report" / "report.md").read_text() == train_report  # a part leaves the sweep's own report be
+    assert parts.status(sweep, res) == {"smax:3m": (3, 3), "smax:2s3z": (3, 3)}
+    assert parts.main(["report", "--sweep", str(f), "--to", str(res)]) == 0
+    got = json.loads((res / "summary.json").read_text())
+    assert got == ref  # rows, aggregates, connected tests, preconditions, verdict: the whole sweep's report
+    assert (res / "summary.md").read_text().replace(str(res), "") == (whole / "probe-report" / "summary.md").read_text().replace(
+        str(whole / "probe-report"), "")
+    npz = sorted(p.relative_to(res) for p in (res / "jobs").rglob("barrier.npz"))
+    assert len(npz) == 6 and str(npz[0]).startswith("jobs/smax-2s3z/probes/")
+
+
+def test_part_refuses_an_env_outside_the_sweep(tmp_path, capsys):
+    f = tmp_path / "s.toml"
+    f.write_text(SWEEP)
+    assert parts.main(["run", "--sweep", str(f), "--env", "smax:3n", "--root", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "did you mean 'smax:3m'" in err and not (tmp_path / "r").exists()
+    assert parts.main(["export", "--sweep", str(f), "--env", "smax:3m", "--root", str(tmp_path / "r")]) == 2
+    assert "export needs --to" in capsys.readouterr().err
