@@ -47,13 +47,13 @@ RUN_FILES = ("config.toml", "metrics.jsonl")
 
 
 def part(sweep: dict, env: str) -> dict:
-    """The sweep restricted to ``env``: its runs and probe jobs as the whole sweep plans them, no probe
-    report (a verdict is read on the whole design only)."""
+    """The sweep restricted to ``env``: its runs and probe jobs as the whole sweep plans them (its ``[report]``
+    kept: the plan's checks read its verdict groups, e.g. which pairs must share a budget; no part writes
+    the probe report, which is read on the whole design only)."""
     if env not in sweep["envs"]:
         raise UserError(f"--env {env}: not an env of the sweep ({', '.join(sweep['envs'])}){did_you_mean(env, sweep['envs'], 'envs')}")
     out = copy.deepcopy(sweep)
     out["envs"] = [env]
-    out.pop("report", None)
     if "env" in out:
         out["env"] = {k: v for k, v in out["env"].items() if k == env}
     return out
@@ -147,7 +147,7 @@ def report(sweep: dict, to, echo=print) -> Path:
     if missing:
         raise UserError(f"not every part is exported: {', '.join(missing)}; run and export those parts first "
                         f"(python bench/sweep_parts.py run/export --env ENV)")
-    _, jobs = _plan({k: v for k, v in sweep.items() if k != "report"}, Path(to) / "jobs")
+    _, jobs = _plan(sweep, Path(to) / "jobs")
     return write_rows(sweep, [job_row(j) for j in jobs], echo, out=Path(to))
 
 

@@ -21,8 +21,13 @@ _spec.loader.exec_module(parts)
 SWEEP = """
 out = "unused"
 envs = ["smax:3m", "smax:2s3z"]
-histories = ["shared", "continued"]
-allow_unequal_budgets = true   # continued carries S's steps
+histories = ["shared", "continued", "decoupled"]
+
+[history.continued]   # S's 64 steps and 32 more: the verdict pair shares that budget, the control S x S not
+total_steps = 32
+
+[history.decoupled]
+total_steps = 32
 
 [config]
 num_seeds = 2
@@ -45,19 +50,18 @@ episodes = 4
 boot = 20
 
 [[pairs]]
+a = "continued"
+b = "decoupled"
+seeds = "same"
+
+[[pairs]]
 a = "shared"
 b = "shared"
 seeds = "across"
 
-[[pairs]]
-a = "continued"
-b = "shared"
-seeds = "same"
-
 [report]
 out = "probe-report"
-connected = ["shared x shared"]
-separated = ["continued x shared"]
+connected = ["continued x decoupled"]
 """
 
 
@@ -84,7 +88,7 @@ def test_parts_plan_the_whole_sweep_and_report_it_identically(tmp_path, capsys):
         assert sum(x.startswith("skip (done) probe") for x in lines) == 3
         parts.export_part(sweep, env, whole, res, str(f))
         rec = json.loads((res / "parts" / f"{env.replace(':', '-')}.json").read_text())
-        assert rec["probe_jobs"] == 3 and len(rec["runs"]) == 2 and all(r["train_s"] > 0 for r in rec["runs"].values())
+        assert rec["probe_jobs"] == 3 and len(rec["runs"]) == 3 and all(r["train_s"] > 0 for r in rec["runs"].values())
         if i == 0:
             capsys.readouterr()
             assert parts.main(["report", "--sweep", str(f), "--to", str(res)]) == 2
@@ -99,6 +103,7 @@ def test_parts_plan_the_whole_sweep_and_report_it_identically(tmp_path, capsys):
     assert (res / "summary.md").read_text().replace(str(res), "") == (whole / "probe-report" / "summary.md").read_text().replace(
         str(whole / "probe-report"), "")
     npz = sorted(p.relative_to(res) for p in (res / "jobs").rglob("barrier.npz"))
+    assert not (res / "jobs" / "probe-report").exists()  # planning under RESULTS/jobs writes no report there
     assert len(npz) == 6 and str(npz[0]).startswith("jobs/smax-2s3z/probes/")
 
 
@@ -110,3 +115,21 @@ def test_part_refuses_an_env_outside_the_sweep(tmp_path, capsys):
     assert err.count("\n") == 1 and "did you mean 'smax:3m'" in err and not (tmp_path / "r").exists()
     assert parts.main(["export", "--sweep", str(f), "--env", "smax:3m", "--root", str(tmp_path / "r")]) == 2
     assert "export needs --to" in capsys.readouterr().err
+
+
+def test_the_three_map_study_splits_into_its_parts(tmp_path):
+    # planning only: the parts of sweeps/connectivity_3maps.toml are, together, the whole study's runs and
+    # probe jobs (same folders, configs and probe settings); a part that dropped the sweep's [report] would be
+    # refused here (its control pair S x S has another budget than the verdict pairs)
+    sweep = load_sweep(ROOT / "sweeps" / "connectivity_3maps.toml")
+    runs, jobs = parts._plan(sweep, tmp_path)
+    got_runs, got_jobs = [], []
+    for env in sweep["envs"]:
+        r, j = parts._plan(parts.part(sweep, env), tmp_path)
+        got_runs += r
+        got_jobs += j
+    key = lambda r: (r.name, str(r.out), r.config)  # noqa: E731
+    assert sorted(map(key, got_runs), key=str) == sorted(map(key, runs), key=str) and len(runs) == 15
+    jkey = lambda j: (str(j.out), j.seed_a, j.seed_b, json.dumps(j.settings, sort_keys=True))  # noqa: E731
+    assert sorted(map(jkey, got_jobs)) == sorted(map(jkey, jobs)) and len(jobs) == 189
+    assert not any(tmp_path.iterdir())  # planning wrote nothing
