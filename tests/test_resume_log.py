@@ -75,6 +75,24 @@ def test_chunk_aligned_stop_resumes_row_for_row(unstopped, tmp_path):
     assert _rows(out) == _rows(unstopped)
 
 
+def test_resume_on_another_host_warns_once(unstopped, tmp_path, capsys, monkeypatch):
+    # a CPU run's numbers depend on the CPUs XLA sees: a resume with another count is said, not hidden
+    from marl.runs import checkpoint as ckpt
+
+    out = tmp_path / "moved"
+    train_run(_cfg(10), out, progress=False, stop_after_chunks=2)
+    meta = ckpt.read_meta(out, layout.steps(out)[-1])
+    assert meta["host"] == ckpt.host() and meta["host"]["cpus"] >= 1
+    real = ckpt.host()
+    monkeypatch.setattr(ckpt, "host", lambda: {**real, "cpus": real["cpus"] + 1})
+    capsys.readouterr()
+    assert main(["train", "--resume", str(out), "--quiet"]) == 0
+    warn = [x for x in capsys.readouterr().err.splitlines() if "another host" in x]
+    assert len(warn) == 1 and f"cpus {real['cpus']} -> {real['cpus'] + 1}" in warn[0], warn
+    assert ckpt.read_meta(out, layout.steps(out)[-1])["host"]["cpus"] == real["cpus"] + 1
+    assert _rows(out) == _rows(unstopped)  # the same host in fact: still row for row
+
+
 def test_stop_between_checkpoints_resumes_row_for_row(unstopped, tmp_path):
     # checkpoints every 2 chunks: stopped after 3 chunks the log holds updates 1-6, the checkpoint is at 4
     out = tmp_path / "midway"

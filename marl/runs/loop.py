@@ -309,6 +309,10 @@ def _resume(trainer: Trainer, config: TrainConfig, out: Path, opts: TrainOptions
     step, state, meta = _resume_point(out, opts.resume_step, sharding.abstract(programs.abstract, programs.seeds_on),
                                       opts.fallback, note, config)
     parent = meta.get("parent")
+    changed = ckpt.host_change(meta)
+    if changed:
+        note(f"marl: warning: resuming {out} from step {step} on another host ({changed}): it trains on, but its "
+             f"numbers will not be those of an unstopped run (XLA's float results depend on these)")
     diverged = {int(k): v for k, v in (meta.get("diverged") or {}).items()}
     state = sharding.shard(jax.tree.map(jnp.asarray, state), programs.seeds_on)
     moved = set_aside(out, step)
