@@ -163,13 +163,16 @@ def make(scenario: str, params: dict, num_agents: int | None = None) -> JumanjiE
         inner = jumanji.make(params["env"], generator=gen, time_limit=params["time_limit"])
         kind = "lbf"
     else:
-        shelves = params["shelf_rows"] * params["shelf_columns"] * params["column_height"] * 2
-        if n > shelves:
-            raise UserError(f"{name}: this warehouse has {shelves} shelves; its request queue (one shelf per "
-                            f"agent) holds at most {shelves} agents")
         gen = RwareGenerator(shelf_rows=params["shelf_rows"], shelf_columns=params["shelf_columns"],
                              column_height=params["column_height"], num_agents=n, sensor_range=1,
                              request_queue_size=n)
+        # the layout's own shelf count (jumanji leaves out the middle cluster in front of the goals): a
+        # delivered shelf is replaced by one not in the queue, so the queue (one shelf per agent) must leave
+        # at least one shelf out; jumanji checks neither and fails deep inside its step
+        shelves = len(gen.shelf_ids)
+        if n >= shelves:
+            raise UserError(f"{name}: this warehouse has {shelves} shelves and its request queue holds one per "
+                            f"agent with one left to request: at most {shelves - 1} agents")
         inner = jumanji.make(params["env"], generator=gen, time_limit=params["time_limit"])
         kind = "rware"
     obs_spec = inner.observation_spec

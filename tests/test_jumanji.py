@@ -132,6 +132,14 @@ def test_names_and_errors(capsys):
         TrainConfig(env="jumanji:rwar")
     with pytest.raises(UserError, match="holds at most 5 agents"):
         envs.make("jumanji:lbf_6x6:6")
+    # rware_small's layout has 8 shelves (jumanji leaves out the middle cluster): the request queue of N shelves
+    # must leave one to request, so 7 agents step and 8 are refused in one line (before: accepted up to 12,
+    # and N = 8 failed inside jumanji's step)
+    with pytest.raises(UserError, match="has 8 shelves .* at most 7 agents"):
+        envs.make("jumanji:rware_small:8")
+    rw7 = envs.make("jumanji:rware_small:7")
+    _, s7 = rw7.reset(jax.random.PRNGKey(0))
+    assert rw7.step(jax.random.PRNGKey(1), s7, jnp.zeros((7,), jnp.int32))[0].obs.shape == (7, 66)
     with pytest.raises(UserError, match="bad team size"):
         envs.make("jumanji:lbf:x")
     # every jumanji scenario reads as entity sets now (tests/test_jumanji_entity.py): an entity team is accepted
