@@ -219,7 +219,7 @@ class TargetRule:
         """The designs this rule is used on (each gets a calibration record)."""
         return [Design("fresh seeds: 6 seeds on shared episodes", "seed", 6, shared=(("episodes", EPISODES),),
                        extra=(("target", TARGET),)),
-                Design("fresh seeds: 6 seeds, own episodes", "seed", 6, extra=(("episodes", EPISODES), ("target", TARGET)))]
+                OWN_TARGET]
 
     def power_effect(self, design: Design) -> float:
         """The effect at which the record states the power on ``design``."""
@@ -339,12 +339,13 @@ def own_unchanged(seeds: int, episodes: int, margin: float) -> Design:
 MPE_RETURN_SD = 1.6  # sd of a seed's paired return difference on simple_spread (mpe_retune, seeds 6-11: +2.9 [+1.2, +4.6])
 
 # the own-episode designs of fresh_seeds/PLAN3.md (issue 38 item 5), chosen from their power (the plan's table)
+OWN_TARGET = Design("fresh seeds: 6 seeds, own episodes", "seed", 6, extra=(("episodes", EPISODES), ("target", TARGET)))
 OWN_PAIRED = own_paired(6, 512, 0.03)
 MPE_PAIRED = Design("paired seeds: 6 seeds, own episodes, team return (mpe)", "seed", 6,
                     extra=(("episodes", 256), ("outcome", "return"), ("sd", MPE_RETURN_SD), ("margin", 1.0)))
 OWN_UNCHANGED = own_unchanged(12, 512, 0.03)
 OWN_EPISODE_DESIGNS = {"better": [OWN_PAIRED, MPE_PAIRED], "worse": [OWN_PAIRED, MPE_PAIRED],
-                       "equivalent": [OWN_PAIRED], "unchanged": [OWN_UNCHANGED]}
+                       "equivalent": [OWN_PAIRED], "unchanged": [OWN_UNCHANGED], "changed": [OWN_UNCHANGED]}
 
 TARGET_MET = register(TargetRule())
 TARGET_NOT_MET = register(TargetRule("target not met", "target not met"))
