@@ -2,7 +2,7 @@
 # The recorded decisions re-taken on fresh seeds with their own evaluation episodes (bench/results/fresh_seeds/PLAN3.md).
 # Trains and evaluates; resumable (a finished run is left alone, an existing evaluation file is kept).
 #   ROOT=/somewhere/outside/the/repo bash bench/fresh_seeds3.sh
-# The decisions are read from the evaluation files by bench/fresh_seeds_summary.py (next step, PLAN3.md).
+# The decisions are read from the evaluation files by bench/fresh_seeds3_summary.py (-> fresh_seeds/RESULTS3.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 R=${ROOT:?set ROOT to a folder outside the repository}
