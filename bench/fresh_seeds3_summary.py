@@ -139,7 +139,10 @@ def main(argv=None) -> int:
     src = Path(a.src)
     if not src.is_dir():
         raise UserError(f"--from {src}: no such folder (the evaluation files of bench/fresh_seeds3.sh)")
-    print(write(src, Path(a.to) if a.to else src / "RESULTS3.md"))
+    to = Path(a.to) if a.to else src / "RESULTS3.md"
+    if to.suffix != ".md" or to.is_symlink() or to.is_dir():
+        raise UserError(f"--to {to}: the result is a Markdown file (NAME.md, not a link or a folder); name one")
+    print(write(src, to))
     return 0
 
 

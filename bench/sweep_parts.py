@@ -35,12 +35,10 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+from marl_common.errors import UserError, did_you_mean
+from marl_common.files import write_json
 
-from marl_common.errors import UserError, did_you_mean  # noqa: E402
-from marl_common.files import write_json  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]  # the checkout whose commit a part records (git rev-parse)
 
 JOB_FILES = ("barrier.json", "barrier.csv", "barrier.npz", "teams.json", "teams.csv", "sweep_job.json")
 RUN_FILES = ("config.toml", "metrics.jsonl")
