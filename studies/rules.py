@@ -22,6 +22,8 @@ from typing import Any, Callable, Protocol
 
 import numpy as np
 
+from marl_common.stats import wilson_ci
+
 MAX_SIZE = 0.05  # the nominal size every positive verdict is held to
 SIZE_TOLERANCE = 0.005  # "within simulation error": the size CI's half-width must be <= this
 NO_RECORD = "no calibrated rule for this design"
@@ -117,15 +119,10 @@ def register(rule: Rule) -> Rule:
     return rule
 
 
-def wilson(k: int, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
-    """Wilson score interval (95% by default) of k successes in n (simulation error of a rate)."""
-    if n <= 0:
-        return 0.0, 1.0
-    p = k / n
-    den = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / den
-    half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
-    return float(max(0.0, centre - half)), float(min(1.0, centre + half))
+def wilson(k: int, n: int) -> tuple[float, float]:
+    """Wilson score 95% interval of k successes in n (simulation error of a rate): the suite's one Wilson,
+    ``marl_common.stats.wilson_ci``."""
+    return wilson_ci(k, n)
 
 
 def rate(rule: Rule, design: Design, effect: float | None, sims: int, seed: int) -> dict:
