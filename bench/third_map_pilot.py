@@ -59,27 +59,28 @@ def report(folder: Path) -> tuple[str, str | None]:
              "Seeds 90-92, the study's recipe; each seed greedy on 256 of its own episodes; interval: Wilson 95% over",
              "that seed's episodes (unit: episodes of one seed). Pass: every S seed's lower bound >= 0.8 and every H",
              "seed's >= 0.5. Reproduce: `ROOT=DIR bash bench/third_map_pilot.sh MAP`, then `python bench/third_map_pilot.py`.", ""]
-    chosen, verdicts = None, {}
-    for m in CANDIDATES:
-        tag = m.replace(":", "-")
-        arms = {a: read_arm(folder / f"{tag}-{a}.npz") for a in ARMS}
-        verdicts[m] = decide(arms)
-        lines += [f"## {m}: {verdicts[m]}", "", "| arm | seed | wins / episodes | win rate | Wilson 95% | minimum |", "|---|---|---|---|---|---|"]
-        for a, (what, need) in ARMS.items():
-            if not arms[a]:
-                lines.append(f"| {a}: {what} | - | not run | | | {need} |")
-            for r in arms[a]:
-                lines.append(f"| {a}: {what} | {90 + r['seed']} | {r['wins']} / {r['episodes']} | {r['rate']:.3f} | "
-                             f"[{r['lo']:.3f}, {r['hi']:.3f}] | {need} |")
-        lines.append("")
-    for m in CANDIDATES:  # the first pass in order, once every earlier candidate has failed
+    arms = {m: {a: read_arm(folder / f"{m.replace(':', '-')}-{a}.npz") for a in ARMS} for m in CANDIDATES}
+    verdicts = {m: decide(arms[m]) for m in CANDIDATES}
+    chosen = None
+    for i, m in enumerate(CANDIDATES):  # the first pass in order, once every earlier candidate has failed
         if verdicts[m] == "pass":
             chosen = m
+            verdicts.update({n: "not piloted (an earlier candidate passed)" for n in CANDIDATES[i + 1:]
+                             if verdicts[n] == "pending"})
             break
         if verdicts[m] != "fail":
             break
     else:
         chosen = "smax:5m_vs_6m (no candidate passed: Amendment 2's doubling rule)"
+    for m in CANDIDATES:
+        lines += [f"## {m}: {verdicts[m]}", "", "| arm | seed | wins / episodes | win rate | Wilson 95% | minimum |", "|---|---|---|---|---|---|"]
+        for a, (what, need) in ARMS.items():
+            if not arms[m][a]:
+                lines.append(f"| {a}: {what} | - | not run | | | {need} |")
+            for r in arms[m][a]:
+                lines.append(f"| {a}: {what} | {90 + r['seed']} | {r['wins']} / {r['episodes']} | {r['rate']:.3f} | "
+                             f"[{r['lo']:.3f}, {r['hi']:.3f}] | {need} |")
+        lines.append("")
     lines.append(f"**Third map: {chosen or 'not decided yet (a candidate is pending)'}**")
     return "\n".join(lines) + "\n", chosen
 
