@@ -23,6 +23,7 @@ import numpy as np
 
 from marl_common.errors import UserError, run_guarded
 from marl_common.files import write_atomic
+from marl_common.preflight import check_output
 from studies import fresh_seeds as fs
 from studies.rules import NO_RECORD, RULES, verdict
 
@@ -140,8 +141,7 @@ def main(argv=None) -> int:
     if not src.is_dir():
         raise UserError(f"--from {src}: no such folder (the evaluation files of bench/fresh_seeds3.sh)")
     to = Path(a.to) if a.to else src / "RESULTS3.md"
-    if to.suffix != ".md" or to.is_symlink() or to.is_dir():
-        raise UserError(f"--to {to}: the result is a Markdown file (NAME.md, not a link or a folder); name one")
+    check_output(to, "--to", suffixes=(".md",))  # the one rule for a place a command writes
     print(write(src, to))
     return 0
 

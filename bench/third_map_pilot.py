@@ -17,6 +17,8 @@ from pathlib import Path
 import numpy as np
 
 from marl_common.errors import UserError
+from marl_common.files import write_atomic
+from marl_common.preflight import check_output
 from marl_common.stats import wilson_ci
 
 CANDIDATES = ("smax:3s_vs_5z", "smax:5m_vs_6m", "smax:8m")  # the plan's order: cheapest first
@@ -91,10 +93,9 @@ def main(argv=None) -> int:
     ap.add_argument("--to", default="bench/results/connectivity_3maps/PILOT.md", help="the Markdown file written")
     a = ap.parse_args(argv)
     try:
-        if not a.to.endswith(".md"):
-            raise UserError(f"--to {a.to}: not a Markdown file (.md); name the report file, e.g. PILOT.md")
+        to = check_output(a.to, "--to", suffixes=(".md",))  # the one rule for a place a command writes
         text, chosen = report(Path(a.dir))
-        Path(a.to).write_text(text)
+        write_atomic(to, text)
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -83,4 +83,4 @@ def test_command_line_error_is_one_line(tmp_path, capsys):
     kept = tmp_path / "cod_true_seeds46-51_own.json"  # --to onto an evaluation file: refused, the file kept
     kept.write_text("{}")
     assert run_guarded("fresh_seeds3_summary", s3.main, ["--from", str(tmp_path), "--to", str(kept)]) == 2
-    assert kept.read_text() == "{}" and "Markdown file" in capsys.readouterr().err
+    assert kept.read_text() == "{}" and "is not a .md file" in capsys.readouterr().err

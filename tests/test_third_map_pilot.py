@@ -51,4 +51,4 @@ def test_the_cli_refuses_a_report_path_that_is_not_markdown(tmp_path, capsys):
     keep = tmp_path / "pilot.npz"
     keep.write_bytes(b"kept")
     assert tp.main(["--dir", str(tmp_path), "--to", str(keep)]) == 2
-    assert keep.read_bytes() == b"kept" and "not a Markdown file" in capsys.readouterr().err
+    assert keep.read_bytes() == b"kept" and "is not a .md file" in capsys.readouterr().err
