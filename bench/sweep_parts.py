@@ -14,6 +14,7 @@ design, never on one env.
     python bench/sweep_parts.py export --sweep FILE --env ENV --root DIR --to RESULTS # copy its results in
     python bench/sweep_parts.py status --sweep FILE --to RESULTS                       # which parts are in
     python bench/sweep_parts.py report --sweep FILE --to RESULTS                       # the probe report
+    python bench/sweep_parts.py cost   --sweep FILE --to RESULTS --estimate REC.md     # estimate vs measured
 
 ``run`` resumes (``marl sweep``'s rules: done runs skipped, stopped ones resumed, probe jobs reused).
 ``export`` copies, per probe job, ``barrier.json``, ``barrier.csv``, ``barrier.npz`` (per-episode
@@ -88,8 +89,10 @@ def run_part(sweep: dict, env: str, root, max_jobs: int = 1, echo=print) -> list
 
 
 def _train_seconds(run_out: Path) -> float:
-    rows = [json.loads(x) for x in (run_out / "metrics.jsonl").read_text().splitlines() if x.strip()]
-    return float(sum(r.get("chunk_s", 0.0) for r in rows))
+    """The run's training time from its log: each chunk's duration once (``metrics_log.train_seconds``)."""
+    from marl.runs.metrics_log import metric_rows, train_seconds
+
+    return train_seconds(metric_rows(Path(run_out) / "metrics.jsonl"))
 
 
 def export_part(sweep: dict, env: str, root, to, sweep_file: str = "") -> Path:
@@ -149,20 +152,75 @@ def report(sweep: dict, to, echo=print) -> Path:
     return write_rows(sweep, [job_row(j) for j in jobs], echo, out=Path(to))
 
 
+def cost(sweep: dict, to, estimates=(), echo=print) -> Path:
+    """``to``/cost.md: per exported run, its measured training time (from its exported ``metrics.jsonl``: each
+    chunk once) beside the estimate printed by ``marl sweep --estimate`` in the committed ``estimates`` files
+    (the run's line, if any): the ratio of the totals, and the seconds per update of the run's median chunk and
+    of its fastest tenth (the rate of a quiet machine). Only ``cost.md`` is written."""
+    from marl.runs.metrics_log import chunks, metric_rows
+    from marl_common.files import write_atomic
+    from marl_common.preflight import check_output
+    from sweeps.estimate import parse_runs
+
+    to = Path(to)
+    path = check_output(to / "cost.md", "--to", suffixes=(".md",))
+    est, src = {}, {}
+    for f in estimates:
+        if not Path(f).is_file():
+            raise UserError(f"--estimate {f}: no such file; name a committed record of 'marl sweep FILE --estimate'")
+        rows = parse_runs(Path(f).read_text())
+        if not rows:
+            raise UserError(f"--estimate {f}: no run line of 'marl sweep --estimate' in it")
+        for k, v in rows.items():
+            est[k], src[k] = v, Path(f).name
+    lines = ["# Estimated against measured training time (issue 38 item 1)", "",
+             "Measured: the sum of each compiled chunk's duration in the run's exported `metrics.jsonl` (every session "
+             "it trained in; a chunk cut by a stop is not there). Estimated: the run's line of the named "
+             "`marl sweep --estimate` record, taken at the load that record states. Per update: the median chunk's "
+             "seconds per update and the fastest tenth's (a quiet machine's rate).", "",
+             "| run | seeds | updates | measured | s/update median | s/update fastest 10% | estimate | est. s/update | "
+             "measured / estimate | estimate from |", "|---|---|---|---|---|---|---|---|---|---|"]
+    tot_m = tot_e = 0.0
+    for env in sweep["envs"]:
+        runs, _ = _plan(part(sweep, env), to / "runs")
+        for r in runs:
+            log = to / "runs" / r.name / "metrics.jsonl"
+            if not log.exists():
+                continue
+            ch = chunks(metric_rows(log))
+            rate = sorted(s / u for u, s in ch)
+            measured = sum(s for _, s in ch)
+            e = est.get(r.name)
+            tot_m += measured
+            tot_e += e["total_s"] if e else 0.0
+            lines.append(f"| {r.name} | {r.config.num_seeds} | {sum(u for u, _ in ch)} of {r.config.num_updates} | "
+                         f"{measured / 3600:.2f} h | {rate[len(rate) // 2]:.2f} | {rate[len(rate) // 10]:.2f} | "
+                         + (f"{e['total_s'] / 3600:.2f} h | {e['s_per_update']:.2f} | {measured / e['total_s']:.2f} | "
+                            f"`{src[r.name]}` |" if e else "- | - | - | no estimate line |"))
+    if tot_m == 0:
+        raise UserError(f"--to {to}: no exported run (runs/<run>/metrics.jsonl); export a part first")
+    lines += ["", f"Runs with both: measured {tot_m / 3600:.2f} h in all" + (f", estimated {tot_e / 3600:.2f} h" if tot_e else "")
+              + ". The probe jobs' time is not logged per job."]
+    write_atomic(path, "\n".join(lines) + "\n")
+    return path
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("step", choices=["run", "export", "status", "report"])
+    ap.add_argument("step", choices=["run", "export", "status", "report", "cost"])
     ap.add_argument("--sweep", default="sweeps/connectivity_3maps.toml", help="the sweep file")
     ap.add_argument("--env", help="run/export: the env whose part to run or copy")
     ap.add_argument("--root", help="run/export: the sweep's run folders (outside the repository)")
     ap.add_argument("--to", help="export/status/report: the results folder (e.g. bench/results/connectivity_3maps)")
     ap.add_argument("--jobs", type=int, default=1, help="run: runs trained at once")
+    ap.add_argument("--estimate", action="append", default=[], help="cost: a committed 'marl sweep --estimate' record (repeatable)")
     a = ap.parse_args(argv)
     try:
         from sweeps.runner import load_sweep
 
         sweep = load_sweep(a.sweep)
-        need = {"run": ("env", "root"), "export": ("env", "root", "to"), "status": ("to",), "report": ("to",)}[a.step]
+        need = {"run": ("env", "root"), "export": ("env", "root", "to"), "status": ("to",), "report": ("to",),
+                "cost": ("to",)}[a.step]
         for k in need:
             if getattr(a, k) is None:
                 raise UserError(f"{a.step} needs --{k}")
@@ -174,6 +232,8 @@ def main(argv=None) -> int:
         elif a.step == "status":
             for env, (done, n) in status(sweep, a.to).items():
                 print(f"{env}: {done} of {n} probe jobs exported")
+        elif a.step == "cost":
+            print(f"cost {cost(sweep, a.to, a.estimate)}")
         else:
             print(f"report {report(sweep, a.to)}")
     except UserError as e:

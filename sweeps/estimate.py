@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import time
 
 import numpy as np
@@ -141,4 +142,19 @@ def lines(est: Estimate) -> list[str]:
     train = sum(r["total_s"] for r in est.runs)
     out.append(f"estimate on this machine, one run at a time: training {_hms(train)}, probes "
                f"{_hms(est.total_s - train)}, total {_hms(est.total_s)} (measured now: another load changes it)")
+    return out
+
+
+_RUN_LINE = re.compile(r"^(?P<run>\S+): (?P<updates>\d+) updates x (?P<s>[0-9.]+) s \+ compile (?P<compile>[0-9.]+) s = ")
+
+
+def parse_runs(text: str) -> dict[str, dict]:
+    """The training rows of a printed estimate (``lines``' format, e.g. pasted into a committed record): per run,
+    ``updates``, ``s_per_update``, ``compile_s`` and ``total_s`` (to the printed precision); other lines ignored."""
+    out = {}
+    for ln in text.splitlines():
+        m = _RUN_LINE.match(ln.strip())
+        if m:
+            u, s, c = int(m["updates"]), float(m["s"]), float(m["compile"])
+            out[m["run"]] = {"updates": u, "s_per_update": s, "compile_s": c, "total_s": c + u * s}
     return out

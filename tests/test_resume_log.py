@@ -93,6 +93,22 @@ def test_resume_on_another_host_warns_once(unstopped, tmp_path, capsys, monkeypa
     assert _rows(out) == _rows(unstopped)  # the same host in fact: still row for row
 
 
+def test_train_seconds_counts_each_chunk_once_across_a_resume(unstopped, tmp_path):
+    # chunk_s is the duration of the chunk a row belongs to, repeated on each of its rows: summing the rows
+    # would count a chunk of 2 updates twice (bench/sweep_parts.py's part records did, 8x for 8-update chunks)
+    rows = metrics_log.metric_rows(unstopped / layout.METRICS_FILE)
+    got = metrics_log.chunks(rows)
+    assert [u for u, _ in got] == [2] * 5
+    assert [s for _, s in got] == [rows[i]["chunk_s"] for i in range(0, 10, 2)]
+    assert metrics_log.train_seconds(rows) == pytest.approx(sum(rows[i]["chunk_s"] for i in range(0, 10, 2)))
+    out = tmp_path / "resumed"  # stopped after 3 chunks, checkpoint at 4 (rows 5-6 dropped), resumed: 2 + 3 chunks
+    train_run(_cfg(10, checkpoint_every=2), out, progress=False, stop_after_chunks=3)
+    api.resume(out)
+    rows = metrics_log.metric_rows(out / layout.METRICS_FILE)
+    assert [u for u, _ in metrics_log.chunks(rows)] == [2] * 5 and len({r["time"] for r in rows}) == 5
+    assert metrics_log.train_seconds(rows) < sum(r["chunk_s"] for r in rows)
+
+
 def test_stop_between_checkpoints_resumes_row_for_row(unstopped, tmp_path):
     # checkpoints every 2 chunks: stopped after 3 chunks the log holds updates 1-6, the checkpoint is at 4
     out = tmp_path / "midway"

@@ -37,7 +37,7 @@ num_envs = 4
 rollout_len = 8
 epochs = 1
 minibatches = 1
-updates_per_chunk = 1
+updates_per_chunk = 2
 
 [config.network]
 hidden = 16
@@ -89,6 +89,9 @@ def test_parts_plan_the_whole_sweep_and_report_it_identically(tmp_path, capsys):
         parts.export_part(sweep, env, whole, res, str(f))
         rec = json.loads((res / "parts" / f"{env.replace(':', '-')}.json").read_text())
         assert rec["probe_jobs"] == 3 and len(rec["runs"]) == 3 and all(r["train_s"] > 0 for r in rec["runs"].values())
+        log = [json.loads(x) for x in (whole / env.replace(":", "-") / "shared" / "metrics.jsonl").read_text().splitlines()]
+        assert len(log) == 2 and log[0]["time"] == log[1]["time"]  # S's 2 updates are one chunk: timed once
+        assert rec["runs"][f"{env.replace(':', '-')}/shared"]["train_s"] == pytest.approx(log[0]["chunk_s"], abs=0.06)
         if i == 0:
             capsys.readouterr()
             assert parts.main(["report", "--sweep", str(f), "--to", str(res)]) == 2
@@ -133,3 +136,29 @@ def test_the_three_map_study_splits_into_its_parts(tmp_path):
     jkey = lambda j: (str(j.out), j.seed_a, j.seed_b, json.dumps(j.settings, sort_keys=True))  # noqa: E731
     assert sorted(map(jkey, got_jobs)) == sorted(map(jkey, jobs)) and len(jobs) == 189
     assert not any(tmp_path.iterdir())  # planning wrote nothing
+
+
+def test_cost_sets_each_run_beside_its_estimate_line(tmp_path, capsys):
+    # measured: each chunk once; the estimate: the run's line of a committed --estimate record
+    f = tmp_path / "s.toml"
+    f.write_text(SWEEP)
+    res = tmp_path / "results"
+    run = res / "runs" / "smax-3m" / "shared"
+    run.mkdir(parents=True)
+    rows = [{"update": u, "time": t, "chunk_s": c, "return": [0.0]} for u, t, c in ((1, 10, 10), (2, 10, 10), (3, 40, 30), (4, 40, 30))]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    rec = tmp_path / "EST.md"
+    rec.write_text("```\nsmax-3m/shared: 4 updates x 5.00 s + compile 0 s = 0m20s\nsmax-3m/continued: 1 updates x 5.00 s + compile 0 s = 0m05s\n```\n")
+    assert parts.main(["cost", "--sweep", str(f), "--to", str(res), "--estimate", str(rec)]) == 0
+    text = (res / "cost.md").read_text()
+    row = [x for x in text.splitlines() if x.startswith("| smax-3m/shared |")]
+    # 40 s measured (not the rows' 80), 20 s estimated: ratio 2.00; per update 15 (median chunk) and 5 (fastest)
+    assert row == ["| smax-3m/shared | 2 | 4 of 2 | 0.01 h | 15.00 | 5.00 | 0.01 h | 5.00 | 2.00 | `EST.md` |"], row
+    assert "smax-3m/continued" not in text  # not exported: no row
+    assert sorted(p.name for p in res.iterdir()) == ["cost.md", "runs"]  # nothing else written
+    capsys.readouterr()
+    assert parts.main(["cost", "--sweep", str(f), "--to", str(res), "--estimate", str(tmp_path / "none.md")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no such file" in err
+    assert parts.main(["cost", "--sweep", str(f), "--to", str(tmp_path / "empty")]) == 2
+    assert "no exported run" in capsys.readouterr().err and not (tmp_path / "empty").exists()

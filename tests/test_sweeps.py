@@ -722,6 +722,21 @@ def test_eval_table_reports_from_evaluations_with_marl_evals_json(tmp_path, caps
 
 
 @pytest.mark.slow
+def test_estimate_lines_parse_back_to_their_runs():
+    # a committed record of --estimate (lines() pasted into a .md) reads back to its training rows
+    from sweeps.estimate import Estimate, lines, parse_runs
+
+    est = Estimate([{"run": "smax-3m/shared", "updates": 244, "s_per_update": 17.184, "compile_s": 25.4, "total_s": 0.0},
+                    {"run": "smax-2s3z/happo", "updates": 366, "s_per_update": 15.05, "compile_s": 22.0, "total_s": 0.0}],
+                   [{"probe": "smax:3m a x b: a#0 vs b#0", "teams": 47, "episodes": 256, "s_per_team": 0.17,
+                     "total_s": 8.0}], 100.0)
+    got = parse_runs("# Cost\n```\n" + "\n".join(lines(est)) + "\n```\n")
+    assert list(got) == ["smax-3m/shared", "smax-2s3z/happo"]
+    assert got["smax-3m/shared"] == {"updates": 244, "s_per_update": 17.18, "compile_s": 25.0,
+                                     "total_s": pytest.approx(25.0 + 244 * 17.18)}
+    assert parse_runs("no estimate here\nsmax-3m/shared: many updates") == {}
+
+
 def test_estimate_measures_the_sweeps_own_programs_and_writes_nothing(tmp_path, capsys):
     """``--estimate``: one calibration per distinct program (the two lr grid points share one), a line per run
     and probe job with its measured seconds, the total; no run folder or file is made."""

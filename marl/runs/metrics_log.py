@@ -163,6 +163,27 @@ def elapsed(run: Path) -> float:
     return rows[-1].get("time", 0.0) if rows else 0.0
 
 
+def chunks(rows: list[dict]) -> list[tuple[int, float]]:
+    """(updates, seconds) of each compiled chunk in ``rows`` (a log's rows, in order): the rows of one chunk
+    are consecutive and share its ``time`` and ``chunk_s``, which is the chunk's duration, not an update's."""
+    out: list[tuple[int, float]] = []
+    last = None
+    for r in rows:
+        key = (r.get("time"), r.get("chunk_s"))
+        if out and key == last:
+            out[-1] = (out[-1][0] + 1, out[-1][1])
+        else:
+            out.append((1, float(r.get("chunk_s") or 0.0)))
+        last = key
+    return out
+
+
+def train_seconds(rows: list[dict]) -> float:
+    """The training time the rows hold: each chunk's duration once (a chunk stopped before its rows were
+    logged is not there: a lower bound on the wall time a resumed run took)."""
+    return float(sum(s for _, s in chunks(rows)))
+
+
 def count_rows(run: Path) -> int:
     """The number of non-empty lines of the log (0 without one), without parsing them: cheap enough to
     poll while the run trains (a torn last line counts)."""
