@@ -15,6 +15,7 @@ design, never on one env.
     python bench/sweep_parts.py status --sweep FILE --to RESULTS                       # which parts are in
     python bench/sweep_parts.py report --sweep FILE --to RESULTS                       # the probe report
     python bench/sweep_parts.py cost   --sweep FILE --to RESULTS --estimate REC.md     # estimate vs measured
+    python bench/sweep_parts.py retime --to RESULTS    # part records exported before each chunk was timed once
 
 ``run`` resumes (``marl sweep``'s rules: done runs skipped, stopped ones resumed, probe jobs reused).
 ``export`` copies, per probe job, ``barrier.json``, ``barrier.csv``, ``barrier.npz`` (per-episode
@@ -128,6 +129,25 @@ def export_part(sweep: dict, env: str, root, to, sweep_file: str = "") -> Path:
     return path
 
 
+def retime(to) -> list[Path]:
+    """Recompute ``train_s`` in every part record under ``to`` from the part's exported logs (each chunk once);
+    records exported before this rule (they summed a chunk's duration over each of its rows) get a note.
+    Returns the records changed."""
+    to = Path(to)
+    changed = []
+    for path in sorted((to / "parts").glob("*.json")):
+        rec = json.loads(path.read_text())
+        new = {k: round(_train_seconds(to / "runs" / k), 1) for k in rec["runs"]}
+        if any(rec["runs"][k]["train_s"] != v for k, v in new.items()):
+            for k, v in new.items():
+                rec["runs"][k]["train_s"] = v
+            rec["train_s_note"] = ("train_s recomputed from runs/<run>/metrics.jsonl (each chunk once: "
+                                   "marl.runs.metrics_log.train_seconds); the export summed chunk_s over every row")
+            write_json(path, rec, indent=1)
+            changed.append(path)
+    return changed
+
+
 def status(sweep: dict, to) -> dict:
     """Per env: the number of its probe jobs already exported to ``to``, of how many."""
     out = {}
@@ -207,7 +227,7 @@ def cost(sweep: dict, to, estimates=(), echo=print) -> Path:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("step", choices=["run", "export", "status", "report", "cost"])
+    ap.add_argument("step", choices=["run", "export", "status", "report", "cost", "retime"])
     ap.add_argument("--sweep", default="sweeps/connectivity_3maps.toml", help="the sweep file")
     ap.add_argument("--env", help="run/export: the env whose part to run or copy")
     ap.add_argument("--root", help="run/export: the sweep's run folders (outside the repository)")
@@ -220,7 +240,7 @@ def main(argv=None) -> int:
 
         sweep = load_sweep(a.sweep)
         need = {"run": ("env", "root"), "export": ("env", "root", "to"), "status": ("to",), "report": ("to",),
-                "cost": ("to",)}[a.step]
+                "cost": ("to",), "retime": ("to",)}[a.step]
         for k in need:
             if getattr(a, k) is None:
                 raise UserError(f"{a.step} needs --{k}")
@@ -232,6 +252,8 @@ def main(argv=None) -> int:
         elif a.step == "status":
             for env, (done, n) in status(sweep, a.to).items():
                 print(f"{env}: {done} of {n} probe jobs exported")
+        elif a.step == "retime":
+            print("\n".join(f"retimed {p}" for p in retime(a.to)) or "every part record's train_s agrees with its logs")
         elif a.step == "cost":
             print(f"cost {cost(sweep, a.to, a.estimate)}")
         else:

@@ -156,6 +156,13 @@ def test_cost_sets_each_run_beside_its_estimate_line(tmp_path, capsys):
     assert row == ["| smax-3m/shared | 2 | 4 of 2 | 0.01 h | 15.00 | 5.00 | 0.01 h | 5.00 | 2.00 | `EST.md` |"], row
     assert "smax-3m/continued" not in text  # not exported: no row
     assert sorted(p.name for p in res.iterdir()) == ["cost.md", "runs"]  # nothing else written
+    # a part record exported by the old rule (every row's chunk_s: 80 s) is retimed from its log; then left be
+    (res / "parts").mkdir()
+    (res / "parts" / "smax-3m.json").write_text(json.dumps({"runs": {"smax-3m/shared": {"train_s": 80.0, "updates": 2}}}))
+    assert [p.name for p in parts.retime(res)] == ["smax-3m.json"]
+    got = json.loads((res / "parts" / "smax-3m.json").read_text())
+    assert got["runs"]["smax-3m/shared"] == {"train_s": 40.0, "updates": 2} and "train_s_note" in got
+    assert parts.retime(res) == []
     capsys.readouterr()
     assert parts.main(["cost", "--sweep", str(f), "--to", str(res), "--estimate", str(tmp_path / "none.md")]) == 2
     err = capsys.readouterr().err
