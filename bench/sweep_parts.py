@@ -13,7 +13,7 @@ design, never on one env.
     python bench/sweep_parts.py run    --sweep FILE --env ENV --root DIR [--jobs K]   # train + probe one env
     python bench/sweep_parts.py export --sweep FILE --env ENV --root DIR --to RESULTS # copy its results in
     python bench/sweep_parts.py status --sweep FILE --to RESULTS                       # which parts are in
-    python bench/sweep_parts.py report --sweep FILE --to RESULTS                       # the probe report
+    python bench/sweep_parts.py report --sweep FILE --to RESULTS [--estimate REC.md]   # the probe report (+ cost)
     python bench/sweep_parts.py cost   --sweep FILE --to RESULTS --estimate REC.md     # estimate vs measured
     python bench/sweep_parts.py retime --to RESULTS    # part records exported before each chunk was timed once
 
@@ -157,9 +157,12 @@ def status(sweep: dict, to) -> dict:
     return out
 
 
-def report(sweep: dict, to, echo=print) -> Path:
+def report(sweep: dict, to, echo=print, estimates=()) -> Path:
     """The sweep's probe report in ``to`` from every part's exported probe jobs (``write_rows``, as
-    ``marl sweep`` writes it); refuses until every env's part is in."""
+    ``marl sweep`` writes it); refuses until every env's part is in. With ``estimates`` (committed ``--estimate``
+    records), ``cost.md`` too, and its table appended to ``summary.md`` as the study's estimate against its
+    measured cost."""
+    from marl_common.files import write_atomic
     from sweeps.report import job_row, write_rows
 
     if "report" not in sweep:
@@ -168,17 +171,31 @@ def report(sweep: dict, to, echo=print) -> Path:
     if missing:
         raise UserError(f"not every part is exported: {', '.join(missing)}; run and export those parts first "
                         f"(python bench/sweep_parts.py run/export --env ENV)")
+    costed = _cost_lines(sweep, to, estimates) if estimates else None  # refused before anything is written
     _, jobs = _plan(sweep, Path(to) / "jobs")
-    return write_rows(sweep, [job_row(j) for j in jobs], echo, out=Path(to))
+    path = write_rows(sweep, [job_row(j) for j in jobs], echo, out=Path(to))
+    if costed:
+        write_atomic(costed[0], "\n".join(costed[1]) + "\n")
+        summary = Path(to) / "summary.md"
+        write_atomic(summary, summary.read_text().rstrip("\n") + "\n\n#" + "\n".join(costed[1]) + "\n")
+    return path
 
 
-def cost(sweep: dict, to, estimates=(), echo=print) -> Path:
-    """``to``/cost.md: per exported run, its measured training time (from its exported ``metrics.jsonl``: each
+def cost(sweep: dict, to, estimates=()) -> Path:
+    """Writes ``to``/cost.md (``_cost_lines``); returns its path."""
+    from marl_common.files import write_atomic
+
+    path, lines = _cost_lines(sweep, to, estimates)
+    write_atomic(path, "\n".join(lines) + "\n")
+    return path
+
+
+def _cost_lines(sweep: dict, to, estimates=()) -> tuple[Path, list[str]]:
+    """(``to``/cost.md, its lines): per exported run, its measured training time (from its exported ``metrics.jsonl``: each
     chunk once) beside the estimate printed by ``marl sweep --estimate`` in the committed ``estimates`` files
     (the run's line, if any): the ratio of the totals, and the seconds per update of the run's median chunk and
-    of its fastest tenth (the rate of a quiet machine). Only ``cost.md`` is written."""
+    of its fastest tenth (the rate of a quiet machine). Writes nothing."""
     from marl.runs.metrics_log import chunks, metric_rows
-    from marl_common.files import write_atomic
     from marl_common.preflight import check_output
     from sweeps.estimate import parse_runs
 
@@ -221,8 +238,7 @@ def cost(sweep: dict, to, estimates=(), echo=print) -> Path:
         raise UserError(f"--to {to}: no exported run (runs/<run>/metrics.jsonl); export a part first")
     lines += ["", f"Runs with both: measured {tot_m / 3600:.2f} h in all" + (f", estimated {tot_e / 3600:.2f} h" if tot_e else "")
               + ". The probe jobs' time is not logged per job."]
-    write_atomic(path, "\n".join(lines) + "\n")
-    return path
+    return path, lines
 
 
 def main(argv=None) -> int:
@@ -233,7 +249,7 @@ def main(argv=None) -> int:
     ap.add_argument("--root", help="run/export: the sweep's run folders (outside the repository)")
     ap.add_argument("--to", help="export/status/report: the results folder (e.g. bench/results/connectivity_3maps)")
     ap.add_argument("--jobs", type=int, default=1, help="run: runs trained at once")
-    ap.add_argument("--estimate", action="append", default=[], help="cost: a committed 'marl sweep --estimate' record (repeatable)")
+    ap.add_argument("--estimate", action="append", default=[], help="cost, report: a committed 'marl sweep --estimate' record (repeatable)")
     a = ap.parse_args(argv)
     try:
         from sweeps.runner import load_sweep
@@ -257,7 +273,7 @@ def main(argv=None) -> int:
         elif a.step == "cost":
             print(f"cost {cost(sweep, a.to, a.estimate)}")
         else:
-            print(f"report {report(sweep, a.to)}")
+            print(f"report {report(sweep, a.to, estimates=a.estimate)}")
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -105,6 +105,18 @@ def test_parts_plan_the_whole_sweep_and_report_it_identically(tmp_path, capsys):
     assert got == ref  # rows, aggregates, connected tests, preconditions, verdict: the whole sweep's report
     assert (res / "summary.md").read_text().replace(str(res), "") == (whole / "probe-report" / "summary.md").read_text().replace(
         str(whole / "probe-report"), "")
+    # with a committed estimate record: the same report, then the cost table (once, however often it is run)
+    before = (res / "summary.md").read_text()
+    rec = tmp_path / "EST.md"
+    rec.write_text("smax-3m/shared: 2 updates x 1.00 s + compile 0 s = 0m02s\n")
+    assert parts.main(["report", "--sweep", str(f), "--to", str(res), "--estimate", str(tmp_path / "no.md")]) == 2
+    assert (res / "summary.md").read_text() == before and not (res / "cost.md").exists()
+    for _ in range(2):
+        assert parts.main(["report", "--sweep", str(f), "--to", str(res), "--estimate", str(rec)]) == 0
+    after = (res / "summary.md").read_text()
+    assert after.startswith(before.rstrip("\n")) and after.count("## Estimated against measured") == 1
+    assert "| smax-3m/shared | 2 | 2 of 2 |" in after and "| smax-2s3z/shared | 2 | 2 of 2 |" in after
+    assert json.loads((res / "summary.json").read_text()) == ref and (res / "cost.md").exists()
     npz = sorted(p.relative_to(res) for p in (res / "jobs").rglob("barrier.npz"))
     assert not (res / "jobs" / "probe-report").exists()  # planning under RESULTS/jobs writes no report there
     assert len(npz) == 6 and str(npz[0]).startswith("jobs/smax-2s3z/probes/")
