@@ -137,6 +137,10 @@ def retime(to) -> list[Path]:
     changed = []
     for path in sorted((to / "parts").glob("*.json")):
         rec = json.loads(path.read_text())
+        lost = [k for k in rec["runs"] if not (to / "runs" / k / "metrics.jsonl").is_file()]
+        if lost:  # a record is never rewritten from a log that is not there (it would read 0 s)
+            raise UserError(f"{path}: {to / 'runs' / lost[0] / 'metrics.jsonl'} is missing; copy the part's runs in "
+                            "again (python bench/sweep_parts.py export) before retime")
         new = {k: round(_train_seconds(to / "runs" / k), 1) for k in rec["runs"]}
         if any(rec["runs"][k]["train_s"] != v for k, v in new.items()):
             for k, v in new.items():

@@ -175,6 +175,10 @@ def test_cost_sets_each_run_beside_its_estimate_line(tmp_path, capsys):
     got = json.loads((res / "parts" / "smax-3m.json").read_text())
     assert got["runs"]["smax-3m/shared"] == {"train_s": 40.0, "updates": 2} and "train_s_note" in got
     assert parts.retime(res) == []
+    (res / "parts" / "smax-2s3z.json").write_text(json.dumps({"runs": {"smax-2s3z/shared": {"train_s": 9.0}}}))
+    with pytest.raises(UserError, match="smax-2s3z/shared/metrics.jsonl is missing"):
+        parts.retime(res)
+    assert json.loads((res / "parts" / "smax-2s3z.json").read_text()) == {"runs": {"smax-2s3z/shared": {"train_s": 9.0}}}
     capsys.readouterr()
     assert parts.main(["cost", "--sweep", str(f), "--to", str(res), "--estimate", str(tmp_path / "none.md")]) == 2
     err = capsys.readouterr().err
