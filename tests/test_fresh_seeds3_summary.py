@@ -84,3 +84,50 @@ def test_command_line_error_is_one_line(tmp_path, capsys):
     kept.write_text("{}")
     assert run_guarded("fresh_seeds3_summary", s3.main, ["--from", str(tmp_path), "--to", str(kept)]) == 2
     assert kept.read_text() == "{}" and "is not a .md file" in capsys.readouterr().err
+
+
+# -- bench/fresh_seeds3.sh's lanes: the plan's commands split by arm, none lost, none twice ------------------
+def _plan_commands(tmp_path, lane):
+    """The `marl` commands the script runs for ``lane`` (None: no argument), with `marl` (and the old arm's
+    venv) replaced by a stub that logs its arguments; returns (exit code, stderr, logged lines)."""
+    import os
+    import subprocess
+    from pathlib import Path
+
+    root, stub, log = tmp_path / "runs", tmp_path / "bin", tmp_path / "calls.log"
+    stub.mkdir()
+    (root / "old_venv" / "bin").mkdir(parents=True)
+    for path, tag in ((stub / "marl", "new"), (root / "old_venv" / "bin" / "marl", "old")):
+        path.write_text(f'#!/bin/bash\necho "{tag} $*" >> {log}\n')
+        path.chmod(0o755)
+    (root / "old_src").mkdir()
+    repo = Path(__file__).resolve().parents[1]
+    cmd = ["bash", str(repo / "bench" / "fresh_seeds3.sh")] + ([lane] if lane else [])
+    env = {**os.environ, "ROOT": str(root), "PATH": f"{stub}{os.pathsep}{os.environ['PATH']}"}
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60)
+    lines = log.read_text().splitlines() if log.exists() else []
+    return p.returncode, p.stderr, [ln.replace(str(root), "R") for ln in lines]
+
+
+def test_fresh_seeds3_lanes_split_the_plan_without_loss_or_repeat(tmp_path):
+    every = {}
+    for lane in (None, "target", "cod", "happo"):
+        (tmp_path / str(lane)).mkdir()
+        rc, err, calls = _plan_commands(tmp_path / str(lane), lane)
+        assert rc == 0, err
+        every[lane] = calls
+    outs = {lane: [c.split("--out ")[1].split()[0] for c in calls if " train " in f" {c} "]
+            for lane, calls in every.items()}
+    assert outs["target"] == ["R/target_seeds40-45"]
+    assert outs["cod"] == ["R/cod_false_seeds46-51", "R/cod_true_seeds46-51",
+                           "R/mpe_vn_true_seeds64-69", "R/mpe_vn_false_seeds64-69"]
+    assert outs["happo"] == ["R/happo_new_seeds52-63", "R/happo_old_seeds52-63"]
+    assert any(c.startswith("old train") and "happo_old" in c for c in every["happo"])  # the old arm's own CLI
+    # the lanes together are the whole plan, command for command
+    assert sorted(every["target"] + every["cod"] + every["happo"]) == sorted(every[None])
+
+
+def test_fresh_seeds3_unknown_lane_is_one_line_and_runs_nothing(tmp_path):
+    rc, err, calls = _plan_commands(tmp_path, "everything")
+    assert rc == 2 and calls == []
+    assert err.strip().count("\n") == 0 and "no lane 'everything'" in err and "all, target, cod or happo" in err

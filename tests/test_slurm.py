@@ -27,6 +27,7 @@ from marl.runs import lock as runlock
 from marl.runs.loader import load_state
 from sweeps.runner import load_sweep, plan
 
+from tests.checkpoint_hook import hooked_env
 from tests.test_sweeps import SWEEP
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -35,48 +36,6 @@ ROOT = Path(__file__).resolve().parents[1]
 # probe report below --out, and a SLURM time limit per job
 HIST = (SWEEP.replace('out = "unused"\n', "").replace("[grid]\nlr = [1e-3, 2e-3]\n\n", "")
         .replace("retries = 1", "time = 20\nretries = 1").replace("REPORT", "probe-report"))
-
-# Put on the driver's PYTHONPATH (as sitecustomize.py; sbatch passes the environment on to the jobs):
-# the trainer of $MARL_TEST_HOLD_RUN writes $MARL_TEST_HOLD_MARK after its first checkpoint and waits there
-# until a signal stops it, once (a trainer that finds the mark trains on); the trainer of $MARL_TEST_FAIL_RUN
-# fails at its first checkpoint with a user error.
-_HOOK = r'''
-import importlib.abc, importlib.util, os, sys, time
-from pathlib import Path
-
-
-class _Hook(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path, target=None):
-        if name != "marl.runs.checkpoint":
-            return None
-        sys.meta_path.remove(self)
-        spec = importlib.util.find_spec(name)
-        real_exec = spec.loader.exec_module
-
-        def exec_module(module):
-            real_exec(module)
-            real_save = module.save
-
-            def save(mngr, step, *a, **k):
-                run = os.path.realpath(Path(mngr.directory).parent)
-                if run == os.path.realpath(os.environ.get("MARL_TEST_FAIL_RUN", "/nonexistent")):
-                    from marl_common.errors import UserError
-                    raise UserError("planted failure")
-                real_save(mngr, step, *a, **k)
-                mark = Path(os.environ.get("MARL_TEST_HOLD_MARK", "/nonexistent"))
-                if run == os.path.realpath(os.environ.get("MARL_TEST_HOLD_RUN", "/nonexistent")) and not mark.exists():
-                    mark.write_text(str(step))
-                    while True:
-                        time.sleep(0.1)
-
-            module.save = save
-
-        spec.loader.exec_module = exec_module
-        return spec
-
-
-sys.meta_path.insert(0, _Hook())
-'''
 
 needs_slurm = pytest.mark.skipif(shutil.which("sbatch") is None,
                                  reason="no SLURM here: sbatch not found (scripts/slurm_local.sh starts a single-node SLURM)")
@@ -89,11 +48,8 @@ def _write(tmp_path, text, name="s.toml"):
 
 
 def _env(tmp_path, **extra):
-    hook = tmp_path / "hook"
-    hook.mkdir(exist_ok=True)
-    (hook / "sitecustomize.py").write_text(_HOOK)
-    path = os.pathsep.join(p for p in (str(hook), str(ROOT), os.environ.get("PYTHONPATH")) if p)
-    return {**os.environ, "PYTHONPATH": path, **extra}
+    base = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
+    return hooked_env(tmp_path, base, **extra)
 
 
 def _sweep(f, out, env, executor="slurm"):

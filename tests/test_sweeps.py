@@ -22,6 +22,7 @@ from marl.runs.loader import load_state
 from marl.runs import lock as runlock
 from marl_cli.main import main
 from sweeps.runner import load_sweep, plan, plan_probes, select
+from tests.checkpoint_hook import hooked_env
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -529,45 +530,8 @@ def test_ray_prints_progress_between_submitted_and_done(tmp_path, ray_local, mon
 
 
 # -- a killed sweep, rerun ------------------------------------------------------------------------
-# Put on a subprocess's PYTHONPATH (as sitecustomize.py): the trainer of the run folder
-# $MARL_TEST_HOLD_RUN writes $MARL_TEST_HOLD_MARK after its first checkpoint and then waits there until
-# a signal stops it, so a test can kill the sweep driver mid-way through that run on a condition that
-# stays true (a kill after polling for a checkpoint can miss the window: the run finishes first).
-_HOLD_HOOK = r'''
-import importlib.abc, importlib.util, os, sys, time
-from pathlib import Path
-
-
-class _HoldAfterFirstCheckpoint(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path, target=None):
-        if name != "marl.runs.checkpoint":
-            return None
-        sys.meta_path.remove(self)
-        spec = importlib.util.find_spec(name)
-        real_exec = spec.loader.exec_module
-
-        def exec_module(module):
-            real_exec(module)
-            real_save = module.save
-
-            def save(mngr, step, *a, **k):
-                real_save(mngr, step, *a, **k)
-                if os.path.realpath(Path(mngr.directory).parent) == os.path.realpath(os.environ["MARL_TEST_HOLD_RUN"]):
-                    Path(os.environ["MARL_TEST_HOLD_MARK"]).write_text(str(step))
-                    while True:
-                        time.sleep(0.1)
-
-            module.save = save
-
-        spec.loader.exec_module = exec_module
-        return spec
-
-
-if os.environ.get("MARL_TEST_HOLD_RUN"):
-    sys.meta_path.insert(0, _HoldAfterFirstCheckpoint())
-'''
-
-
+# The continuation's trainer is held at its first checkpoint (tests/checkpoint_hook.py), so the driver is
+# killed mid-way through it on a condition that stays true.
 @pytest.mark.slow
 def test_sigkill_driver_then_rerun_completes_every_run_once(tmp_path):
     text = (SWEEP.replace("[grid]\nlr = [1e-3, 2e-3]\n", "").replace("total_steps = 64", "total_steps = 384")
@@ -577,11 +541,8 @@ def test_sigkill_driver_then_rerun_completes_every_run_once(tmp_path):
     cmd = [sys.executable, "-m", "marl_cli.main", "sweep", str(f), "--out", str(out), "--quiet"]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
     s_run, c_run = out / "smax-3m" / "shared", out / "smax-3m" / "continued"
-    hook, mark = tmp_path / "hook", tmp_path / "held"
-    hook.mkdir()
-    (hook / "sitecustomize.py").write_text(_HOLD_HOOK)
-    held_env = {**env, "PYTHONPATH": os.pathsep.join((str(hook), env["PYTHONPATH"])),
-                "MARL_TEST_HOLD_RUN": str(c_run), "MARL_TEST_HOLD_MARK": str(mark)}
+    mark = tmp_path / "held"
+    held_env = hooked_env(tmp_path, env, MARL_TEST_HOLD_RUN=str(c_run), MARL_TEST_HOLD_MARK=str(mark))
     driver = subprocess.Popen(cmd, env=held_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 400
     while not mark.exists():  # C waits after its first checkpoint until it is stopped: no window to miss
