@@ -16,6 +16,7 @@ design, never on one env.
     python bench/sweep_parts.py report --sweep FILE --to RESULTS [--estimate REC.md]   # the probe report (+ cost)
     python bench/sweep_parts.py cost   --sweep FILE --to RESULTS --estimate REC.md     # estimate vs measured
     python bench/sweep_parts.py retime --to RESULTS    # part records exported before each chunk was timed once
+    python bench/sweep_parts.py probe-times --sweep FILE --env ENV --root DIR --to RESULTS  # its probe jobs' times
 
 ``run`` resumes (``marl sweep``'s rules: done runs skipped, stopped ones resumed, probe jobs reused).
 ``export`` copies, per probe job, ``barrier.json``, ``barrier.csv``, ``barrier.npz`` (per-episode
@@ -152,6 +153,46 @@ def retime(to) -> list[Path]:
     return changed
 
 
+def _probe_key(job) -> str:
+    """A probe job's name as ``marl sweep --estimate`` prints it (``ENV PAIR: LABEL``)."""
+    return f"{job.env} {job.pair}: {job.label}"
+
+
+def probe_times(sweep: dict, env: str, root, to) -> Path:
+    """Each probe job's wall time, from ``root``'s folders into the part's exported record (``probe_s``).
+
+    ``run`` probes a part's jobs one at a time, in plan order, after its runs: a job took the time from the
+    previous job's completion (its ``sweep_job.json`` written) to its own, the first from the part's last
+    ``DONE``. A job whose interval spans a stop of the part counts the stop too (``cost`` compares medians).
+    Refuses when the completions are not in plan order (the jobs did not run that way), or before the part is
+    exported. Returns the record's path."""
+    root, to = Path(root), Path(to)
+    path = to / "parts" / f"{env.replace(':', '-')}.json"
+    if not path.is_file():
+        raise UserError(f"{path}: no part record; export the part first (python bench/sweep_parts.py export --env {env})")
+    runs, jobs = _plan(part(sweep, env), root)
+    missing = [str(p) for p in [r.out / "DONE" for r in runs] + [j.out / "sweep_job.json" for j in jobs] if not p.is_file()]
+    if missing:
+        raise UserError(f"--root {root}: {missing[0]} is missing ({len(missing)} in all): the part's folders are not "
+                        "there or not finished; name the root the part ran in")
+    prev = max((r.out / "DONE").stat().st_mtime for r in runs)
+    times = {}
+    for j in jobs:
+        done = (j.out / "sweep_job.json").stat().st_mtime
+        if done < prev:
+            raise UserError(f"{j.out}: finished before the job planned ahead of it (or before the part's runs): its jobs "
+                            "did not run one at a time in plan order, so their times cannot be read from the files")
+        times[_probe_key(j)] = round(done - prev, 1)
+        prev = done
+    rec = json.loads(path.read_text())
+    rec["probe_s"] = times
+    rec["probe_s_note"] = ("each probe job's wall seconds: its sweep_job.json's time less the previous job's (the first: "
+                           "less the part's last run DONE), read from the part's folders (bench/sweep_parts.py "
+                           "probe-times); a job whose interval spans a stop of the part counts the stop too")
+    write_json(path, rec, indent=1)
+    return path
+
+
 def status(sweep: dict, to) -> dict:
     """Per env: the number of its probe jobs already exported to ``to``, of how many."""
     out = {}
@@ -201,19 +242,21 @@ def _cost_lines(sweep: dict, to, estimates=()) -> tuple[Path, list[str]]:
     of its fastest tenth (the rate of a quiet machine). Writes nothing."""
     from marl.runs.metrics_log import chunks, metric_rows
     from marl_common.preflight import check_output
-    from sweeps.estimate import parse_runs
+    from sweeps.estimate import parse_probes, parse_runs
 
     to = Path(to)
     path = check_output(to / "cost.md", "--to", suffixes=(".md",))
-    est, src = {}, {}
+    est, src, pest = {}, {}, {}
     for f in estimates:
         if not Path(f).is_file():
             raise UserError(f"--estimate {f}: no such file; name a committed record of 'marl sweep FILE --estimate'")
-        rows = parse_runs(Path(f).read_text())
+        text = Path(f).read_text()
+        rows = parse_runs(text)
         if not rows:
             raise UserError(f"--estimate {f}: no run line of 'marl sweep --estimate' in it")
         for k, v in rows.items():
             est[k], src[k] = v, Path(f).name
+        pest.update({k: {**v, "from": Path(f).name} for k, v in parse_probes(text).items()})
     lines = ["# Estimated against measured training time (issue 38 item 1)", "",
              "Measured: the sum of each compiled chunk's duration in the run's exported `metrics.jsonl` (every session "
              "it trained in; a chunk cut by a stop is not there). Estimated: the run's line of the named "
@@ -241,16 +284,59 @@ def _cost_lines(sweep: dict, to, estimates=()) -> tuple[Path, list[str]]:
     if tot_m == 0:
         raise UserError(f"--to {to}: no exported run (runs/<run>/metrics.jsonl); export a part first")
     lines += ["", f"Runs with both: measured {tot_m / 3600:.2f} h in all" + (f", estimated {tot_e / 3600:.2f} h" if tot_e else "")
-              + ". The probe jobs' time is not logged per job."]
-    return path, lines
+              + "."]
+    return path, lines + _probe_cost_lines(sweep, to, pest)
+
+
+def _probe_cost_lines(sweep: dict, to: Path, pest: dict) -> list[str]:
+    """The probe jobs' part of ``cost.md``: per env and pair group, the measured wall time of its jobs (``probe_s``
+    of the part records, ``probe_times``) beside the estimate's lines for the same jobs. Medians per job are
+    compared (a job whose interval spans a stop counts the stop)."""
+    import statistics
+
+    groups: dict = {}
+    for env in sweep["envs"]:
+        rec_path = to / "parts" / f"{env.replace(':', '-')}.json"
+        rec = json.loads(rec_path.read_text()) if rec_path.is_file() else {}
+        _, jobs = _plan(part(sweep, env), to / "jobs")
+        for j in jobs:
+            m, e = rec.get("probe_s", {}).get(_probe_key(j)), pest.get(_probe_key(j))
+            if m is not None:
+                groups.setdefault((env, j.pair), []).append((m, e))
+    if not groups:
+        return ["", "Probe jobs: no part record has their times yet (python bench/sweep_parts.py probe-times)."]
+    out = ["", "## Probe jobs", "",
+           "Measured: each job's wall seconds from the part's folders (`probe_s` of `parts/<env>.json`: the time from the "
+           "previous job's completion to its own; the jobs ran one at a time). Estimated: the job's line of the named "
+           "record. Per job, medians (a job whose interval spans a stop of the part counts the stop).", "",
+           "| env | pair | jobs | measured s/job median | measured total | jobs with a line | est. s/job median | "
+           "median measured / estimated | estimate from |", "|---|---|---|---|---|---|---|---|---|"]
+    tot_m = tot_e = tot_me = 0.0
+    for (env, pair), rows in groups.items():
+        ms = [m for m, _ in rows]
+        both = [(m, e) for m, e in rows if e]
+        med_m = statistics.median(ms)
+        tot_m += sum(ms)
+        tot_e += sum(e["total_s"] for _, e in both)
+        tot_me += sum(m for m, _ in both)
+        if both:
+            med_e = statistics.median(e["total_s"] for _, e in both)
+            cells = (f"{len(both)} | {med_e:.0f} s | {statistics.median(m for m, _ in both) / med_e:.2f} | "
+                     f"`{', '.join(sorted({e['from'] for _, e in both}))}` |")
+        else:
+            cells = "0 | - | - | no estimate line |"
+        out.append(f"| {env} | {pair} | {len(rows)} | {med_m:.0f} s | {sum(ms) / 60:.1f} min | " + cells)
+    out += ["", f"Probe jobs measured {tot_m / 3600:.2f} h in all"
+            + (f"; those with an estimate line {tot_me / 3600:.2f} h, estimated {tot_e / 3600:.2f} h" if tot_e else "") + "."]
+    return out
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("step", choices=["run", "export", "status", "report", "cost", "retime"])
+    ap.add_argument("step", choices=["run", "export", "status", "report", "cost", "retime", "probe-times"])
     ap.add_argument("--sweep", default="sweeps/connectivity_3maps.toml", help="the sweep file")
     ap.add_argument("--env", help="run/export: the env whose part to run or copy")
-    ap.add_argument("--root", help="run/export: the sweep's run folders (outside the repository)")
+    ap.add_argument("--root", help="run/export/probe-times: the sweep's run folders (outside the repository)")
     ap.add_argument("--to", help="export/status/report: the results folder (e.g. bench/results/connectivity_3maps)")
     ap.add_argument("--jobs", type=int, default=1, help="run: runs trained at once")
     ap.add_argument("--estimate", action="append", default=[], help="cost, report: a committed 'marl sweep --estimate' record (repeatable)")
@@ -260,7 +346,7 @@ def main(argv=None) -> int:
 
         sweep = load_sweep(a.sweep)
         need = {"run": ("env", "root"), "export": ("env", "root", "to"), "status": ("to",), "report": ("to",),
-                "cost": ("to",), "retime": ("to",)}[a.step]
+                "cost": ("to",), "retime": ("to",), "probe-times": ("env", "root", "to")}[a.step]
         for k in need:
             if getattr(a, k) is None:
                 raise UserError(f"{a.step} needs --{k}")
@@ -274,6 +360,8 @@ def main(argv=None) -> int:
                 print(f"{env}: {done} of {n} probe jobs exported")
         elif a.step == "retime":
             print("\n".join(f"retimed {p}" for p in retime(a.to)) or "every part record's train_s agrees with its logs")
+        elif a.step == "probe-times":
+            print(f"probe times {probe_times(sweep, a.env, a.root, a.to)}")
         elif a.step == "cost":
             print(f"cost {cost(sweep, a.to, a.estimate)}")
         else:

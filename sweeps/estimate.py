@@ -158,3 +158,21 @@ def parse_runs(text: str) -> dict[str, dict]:
             u, s, c = int(m["updates"]), float(m["s"]), float(m["compile"])
             out[m["run"]] = {"updates": u, "s_per_update": s, "compile_s": c, "total_s": c + u * s}
     return out
+
+
+_PROBE_LINE = re.compile(r"^probe (?P<probe>.+): (?P<teams>\d+) teams x (?P<episodes>\d+) episodes, (?P<s>[0-9.]+) s a team = "
+                         r"(?:(?P<h>\d+)h(?P<hm>\d\d)|(?P<m>\d+)m(?P<ms>\d\d)s)$")
+
+
+def parse_probes(text: str) -> dict[str, dict]:
+    """The probe rows of a printed estimate (``lines``' format): per probe (``ENV PAIR: LABEL``, as
+    ``estimate`` names it), ``teams``, ``episodes``, ``s_per_team`` and ``total_s`` (the printed total, to the
+    second under an hour, to the minute above); other lines ignored."""
+    out = {}
+    for ln in text.splitlines():
+        m = _PROBE_LINE.match(ln.strip())
+        if m:
+            total = int(m["h"]) * 3600 + int(m["hm"]) * 60 if m["h"] else int(m["m"]) * 60 + int(m["ms"])
+            out[m["probe"]] = {"teams": int(m["teams"]), "episodes": int(m["episodes"]), "s_per_team": float(m["s"]),
+                               "total_s": float(total)}
+    return out

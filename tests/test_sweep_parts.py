@@ -185,3 +185,60 @@ def test_cost_sets_each_run_beside_its_estimate_line(tmp_path, capsys):
     assert err.count("\n") == 1 and "no such file" in err
     assert parts.main(["cost", "--sweep", str(f), "--to", str(tmp_path / "empty")]) == 2
     assert "no exported run" in capsys.readouterr().err and not (tmp_path / "empty").exists()
+
+
+def test_probe_times_read_each_jobs_wall_time_and_cost_sets_it_beside_its_estimate(tmp_path, capsys):
+    # the part's jobs ran one at a time in plan order after its runs: a job's time is from the previous
+    # completion to its own (the first: from the last run's DONE); files out of that order are refused
+    import os
+
+    f = tmp_path / "s.toml"
+    f.write_text(SWEEP)
+    sweep = load_sweep(f)
+    root, res = tmp_path / "root", tmp_path / "results"
+    runs, jobs = parts._plan(parts.part(sweep, "smax:3m"), root)
+    assert len(jobs) == 3
+    t0 = 1_800_000_000
+    for i, r in enumerate(runs):
+        r.out.mkdir(parents=True)
+        (r.out / "DONE").write_text("")
+        os.utime(r.out / "DONE", (t0 - 100 + 10 * i, t0 - 100 + 10 * i))  # the last DONE at t0 - 80
+    ends = [t0 - 30, t0 + 20, t0 + 120]
+    for j, t in zip(jobs, ends):
+        j.out.mkdir(parents=True)
+        (j.out / "sweep_job.json").write_text("{}")
+        os.utime(j.out / "sweep_job.json", (t, t))
+    with pytest.raises(UserError, match="no part record; export the part first"):
+        parts.probe_times(sweep, "smax:3m", root, res)
+    (res / "parts").mkdir(parents=True)
+    rec_path = res / "parts" / "smax-3m.json"
+    rec_path.write_text(json.dumps({"env": "smax:3m", "runs": {}}))
+    assert parts.main(["probe-times", "--sweep", str(f), "--env", "smax:3m", "--root", str(root), "--to", str(res)]) == 0
+    rec = json.loads(rec_path.read_text())
+    assert list(rec["probe_s"].values()) == [50.0, 50.0, 100.0] and "probe_s_note" in rec
+    assert list(rec["probe_s"]) == [f"smax:3m {j.pair}: {j.label}" for j in jobs]
+    # the estimate's probe lines (as `marl sweep --estimate` prints them) beside the measured times
+    est = tmp_path / "EST.md"
+    est.write_text("smax-3m/shared: 2 updates x 1.00 s + compile 0 s = 0m02s\n"
+                   + "".join(f"probe smax:3m {j.pair}: {j.label}: 47 teams x 4 episodes, 0.50 s a team = 0m25s\n" for j in jobs[:2]))
+    run = res / "runs" / "smax-3m" / "shared"
+    run.mkdir(parents=True)
+    (run / "metrics.jsonl").write_text(json.dumps({"update": 1, "time": 5, "chunk_s": 5, "return": [0.0]}) + "\n")
+    assert parts.main(["cost", "--sweep", str(f), "--to", str(res), "--estimate", str(est)]) == 0
+    text = (res / "cost.md").read_text()
+    pairs = {j.pair for j in jobs}
+    assert len(pairs) == 2 and "## Probe jobs" in text
+    first = [x for x in text.splitlines() if x.startswith(f"| smax:3m | {jobs[0].pair} |")]
+    assert first == [f"| smax:3m | {jobs[0].pair} | 2 | 50 s | 1.7 min | 2 | 25 s | 2.00 | `EST.md` |"], first
+    assert "Probe jobs measured 0.06 h in all; those with an estimate line 0.03 h, estimated 0.01 h." in text
+    # out of plan order (the second job finished before the first): refused, the record left as it was
+    before = rec_path.read_text()
+    os.utime(jobs[1].out / "sweep_job.json", (t0 - 50, t0 - 50))
+    capsys.readouterr()
+    assert parts.main(["probe-times", "--sweep", str(f), "--env", "smax:3m", "--root", str(root), "--to", str(res)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "did not run one at a time in plan order" in err and rec_path.read_text() == before
+    (jobs[2].out / "sweep_job.json").unlink()  # an unfinished part: refused
+    with pytest.raises(UserError, match="sweep_job.json is missing"):
+        parts.probe_times(sweep, "smax:3m", root, res)
+    assert rec_path.read_text() == before

@@ -696,6 +696,15 @@ def test_estimate_lines_parse_back_to_their_runs():
     assert got["smax-3m/shared"] == {"updates": 244, "s_per_update": 17.18, "compile_s": 25.0,
                                      "total_s": pytest.approx(25.0 + 244 * 17.18)}
     assert parse_runs("no estimate here\nsmax-3m/shared: many updates") == {}
+    # and its probe rows, by the name the estimate gives the job; a total of an hour or more is read to the minute
+    from sweeps.estimate import parse_probes
+
+    est.probes.append({"probe": "smax:3m a x a: a#0 vs a#1", "teams": 68, "episodes": 256, "s_per_team": 60.0,
+                       "total_s": 4085.0})
+    got = parse_probes("\n".join(lines(est)))
+    assert got == {"smax:3m a x b: a#0 vs b#0": {"teams": 47, "episodes": 256, "s_per_team": 0.17, "total_s": 8.0},
+                   "smax:3m a x a: a#0 vs a#1": {"teams": 68, "episodes": 256, "s_per_team": 60.0, "total_s": 4080.0}}
+    assert parse_probes("probe smax:3m a x b: a#0 vs b#0: many teams") == {}
 
 
 def test_estimate_measures_the_sweeps_own_programs_and_writes_nothing(tmp_path, capsys):
