@@ -33,14 +33,16 @@ fi
 if lane happo; then
   train --env smax:3m --algo happo --seed 52 --seeds 12 --total-steps 3e6 --out "$R/happo_new_seeds52-63" ent_coef=0.005
   evaluate "$R/happo_new_seeds52-63" 512 $B/happo_new_seeds52-63_own.json
+  # the old arm runs its own checkout's code: never a PYTHONPATH that would put another checkout's marl first
+  old() { env -u PYTHONPATH "$R/old_venv/bin/marl" "$@"; }
   if [ ! -x "$R/old_venv/bin/marl" ]; then
     [ -d "$R/old_src" ] || { mkdir -p "$R/old_src" && git archive $OLD | tar -x -C "$R/old_src"; }  # writes only under $R
-    python3 -m venv "$R/old_venv" && "$R/old_venv/bin/pip" install -q -e "$R/old_src"
+    python3 -m venv "$R/old_venv" && env -u PYTHONPATH "$R/old_venv/bin/pip" install -q -e "$R/old_src"
   fi
   if [ -f "$R/happo_old_seeds52-63/config.toml" ]; then  # the old CLI resumes with --resume RUN (a finished run: no-op)
-    "$R/old_venv/bin/marl" train --quiet --resume "$R/happo_old_seeds52-63"
+    old train --quiet --resume "$R/happo_old_seeds52-63"
   else
-    "$R/old_venv/bin/marl" train --quiet --env smax:3m --algo happo --seed 52 --seeds 12 --total-steps 3e6 \
+    old train --quiet --env smax:3m --algo happo --seed 52 --seeds 12 --total-steps 3e6 \
         --out "$R/happo_old_seeds52-63" ent_coef=0.005
   fi
   evaluate "$R/happo_old_seeds52-63" 512 $B/happo_old_seeds52-63_own.json  # old checkpoints load (format 1)

@@ -3,6 +3,7 @@ registered rule on its planned design (calibration record required), refusing fi
 
 import dataclasses
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -92,18 +93,17 @@ def _plan_commands(tmp_path, lane):
     venv) replaced by a stub that logs its arguments; returns (exit code, stderr, logged lines)."""
     import os
     import subprocess
-    from pathlib import Path
 
     root, stub, log = tmp_path / "runs", tmp_path / "bin", tmp_path / "calls.log"
     stub.mkdir()
     (root / "old_venv" / "bin").mkdir(parents=True)
     for path, tag in ((stub / "marl", "new"), (root / "old_venv" / "bin" / "marl", "old")):
-        path.write_text(f'#!/bin/bash\necho "{tag} $*" >> {log}\n')
+        path.write_text(f'#!/bin/bash\necho "{tag} $* PYTHONPATH=${{PYTHONPATH-unset}}" >> {log}\n')
         path.chmod(0o755)
     (root / "old_src").mkdir()
     repo = Path(__file__).resolve().parents[1]
     cmd = ["bash", str(repo / "bench" / "fresh_seeds3.sh")] + ([lane] if lane else [])
-    env = {**os.environ, "ROOT": str(root), "PATH": f"{stub}{os.pathsep}{os.environ['PATH']}"}
+    env = {**os.environ, "ROOT": str(root), "PATH": f"{stub}{os.pathsep}{os.environ['PATH']}", "PYTHONPATH": str(repo)}
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60)
     lines = log.read_text().splitlines() if log.exists() else []
     return p.returncode, p.stderr, [ln.replace(str(root), "R") for ln in lines]
@@ -116,13 +116,17 @@ def test_fresh_seeds3_lanes_split_the_plan_without_loss_or_repeat(tmp_path):
         rc, err, calls = _plan_commands(tmp_path / str(lane), lane)
         assert rc == 0, err
         every[lane] = calls
+    repo = Path(__file__).resolve().parents[1]
     outs = {lane: [c.split("--out ")[1].split()[0] for c in calls if " train " in f" {c} "]
             for lane, calls in every.items()}
     assert outs["target"] == ["R/target_seeds40-45"]
     assert outs["cod"] == ["R/cod_false_seeds46-51", "R/cod_true_seeds46-51",
                            "R/mpe_vn_true_seeds64-69", "R/mpe_vn_false_seeds64-69"]
     assert outs["happo"] == ["R/happo_new_seeds52-63", "R/happo_old_seeds52-63"]
-    assert any(c.startswith("old train") and "happo_old" in c for c in every["happo"])  # the old arm's own CLI
+    # the old arm's own CLI, on its own code: a PYTHONPATH naming another checkout would run that one's marl
+    old = [c for c in every["happo"] if c.startswith("old ")]
+    assert len(old) == 1 and "happo_old" in old[0] and old[0].endswith("PYTHONPATH=unset"), old
+    assert all(c.endswith(f"PYTHONPATH={repo}") for c in every["happo"] if c.startswith("new "))
     # the lanes together are the whole plan, command for command
     assert sorted(every["target"] + every["cod"] + every["happo"]) == sorted(every[None])
 

@@ -37,8 +37,21 @@ class _Stop(KeyboardInterrupt):
     arriving outside the loop's own handler still ends as an interruption)."""
 
 
-def _raise_stop(signum, frame):
-    raise _Stop()
+class _StopOnTerm:
+    """One training loop's SIGTERM handler: raises ``_Stop`` where the signal lands, and remembers it, so that a stop
+    raised where Python drops exceptions (a garbage-collection callback, ``__del__``: "Exception ignored in ...")
+    still ends the run, at the next chunk boundary (``check``), instead of training on with its lock held."""
+
+    def __init__(self):
+        self.requested = False
+
+    def __call__(self, signum, frame):
+        self.requested = True
+        raise _Stop()
+
+    def check(self) -> None:
+        if self.requested:
+            raise _Stop()
 
 
 def with_new_leaves(params: dict, template: dict) -> dict:
@@ -368,7 +381,8 @@ def _run_chunks(trainer: Trainer, config: TrainConfig, out: Path, opts: TrainOpt
     """Train chunk after chunk from ``start``: log every update, checkpoint every ``checkpoint_every``
     chunks, stop cleanly on Ctrl-C / SIGTERM (keeping the last checkpoint) and on divergence."""
     state, parent, diverged = start.state, start.parent, dict(start.diverged)
-    old_handler = signal.signal(signal.SIGTERM, _raise_stop)
+    stop = _StopOnTerm()
+    old_handler = signal.signal(signal.SIGTERM, stop)
     mngr = None
     start_update = int(np.asarray(state.update).reshape(-1)[0])
     upc = config.updates_per_chunk
@@ -389,6 +403,7 @@ def _run_chunks(trainer: Trainer, config: TrainConfig, out: Path, opts: TrainOpt
         warned_ties = False
         with bar:
             for i in range(n_chunks):
+                stop.check()  # a SIGTERM whose exception was dropped during the last chunk
                 t0 = time.time()
                 first = start_update + i * upc  # the update the state is at when the chunk starts
                 c = first // upc  # the chunk an unbroken run would be in
