@@ -202,11 +202,29 @@ def status(sweep: dict, to) -> dict:
     return out
 
 
-def report(sweep: dict, to, echo=print, estimates=()) -> Path:
+def _provenance(sweep_file: str, to: Path) -> list[str]:
+    """``summary.md``'s provenance: the sweep file (copied to ``to``/sweep.toml) and each part's commit and export."""
+    import hashlib
+
+    lines = ["## Provenance", ""]
+    if sweep_file:
+        text = Path(sweep_file).read_bytes()
+        lines.append(f"Sweep file: `{sweep_file}` (sha256 {hashlib.sha256(text).hexdigest()[:16]}; its copy: `sweep.toml`). "
+                     "Each part ran on the commit its record names (`parts/<env>.json`):")
+    lines.append("")
+    for path in sorted((to / "parts").glob("*.json")):
+        rec = json.loads(path.read_text())
+        lines.append(f"- {rec.get('env', path.stem)}: commit `{rec.get('commit', 'not recorded')}`, exported "
+                     f"{rec.get('exported', 'at an unrecorded time')}")
+    return lines
+
+
+def report(sweep: dict, to, echo=print, estimates=(), sweep_file: str = "") -> Path:
     """The sweep's probe report in ``to`` from every part's exported probe jobs (``write_rows``, as
     ``marl sweep`` writes it); refuses until every env's part is in. With ``estimates`` (committed ``--estimate``
     records), ``cost.md`` too, and its table appended to ``summary.md`` as the study's estimate against its
-    measured cost."""
+    measured cost. With ``sweep_file``, a copy of it (``sweep.toml``), and ``summary.md`` gets the provenance
+    (before the cost): that file and the commit each part ran on."""
     from marl_common.files import write_atomic
     from sweeps.report import job_row, write_rows
 
@@ -219,9 +237,12 @@ def report(sweep: dict, to, echo=print, estimates=()) -> Path:
     costed = _cost_lines(sweep, to, estimates) if estimates else None  # refused before anything is written
     _, jobs = _plan(sweep, Path(to) / "jobs")
     path = write_rows(sweep, [job_row(j) for j in jobs], echo, out=Path(to))
+    summary = Path(to) / "summary.md"
+    if sweep_file:
+        write_atomic(Path(to) / "sweep.toml", Path(sweep_file).read_text())
+        write_atomic(summary, summary.read_text().rstrip("\n") + "\n\n" + "\n".join(_provenance(sweep_file, Path(to))) + "\n")
     if costed:
         write_atomic(costed[0], "\n".join(costed[1]) + "\n")
-        summary = Path(to) / "summary.md"
         write_atomic(summary, summary.read_text().rstrip("\n") + "\n\n#" + "\n".join(costed[1]) + "\n")
     return path
 
@@ -365,7 +386,7 @@ def main(argv=None) -> int:
         elif a.step == "cost":
             print(f"cost {cost(sweep, a.to, a.estimate)}")
         else:
-            print(f"report {report(sweep, a.to, estimates=a.estimate)}")
+            print(f"report {report(sweep, a.to, estimates=a.estimate, sweep_file=a.sweep)}")
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

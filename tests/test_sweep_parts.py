@@ -103,8 +103,11 @@ def test_parts_plan_the_whole_sweep_and_report_it_identically(tmp_path, capsys):
     assert parts.main(["report", "--sweep", str(f), "--to", str(res)]) == 0
     got = json.loads((res / "summary.json").read_text())
     assert got == ref  # rows, aggregates, connected tests, preconditions, verdict: the whole sweep's report
-    assert (res / "summary.md").read_text().replace(str(res), "") == (whole / "probe-report" / "summary.md").read_text().replace(
+    md, prov = (res / "summary.md").read_text().split("\n\n## Provenance\n")  # the whole sweep's report, then its provenance
+    assert md.replace(str(res), "") + "\n" == (whole / "probe-report" / "summary.md").read_text().replace(
         str(whole / "probe-report"), "")
+    assert f"Sweep file: `{f}`" in prov and (res / "sweep.toml").read_text() == f.read_text()
+    assert sum(f"- {env}: commit `" in prov for env in sweep["envs"]) == 2  # each part's commit
     # with a committed estimate record: the same report, then the cost table (once, however often it is run)
     before = (res / "summary.md").read_text()
     rec = tmp_path / "EST.md"
@@ -115,6 +118,7 @@ def test_parts_plan_the_whole_sweep_and_report_it_identically(tmp_path, capsys):
         assert parts.main(["report", "--sweep", str(f), "--to", str(res), "--estimate", str(rec)]) == 0
     after = (res / "summary.md").read_text()
     assert after.startswith(before.rstrip("\n")) and after.count("## Estimated against measured") == 1
+    assert after.count("## Provenance") == 1
     assert "| smax-3m/shared | 2 | 2 of 2 |" in after and "| smax-2s3z/shared | 2 | 2 of 2 |" in after
     assert json.loads((res / "summary.json").read_text()) == ref and (res / "cost.md").exists()
     npz = sorted(p.relative_to(res) for p in (res / "jobs").rglob("barrier.npz"))
