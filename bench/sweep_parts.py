@@ -20,7 +20,7 @@ design, never on one env.
 
 ``run`` resumes (``marl sweep``'s rules: done runs skipped, stopped ones resumed, probe jobs reused).
 ``export`` copies, per probe job, ``barrier.json``, ``barrier.csv``, ``barrier.npz`` (per-episode
-outcomes), ``teams.json``, ``teams.csv`` and ``sweep_job.json`` to ``RESULTS/jobs/<the job's folder
+outcomes), ``teams.json``, ``teams.npz`` (the team probes' per-episode outcomes) and ``sweep_job.json`` to ``RESULTS/jobs/<the job's folder
 below the root>``, per run its ``config.toml`` and ``metrics.jsonl`` to ``RESULTS/runs/<run>``, and
 ``RESULTS/parts/<env>.json`` (the commit the part ran on, its runs' measured training time); it refuses
 a part whose runs or probe jobs are not all done. ``report`` refuses until every env's part is exported.
@@ -43,7 +43,8 @@ from marl_common.files import write_json
 
 ROOT = Path(__file__).resolve().parents[1]  # the checkout whose commit a part records (git rev-parse)
 
-JOB_FILES = ("barrier.json", "barrier.csv", "barrier.npz", "teams.json", "teams.csv", "sweep_job.json")
+# per probe job: the barrier's and the team probes' results and per-episode outcomes (the .npz), and its settings
+JOB_FILES = ("barrier.json", "barrier.csv", "barrier.npz", "teams.json", "teams.npz", "sweep_job.json")
 RUN_FILES = ("config.toml", "metrics.jsonl")
 
 

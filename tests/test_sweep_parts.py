@@ -246,3 +246,13 @@ def test_probe_times_read_each_jobs_wall_time_and_cost_sets_it_beside_its_estima
     with pytest.raises(UserError, match="sweep_job.json is missing"):
         parts.probe_times(sweep, "smax:3m", root, res)
     assert rec_path.read_text() == before
+
+
+def test_export_copies_files_the_probes_write():
+    # every result file export copies is one a sweep probe writes (`out / "NAME"` in probes/pipeline.py: a
+    # name no probe writes, like the teams.csv once listed, copies nothing), and the per-episode outcomes of
+    # both probes (barrier.npz, teams.npz) are among them
+    src = (ROOT / "probes" / "pipeline.py").read_text()
+    written = {n for n in parts.JOB_FILES if f'out / "{n}"' in src}
+    assert written == set(parts.JOB_FILES) - {"sweep_job.json"}, set(parts.JOB_FILES) - written
+    assert {"barrier.npz", "teams.npz"} <= written
