@@ -310,34 +310,43 @@ def _cost_lines(sweep: dict, to, estimates=()) -> tuple[Path, list[str]]:
     return path, lines + _probe_cost_lines(sweep, to, pest)
 
 
+STOP_FACTOR = 20  # a probe job's interval over 20x its part's median job spans a stop of the part (hours, not seconds)
+
+
 def _probe_cost_lines(sweep: dict, to: Path, pest: dict) -> list[str]:
     """The probe jobs' part of ``cost.md``: per env and pair group, the measured wall time of its jobs (``probe_s``
-    of the part records, ``probe_times``) beside the estimate's lines for the same jobs. Medians per job are
-    compared (a job whose interval spans a stop counts the stop)."""
+    of the part records, ``probe_times``) beside the estimate's lines for the same jobs, medians per job compared.
+    A job whose interval is over ``STOP_FACTOR`` times its part's median spans a stop of the part (the part was
+    stopped and resumed between the previous job and it): it is counted, and left out of the times."""
     import statistics
 
     groups: dict = {}
     for env in sweep["envs"]:
         rec_path = to / "parts" / f"{env.replace(':', '-')}.json"
         rec = json.loads(rec_path.read_text()) if rec_path.is_file() else {}
+        times = rec.get("probe_s", {})
+        if not times:
+            continue
+        cap = STOP_FACTOR * statistics.median(times.values())
         _, jobs = _plan(part(sweep, env), to / "jobs")
         for j in jobs:
-            m, e = rec.get("probe_s", {}).get(_probe_key(j)), pest.get(_probe_key(j))
+            m, e = times.get(_probe_key(j)), pest.get(_probe_key(j))
             if m is not None:
-                groups.setdefault((env, j.pair), []).append((m, e))
+                groups.setdefault((env, j.pair), []).append((m, e, m > cap))
     if not groups:
         return ["", "Probe jobs: no part record has their times yet (python bench/sweep_parts.py probe-times)."]
     out = ["", "## Probe jobs", "",
            "Measured: each job's wall seconds from the part's folders (`probe_s` of `parts/<env>.json`: the time from the "
            "previous job's completion to its own; the jobs ran one at a time). Estimated: the job's line of the named "
-           "record. Per job, medians (a job whose interval spans a stop of the part counts the stop).", "",
-           "| env | pair | jobs | measured s/job median | measured total | jobs with a line | est. s/job median | "
-           "median measured / estimated | estimate from |", "|---|---|---|---|---|---|---|---|---|"]
+           f"record. Per job, medians. A job whose interval is over {STOP_FACTOR}x its part's median spans a stop of "
+           "the part: counted, left out of the times.", "",
+           "| env | pair | jobs | left out (a stop) | measured s/job median | measured total | jobs with a line | "
+           "est. s/job median | median measured / estimated | estimate from |", "|---|---|---|---|---|---|---|---|---|---|"]
     tot_m = tot_e = tot_me = 0.0
     for (env, pair), rows in groups.items():
-        ms = [m for m, _ in rows]
-        both = [(m, e) for m, e in rows if e]
-        med_m = statistics.median(ms)
+        kept = [(m, e) for m, e, stop in rows if not stop]
+        ms = [m for m, _ in kept]
+        both = [(m, e) for m, e in kept if e]
         tot_m += sum(ms)
         tot_e += sum(e["total_s"] for _, e in both)
         tot_me += sum(m for m, _ in both)
@@ -347,8 +356,9 @@ def _probe_cost_lines(sweep: dict, to: Path, pest: dict) -> list[str]:
                      f"`{', '.join(sorted({e['from'] for _, e in both}))}` |")
         else:
             cells = "0 | - | - | no estimate line |"
-        out.append(f"| {env} | {pair} | {len(rows)} | {med_m:.0f} s | {sum(ms) / 60:.1f} min | " + cells)
-    out += ["", f"Probe jobs measured {tot_m / 3600:.2f} h in all"
+        med = f"{statistics.median(ms):.0f} s" if ms else "-"
+        out.append(f"| {env} | {pair} | {len(rows)} | {len(rows) - len(kept)} | {med} | {sum(ms) / 60:.1f} min | " + cells)
+    out += ["", f"Probe jobs measured {tot_m / 3600:.2f} h in all (stops left out)"
             + (f"; those with an estimate line {tot_me / 3600:.2f} h, estimated {tot_e / 3600:.2f} h" if tot_e else "") + "."]
     return out
 

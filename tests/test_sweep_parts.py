@@ -233,11 +233,20 @@ def test_probe_times_read_each_jobs_wall_time_and_cost_sets_it_beside_its_estima
     pairs = {j.pair for j in jobs}
     assert len(pairs) == 2 and "## Probe jobs" in text
     first = [x for x in text.splitlines() if x.startswith(f"| smax:3m | {jobs[0].pair} |")]
-    assert first == [f"| smax:3m | {jobs[0].pair} | 2 | 50 s | 1.7 min | 2 | 25 s | 2.00 | `EST.md` |"], first
-    assert "Probe jobs measured 0.06 h in all; those with an estimate line 0.03 h, estimated 0.01 h." in text
+    assert first == [f"| smax:3m | {jobs[0].pair} | 2 | 0 | 50 s | 1.7 min | 2 | 25 s | 2.00 | `EST.md` |"], first
+    assert "Probe jobs measured 0.06 h in all (stops left out); those with an estimate line 0.03 h, estimated 0.01 h." in text
+    # a part stopped and resumed between two jobs: the second job's interval holds the stop (hours); counted, left out
+    os.utime(jobs[1].out / "sweep_job.json", (t0 + 7200, t0 + 7200))
+    os.utime(jobs[2].out / "sweep_job.json", (t0 + 7300, t0 + 7300))
+    parts.probe_times(sweep, "smax:3m", root, res)
+    assert list(json.loads(rec_path.read_text())["probe_s"].values()) == [50.0, 7230.0, 100.0]
+    assert parts.main(["cost", "--sweep", str(f), "--to", str(res), "--estimate", str(est)]) == 0
+    first = [x for x in (res / "cost.md").read_text().splitlines() if x.startswith(f"| smax:3m | {jobs[0].pair} |")]
+    assert first == [f"| smax:3m | {jobs[0].pair} | 2 | 1 | 50 s | 0.8 min | 1 | 25 s | 2.00 | `EST.md` |"], first
     # out of plan order (the second job finished before the first): refused, the record left as it was
     before = rec_path.read_text()
     os.utime(jobs[1].out / "sweep_job.json", (t0 - 50, t0 - 50))
+    os.utime(jobs[2].out / "sweep_job.json", (t0 + 120, t0 + 120))
     capsys.readouterr()
     assert parts.main(["probe-times", "--sweep", str(f), "--env", "smax:3m", "--root", str(root), "--to", str(res)]) == 2
     err = capsys.readouterr().err
