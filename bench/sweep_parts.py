@@ -236,6 +236,10 @@ def report(sweep: dict, to, echo=print, estimates=(), sweep_file: str = "") -> P
         raise UserError(f"not every part is exported: {', '.join(missing)}; run and export those parts first "
                         f"(python bench/sweep_parts.py run/export --env ENV)")
     costed = _cost_lines(sweep, to, estimates) if estimates else None  # refused before anything is written
+    if sweep_file:
+        from marl_common.preflight import check_output
+
+        check_output(Path(to) / "sweep.toml", "--to", suffixes=(".toml",))  # the sweep file's copy
     _, jobs = _plan(sweep, Path(to) / "jobs")
     path = write_rows(sweep, [job_row(j) for j in jobs], echo, out=Path(to))
     summary = Path(to) / "summary.md"

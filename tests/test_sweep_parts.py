@@ -119,6 +119,12 @@ def test_parts_plan_the_whole_sweep_and_report_it_identically(tmp_path, capsys):
     after = (res / "summary.md").read_text()
     assert after.startswith(before.rstrip("\n")) and after.count("## Estimated against measured") == 1
     assert after.count("## Provenance") == 1
+    # a folder where the sweep file's copy goes: refused in one line before anything is written
+    (res / "sweep.toml").unlink()
+    (res / "sweep.toml").mkdir()
+    capsys.readouterr()
+    assert parts.main(["report", "--sweep", str(f), "--to", str(res), "--estimate", str(rec)]) == 2
+    assert capsys.readouterr().err.count("\n") == 1 and (res / "summary.md").read_text() == after
     assert "| smax-3m/shared | 2 | 2 of 2 |" in after and "| smax-2s3z/shared | 2 | 2 of 2 |" in after
     assert json.loads((res / "summary.json").read_text()) == ref and (res / "cost.md").exists()
     npz = sorted(p.relative_to(res) for p in (res / "jobs").rglob("barrier.npz"))
