@@ -61,6 +61,11 @@ def part(sweep: dict, env: str) -> dict:
     return out
 
 
+def _record(to, env: str) -> Path:
+    """The part record of ``env`` in the results folder ``to``."""
+    return Path(to) / "parts" / f"{env.replace(':', '-')}.json"
+
+
 def _plan(sweep: dict, root):
     from sweeps.runner import plan, plan_probes
 
@@ -125,7 +130,7 @@ def export_part(sweep: dict, env: str, root, to, sweep_file: str = "") -> Path:
               "runs": {r.name: {"train_s": round(_train_seconds(r.out), 1), "updates": r.config.num_updates,
                                 "seeds": r.config.num_seeds} for r in runs},
               "probe_jobs": len(jobs)}
-    path = to / "parts" / f"{env.replace(':', '-')}.json"
+    path = _record(to, env)
     path.parent.mkdir(parents=True, exist_ok=True)
     write_json(path, record, indent=1)
     return path
@@ -154,21 +159,18 @@ def retime(to) -> list[Path]:
     return changed
 
 
-def _probe_key(job) -> str:
-    """A probe job's name as ``marl sweep --estimate`` prints it (``ENV PAIR: LABEL``)."""
-    return f"{job.env} {job.pair}: {job.label}"
-
-
 def probe_times(sweep: dict, env: str, root, to) -> Path:
     """Each probe job's wall time, from ``root``'s folders into the part's exported record (``probe_s``).
 
     ``run`` probes a part's jobs one at a time, in plan order, after its runs: a job took the time from the
     previous job's completion (its ``sweep_job.json`` written) to its own, the first from the part's last
-    ``DONE``. A job whose interval spans a stop of the part counts the stop too (``cost`` compares medians).
+    ``DONE``. A job whose interval spans a stop of the part counts the stop too (``cost`` leaves such jobs out).
     Refuses when the completions are not in plan order (the jobs did not run that way), or before the part is
     exported. Returns the record's path."""
+    from sweeps.estimate import probe_name
+
     root, to = Path(root), Path(to)
-    path = to / "parts" / f"{env.replace(':', '-')}.json"
+    path = _record(to, env)
     if not path.is_file():
         raise UserError(f"{path}: no part record; export the part first (python bench/sweep_parts.py export --env {env})")
     runs, jobs = _plan(part(sweep, env), root)
@@ -183,7 +185,7 @@ def probe_times(sweep: dict, env: str, root, to) -> Path:
         if done < prev:
             raise UserError(f"{j.out}: finished before the job planned ahead of it (or before the part's runs): its jobs "
                             "did not run one at a time in plan order, so their times cannot be read from the files")
-        times[_probe_key(j)] = round(done - prev, 1)
+        times[probe_name(j)] = round(done - prev, 1)
         prev = done
     rec = json.loads(path.read_text())
     rec["probe_s"] = times
@@ -324,9 +326,11 @@ def _probe_cost_lines(sweep: dict, to: Path, pest: dict) -> list[str]:
     stopped and resumed between the previous job and it): it is counted, and left out of the times."""
     import statistics
 
+    from sweeps.estimate import probe_name
+
     groups: dict = {}
     for env in sweep["envs"]:
-        rec_path = to / "parts" / f"{env.replace(':', '-')}.json"
+        rec_path = _record(to, env)
         rec = json.loads(rec_path.read_text()) if rec_path.is_file() else {}
         times = rec.get("probe_s", {})
         if not times:
@@ -334,7 +338,7 @@ def _probe_cost_lines(sweep: dict, to: Path, pest: dict) -> list[str]:
         cap = STOP_FACTOR * statistics.median(times.values())
         _, jobs = _plan(part(sweep, env), to / "jobs")
         for j in jobs:
-            m, e = times.get(_probe_key(j)), pest.get(_probe_key(j))
+            m, e = times.get(probe_name(j)), pest.get(probe_name(j))
             if m is not None:
                 groups.setdefault((env, j.pair), []).append((m, e, m > cap))
     if not groups:

@@ -99,6 +99,11 @@ def teams_played(job, num_agents: int) -> tuple[int, int]:
     return teams, int(s["episodes"])
 
 
+def probe_name(job) -> str:
+    """A probe job's name in the estimate (``ENV PAIR: LABEL``): what ``parse_probes`` keys its rows by."""
+    return f"{job.env} {job.pair}: {job.label}"
+
+
 def estimate(runs, jobs=(), echo=print) -> Estimate:
     """Calibrate and estimate every run of ``runs`` (``PlannedRun``) and probe job of ``jobs`` (``ProbeJob``)."""
     per_update: dict = {}
@@ -122,7 +127,7 @@ def estimate(runs, jobs=(), echo=print) -> Estimate:
         if key not in per_team:
             per_team[key] = time_team(cfg, episodes)
         compile_s, s = per_team[key]
-        probe_rows.append({"probe": f"{j.env} {j.pair}: {j.label}", "teams": teams, "episodes": episodes,
+        probe_rows.append({"probe": probe_name(j), "teams": teams, "episodes": episodes,
                            "s_per_team": s, "total_s": compile_s + teams * s})
     total = sum(r["total_s"] for r in rows) + sum(p["total_s"] for p in probe_rows)
     return Estimate(rows, probe_rows, total)

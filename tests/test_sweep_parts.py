@@ -226,7 +226,7 @@ def test_probe_times_read_each_jobs_wall_time_and_cost_sets_it_beside_its_estima
     assert parts.main(["probe-times", "--sweep", str(f), "--env", "smax:3m", "--root", str(root), "--to", str(res)]) == 0
     rec = json.loads(rec_path.read_text())
     assert list(rec["probe_s"].values()) == [50.0, 50.0, 100.0] and "probe_s_note" in rec
-    assert list(rec["probe_s"]) == [f"smax:3m {j.pair}: {j.label}" for j in jobs]
+    assert list(rec["probe_s"]) == [f"smax:3m {j.pair}: {j.label}" for j in jobs]  # the names the estimate prints
     # the estimate's probe lines (as `marl sweep --estimate` prints them) beside the measured times
     est = tmp_path / "EST.md"
     est.write_text("smax-3m/shared: 2 updates x 1.00 s + compile 0 s = 0m02s\n"
