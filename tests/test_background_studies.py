@@ -1,0 +1,70 @@
+"""bench/background_studies.sh: refuses a WORK inside the repository before writing anything, starts nothing
+that is already committed, and `collect` copies only finished results into the checkout (issue 38)."""
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SCRIPT = "bench/background_studies.sh"
+PARTS = ("smax-3m", "smax-2s3z", "smax-3s_vs_5z")
+LANES = ("cod_false_seeds46-51", "cod_true_seeds46-51", "mpe_vn_true_seeds64-69", "mpe_vn_false_seeds64-69",
+         "happo_new_seeds52-63", "happo_old_seeds52-63")
+
+
+@pytest.fixture
+def repo(tmp_path):
+    """A stand-in checkout holding only the script and the results folders it reads."""
+    r = tmp_path / "repo"
+    (r / "bench/results/connectivity_3maps/parts").mkdir(parents=True)
+    (r / "bench/results/fresh_seeds").mkdir(parents=True)
+    shutil.copy(REPO / SCRIPT, r / SCRIPT)
+    return r
+
+
+def sh(repo, work, *args):
+    return subprocess.run(["bash", SCRIPT, *args], cwd=repo, env={"PATH": "/usr/bin:/bin", "WORK": str(work)},
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_refuses_work_inside_the_repository_and_writes_nothing(repo):
+    p = sh(repo, repo / "bg")
+    assert p.returncode == 2 and "inside the repository" in p.stderr and len(p.stderr.strip().splitlines()) == 1
+    assert not (repo / "bg").exists()
+    q = sh(repo, repo.parent / "bg", "bogus")
+    assert q.returncode == 2 and "no command 'bogus'" in q.stderr and not (repo.parent / "bg").exists()
+
+
+def test_start_leaves_committed_studies_alone(repo, tmp_path):
+    for p in PARTS:
+        (repo / f"bench/results/connectivity_3maps/parts/{p}.json").write_text("{}")
+    for f in LANES:
+        (repo / f"bench/results/fresh_seeds/{f}_own.json").write_text("{}")
+    out = sh(repo, tmp_path / "bg", "start")
+    assert out.returncode == 0, out.stderr
+    assert "every part is committed" in out.stdout and out.stdout.count(": committed") == 2
+    assert not list((tmp_path / "bg" / "pids").iterdir())  # nothing launched
+    assert not (tmp_path / "bg" / "c3").exists() and not (tmp_path / "bg" / "fs3").exists()
+
+
+def test_collect_copies_finished_results_only(repo, tmp_path):
+    work = tmp_path / "bg"
+    res = work / "c3/results"
+    (res / "parts").mkdir(parents=True)
+    (res / "parts/smax-3s_vs_5z.json").write_text('{"env": "smax:3s_vs_5z"}')
+    (res / "jobs/smax-3s_vs_5z/j0").mkdir(parents=True)
+    (res / "jobs/smax-3s_vs_5z/j0/barrier.json").write_text("{}")
+    ev = work / "fs3/src/bench/results/fresh_seeds"
+    ev.mkdir(parents=True)
+    (ev / "cod_false_seeds46-51_own.json").write_text("{}")
+    (ev / "cod_false_seeds46-51_own.npz").write_bytes(b"x")
+    (ev / "unrelated.json").write_text("{}")
+    out = sh(repo, work, "collect")
+    assert out.returncode == 0, out.stderr
+    c3 = repo / "bench/results/connectivity_3maps"
+    assert (c3 / "parts/smax-3s_vs_5z.json").read_text() == '{"env": "smax:3s_vs_5z"}'
+    assert (c3 / "jobs/smax-3s_vs_5z/j0/barrier.json").exists()
+    fs = repo / "bench/results/fresh_seeds"
+    assert sorted(p.name for p in fs.iterdir()) == ["cod_false_seeds46-51_own.json", "cod_false_seeds46-51_own.npz"]
