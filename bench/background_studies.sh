@@ -7,7 +7,8 @@
 #          - the three-map connectivity study, one map's part after another (bench/sweep_parts.py run, export,
 #            probe-times), every part not yet committed in bench/results/connectivity_3maps/parts, cheapest first
 #            (PARTS overrides the order); runs under WORK/c3/runs, exports under WORK/c3/results;
-#          - the fresh-seed lanes of fresh_seeds/PLAN3.md (bench/fresh_seeds3.sh cod and happo) at nice 19, for
+#          - the fresh-seed lanes of fresh_seeds/PLAN3.md (bench/fresh_seeds3.sh cod and happo) at nice 19 (their
+#            scheduler group's nice, see launch), for
 #            each lane whose evaluation files are not all committed; runs under WORK/fs3/runs.
 # status   which jobs are alive and the last line of each log.
 # collect  copies what has finished into this checkout (the exported parts; the lanes' evaluation files)
@@ -41,12 +42,16 @@ lane_files() {  # LANE: the evaluation files it writes (fresh_seeds3.sh)
   esac
 }
 lane_done() { for f in $(lane_files "$1"); do [ -f "$FS/$f" ] || return 1; done; }
-launch() {  # NAME LOG COMMAND...: a detached job with its pid file
-  local name=$1 log=$2; shift 2
+launch() {  # NAME NICE LOG COMMAND...: a detached job with its pid file
+  local name=$1 nice=$2 log=$3; shift 3
   if alive "$name"; then echo "$name: running (pid $(cat "$W/pids/$name"))"; return; fi
   nohup setsid "$@" >> "$log" 2>&1 < /dev/null &
   echo $! > "$W/pids/$name"
-  echo "$name: started (pid $!, log $log)"
+  # setsid gives the job its own scheduler autogroup, and the kernel shares the CPU between autogroups by the
+  # group's nice, not the processes' (sched_autogroup_enabled=1 here): `nice -n 19` alone left a lane with as
+  # much CPU as the study (session 18: 52-57% each against the study's 43%). So the group gets the nice.
+  [ -w "/proc/$!/autogroup" ] && echo "$nice" > "/proc/$!/autogroup" 2>/dev/null || true
+  echo "$name: started (pid $!, nice $nice, log $log)"
 }
 
 if [ "$CMD" = start ]; then
@@ -59,14 +64,14 @@ if [ "$CMD" = start ]; then
       chain+=" && $PY bench/sweep_parts.py export --env $env --root $W/c3/runs --to $W/c3/results"
       chain+=" && $PY bench/sweep_parts.py probe-times --env $env --root $W/c3/runs --to $W/c3/results && echo \"== $env DONE \$(date -u)\" && "
     done
-    launch connectivity "$W/c3/sweep.log" env PYTHONPATH="$W/c3/src" bash -c "cd $W/c3/src && ${chain}echo '== ALL DONE'"
+    launch connectivity 0 "$W/c3/sweep.log" env PYTHONPATH="$W/c3/src" bash -c "cd $W/c3/src && ${chain}echo '== ALL DONE'"
   else
     echo "connectivity: every part is committed ($C3/parts): python bench/sweep_parts.py report --to $C3 ..."
   fi
   for lane in cod happo; do
     if lane_done "$lane"; then echo "fresh seeds $lane: committed"; continue; fi
     checkout "$W/fs3/src"; mkdir -p "$W/fs3/runs"
-    launch "fs3_$lane" "$W/fs3/$lane.log" env PYTHONPATH="$W/fs3/src" ROOT="$W/fs3/runs" \
+    launch "fs3_$lane" 19 "$W/fs3/$lane.log" env PYTHONPATH="$W/fs3/src" ROOT="$W/fs3/runs" \
         nice -n 19 bash "$W/fs3/src/bench/fresh_seeds3.sh" "$lane"
   done
 elif [ "$CMD" = status ]; then
