@@ -54,8 +54,33 @@ class Interrupted(UserError):
     """The command was stopped (Ctrl-C, SIGTERM); the message says how to go on."""
 
 
+class _Terminated(KeyboardInterrupt):
+    """The stop a SIGTERM raises in a command: handled as Ctrl-C is (one line, exit 2)."""
+
+
 def _interrupt(signum, frame):
-    raise KeyboardInterrupt
+    raise _Terminated
+
+
+def _redeliver_dropped_stop(previous):
+    """An unraisable hook: Python drops an exception raised where it cannot propagate (a garbage-collection
+    callback, ``__del__``: "Exception ignored in ..."), so a SIGTERM landing there would leave the command
+    running. This hook reports it as ``previous`` does, then, when the dropped exception was that stop, sends
+    SIGTERM again from a thread a moment later (sent from the hook itself, the handler would raise inside the
+    hook, where it is dropped too), so that it lands where it propagates (the training loop has its own check,
+    ``_StopOnTerm``)."""
+    import os
+    import signal
+    import threading
+
+    def hook(unraisable):
+        previous(unraisable)
+        if isinstance(unraisable.exc_value, _Terminated):
+            again = threading.Timer(0.05, os.kill, (os.getpid(), signal.SIGTERM))
+            again.daemon = True
+            again.start()
+
+    return hook
 
 
 def _disk_full(e: BaseException) -> bool:
@@ -174,6 +199,8 @@ def run_guarded(prog: str, fn, *args, hard_exit: bool = False) -> int:
     warnings.filterwarnings("ignore", message="coroutine .* was never awaited", category=RuntimeWarning)
     debug = parse_bool(os.environ.get("MARL_DEBUG", "")) is not False
     old = signal.signal(signal.SIGTERM, _interrupt)  # SIGTERM stops like Ctrl-C: one line, exit 2
+    old_hook = sys.unraisablehook
+    sys.unraisablehook = _redeliver_dropped_stop(old_hook)
     code = None
     try:
         code = fn(*args)
@@ -201,6 +228,7 @@ def run_guarded(prog: str, fn, *args, hard_exit: bool = False) -> int:
         return code
     finally:
         signal.signal(signal.SIGTERM, old)
+        sys.unraisablehook = old_hook
         if hard_exit:  # the command is over: a late Ctrl-C / SIGTERM must not print a traceback at shutdown
             signal.signal(signal.SIGINT, signal.SIG_IGN)
             signal.signal(signal.SIGTERM, signal.SIG_IGN)

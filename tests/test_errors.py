@@ -62,6 +62,23 @@ def test_sigterm_in_a_process_is_one_line_and_a_clean_exit(tmp_path):
     assert r.returncode == 2 and r.stderr.strip().splitlines() == ["marl: error: interrupted"]
 
 
+def test_sigterm_dropped_by_python_still_stops_the_command(tmp_path):
+    """A SIGTERM whose exception Python drops (raised in a gc callback: "Exception ignored in ...") is sent
+    again, so the command still ends with one line and exit 2 instead of running to its end."""
+    done = tmp_path / "ran-to-the-end"
+    code = ("import gc, os, signal, sys, time\nfrom marl_common.errors import run_guarded\n"
+            "def in_gc(phase, info):\n    if phase == 'start' and not getattr(in_gc, 'hit', 0):\n"
+            "        in_gc.hit = 1\n        os.kill(os.getpid(), signal.SIGTERM)\n        time.sleep(0.2)\n"
+            "def fn():\n    gc.callbacks.append(in_gc)\n    gc.collect()\n    gc.callbacks.remove(in_gc)\n"
+            "    for _ in range(50):\n        time.sleep(0.1)\n"
+            f"    open({str(done)!r}, 'w').close()\n    return 0\n"
+            "sys.exit(run_guarded('marl', fn, hard_exit=True))\n")
+    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert "Exception ignored" in r.stderr  # the first stop was dropped
+    assert r.returncode == 2 and r.stderr.strip().splitlines()[-1] == "marl: error: interrupted", r.stderr
+    assert not done.exists()
+
+
 @pytest.mark.parametrize("env, expect", [
     ({"JAX_ENABLE_X64": "1"}, "JAX_ENABLE_X64=1 is not supported"),
     ({"JAX_ENABLE_X64": "True"}, "JAX_ENABLE_X64=True is not supported"),
