@@ -35,12 +35,7 @@ missing_parts() {  # the study's envs whose part record is not committed, cheape
   local order=${PARTS:-"smax:3m smax:3s_vs_5z smax:2s3z"}
   for env in $order; do [ -f "$C3/parts/${env/:/-}.json" ] || echo "$env"; done
 }
-lane_files() {  # LANE: the evaluation files it writes (fresh_seeds3.sh)
-  case "$1" in
-    cod) echo cod_false_seeds46-51_own.json cod_true_seeds46-51_own.json mpe_vn_true_seeds64-69_own.json mpe_vn_false_seeds64-69_own.json ;;
-    happo) echo happo_new_seeds52-63_own.json happo_old_seeds52-63_own.json ;;
-  esac
-}
+lane_files() { bash bench/fresh_seeds3.sh --outputs "$1"; }  # LANE: the evaluation files it writes
 lane_done() { for f in $(lane_files "$1"); do [ -f "$FS/$f" ] || return 1; done; }
 launch() {  # NAME NICE LOG COMMAND...: a detached job with its pid file
   local name=$1 nice=$2 log=$3; shift 3

@@ -21,6 +21,7 @@ def repo(tmp_path):
     (r / "bench/results/connectivity_3maps/parts").mkdir(parents=True)
     (r / "bench/results/fresh_seeds").mkdir(parents=True)
     shutil.copy(REPO / SCRIPT, r / SCRIPT)
+    shutil.copy(REPO / "bench/fresh_seeds3.sh", r / "bench/fresh_seeds3.sh")  # names each lane's files
     return r
 
 

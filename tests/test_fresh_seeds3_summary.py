@@ -88,9 +88,10 @@ def test_command_line_error_is_one_line(tmp_path, capsys):
 
 
 # -- bench/fresh_seeds3.sh's lanes: the plan's commands split by arm, none lost, none twice ------------------
-def _plan_commands(tmp_path, lane):
+def _plan_commands(tmp_path, lane, evaluated=()):
     """The `marl` commands the script runs for ``lane`` (None: no argument), with `marl` (and the old arm's
-    venv) replaced by a stub that logs its arguments; returns (exit code, stderr, logged lines)."""
+    venv) replaced by a stub that logs its arguments, and the evaluation files ``evaluated`` already written
+    (into ``tmp_path/eval``, the script's EVAL_DIR); returns (exit code, stderr, logged lines)."""
     import os
     import subprocess
 
@@ -101,12 +102,16 @@ def _plan_commands(tmp_path, lane):
         path.write_text(f'#!/bin/bash\necho "{tag} $* PYTHONPATH=${{PYTHONPATH-unset}}" >> {log}\n')
         path.chmod(0o755)
     (root / "old_src").mkdir()
+    (tmp_path / "eval").mkdir()
+    for f in evaluated:
+        (tmp_path / "eval" / f).write_text("{}")
     repo = Path(__file__).resolve().parents[1]
     cmd = ["bash", str(repo / "bench" / "fresh_seeds3.sh")] + ([lane] if lane else [])
-    env = {**os.environ, "ROOT": str(root), "PATH": f"{stub}{os.pathsep}{os.environ['PATH']}", "PYTHONPATH": str(repo)}
+    env = {**os.environ, "ROOT": str(root), "PATH": f"{stub}{os.pathsep}{os.environ['PATH']}", "PYTHONPATH": str(repo),
+           "EVAL_DIR": str(tmp_path / "eval")}
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60)
     lines = log.read_text().splitlines() if log.exists() else []
-    return p.returncode, p.stderr, [ln.replace(str(root), "R") for ln in lines]
+    return p.returncode, p.stderr, [ln.replace(str(root), "R").replace(str(tmp_path / "eval"), "E") for ln in lines]
 
 
 def test_fresh_seeds3_lanes_split_the_plan_without_loss_or_repeat(tmp_path):
@@ -135,3 +140,25 @@ def test_fresh_seeds3_unknown_lane_is_one_line_and_runs_nothing(tmp_path):
     rc, err, calls = _plan_commands(tmp_path, "everything")
     assert rc == 2 and calls == []
     assert err.strip().count("\n") == 0 and "no lane 'everything'" in err and "all, target, cod or happo" in err
+
+
+def test_fresh_seeds3_skips_an_evaluated_arm_and_lists_its_outputs(tmp_path):
+    """An arm whose evaluation file exists (committed before the machine lost its runs) is neither trained nor
+    evaluated again; `--outputs LANE` names the files a lane writes (what bench/background_studies.sh reads)."""
+    import subprocess
+
+    rc, err, calls = _plan_commands(tmp_path, "cod", evaluated=("cod_false_seeds46-51_own.json",))
+    assert rc == 0, err
+    outs = [c.split("--out ")[1].split()[0] for c in calls if " train " in f" {c} "]
+    assert outs == ["R/cod_true_seeds46-51", "R/mpe_vn_true_seeds64-69", "R/mpe_vn_false_seeds64-69"]
+    assert not any("cod_false" in c for c in calls)
+    script = Path(__file__).resolve().parents[1] / "bench" / "fresh_seeds3.sh"
+    listed = {lane: subprocess.run(["bash", str(script), "--outputs", lane], capture_output=True, text=True,
+                                   timeout=30, env={"PATH": "/usr/bin:/bin"}).stdout.split()
+              for lane in ("target", "cod", "happo")}
+    assert listed == {"target": ["target_seeds40-45_own.json"],
+                      "cod": ["cod_false_seeds46-51_own.json", "cod_true_seeds46-51_own.json",
+                              "mpe_vn_true_seeds64-69_own.json", "mpe_vn_false_seeds64-69_own.json"],
+                      "happo": ["happo_new_seeds52-63_own.json", "happo_old_seeds52-63_own.json"]}
+    # the files the script writes are those the reader reads, none more, none fewer
+    assert sorted(sum(listed.values(), [])) == sorted(f for d in s3.DECISIONS for f in d.files)
