@@ -40,12 +40,14 @@ lane_done() { for f in $(lane_files "$1"); do [ -f "$FS/$f" ] || return 1; done;
 launch() {  # NAME NICE LOG COMMAND...: a detached job with its pid file
   local name=$1 nice=$2 log=$3; shift 3
   if alive "$name"; then echo "$name: running (pid $(cat "$W/pids/$name"))"; return; fi
-  nohup setsid "$@" >> "$log" 2>&1 < /dev/null &
-  echo $! > "$W/pids/$name"
   # setsid gives the job its own scheduler autogroup, and the kernel shares the CPU between autogroups by the
   # group's nice, not the processes' (sched_autogroup_enabled=1 here): `nice -n 19` alone left a lane with as
-  # much CPU as the study (session 18: 52-57% each against the study's 43%). So the group gets the nice.
-  [ -w "/proc/$!/autogroup" ] && echo "$nice" > "/proc/$!/autogroup" 2>/dev/null || true
+  # much CPU as the study (session 18: 52-57% each against the study's 43%). So the group gets the nice, set by
+  # the job itself once setsid has made its group: written from here to /proc/$!/autogroup it raced setsid and
+  # reniced the caller's group instead (session 19: the lanes at nice 0, the starting shell at 19).
+  nohup setsid bash -c '[ -w /proc/self/autogroup ] && echo "$0" > /proc/self/autogroup 2>/dev/null; exec "$@"' \
+      "$nice" "$@" >> "$log" 2>&1 < /dev/null &
+  echo $! > "$W/pids/$name"
   echo "$name: started (pid $!, nice $nice, log $log)"
 }
 

@@ -1,8 +1,11 @@
 """bench/background_studies.sh: refuses a WORK inside the repository before writing anything, starts nothing
 that is already committed, and `collect` copies only finished results into the checkout (issue 38)."""
 
+import os
 import shutil
+import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -25,8 +28,9 @@ def repo(tmp_path):
     return r
 
 
-def sh(repo, work, *args):
-    return subprocess.run(["bash", SCRIPT, *args], cwd=repo, env={"PATH": "/usr/bin:/bin", "WORK": str(work)},
+def sh(repo, work, *args, **env):
+    return subprocess.run(["bash", SCRIPT, *args], cwd=repo,
+                          env={"PATH": "/usr/bin:/bin", "WORK": str(work), **env},
                           capture_output=True, text=True, timeout=60)
 
 
@@ -69,3 +73,46 @@ def test_collect_copies_finished_results_only(repo, tmp_path):
     assert (c3 / "jobs/smax-3s_vs_5z/j0/barrier.json").exists()
     fs = repo / "bench/results/fresh_seeds"
     assert sorted(p.name for p in fs.iterdir()) == ["cod_false_seeds46-51_own.json", "cod_false_seeds46-51_own.npz"]
+
+
+AUTOGROUP = Path("/proc/self/autogroup")
+
+
+@pytest.mark.skipif(not os.access(AUTOGROUP, os.W_OK), reason="no scheduler autogroup to renice here")
+def test_start_nices_each_jobs_own_group_not_the_callers(repo, tmp_path):
+    """Session 19: the group nice written from the caller raced setsid and reniced the caller's group (the
+    lanes ran at nice 0 beside the study, the starting shell at 19). Stand-in jobs that only sleep."""
+    bench = repo / "bench"
+    (bench / "fresh_seeds3.sh").rename(bench / "fresh_seeds3_real.sh")
+    (bench / "fresh_seeds3.sh").write_text(
+        '[ "$1" = --outputs ] && exec bash "$(dirname "$0")/fresh_seeds3_real.sh" "$@"\nexec sleep 60\n')
+    fake_python = tmp_path / "python"
+    fake_python.write_text("#!/bin/sh\nexec sleep 60\n")
+    fake_python.chmod(0o755)
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(repo)]
+    for cmd in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "stand-in"]):
+        subprocess.run(git + cmd, check=True, capture_output=True)
+    before = AUTOGROUP.read_text()
+    work = tmp_path / "bg"
+    out = sh(repo, work, "start", PYTHON=str(fake_python))
+    pids = {n: int((work / "pids" / n).read_text()) for n in ("connectivity", "fs3_cod", "fs3_happo")
+            if (work / "pids" / n).exists()}
+    try:
+        assert out.returncode == 0, out.stderr
+        assert sorted(pids) == ["connectivity", "fs3_cod", "fs3_happo"]
+        deadline, groups = time.monotonic() + 10, {}
+        while time.monotonic() < deadline:
+            groups = {n: Path(f"/proc/{p}/autogroup").read_text().split() for n, p in pids.items()}
+            if all(g[-1] == ("0" if n == "connectivity" else "19") for n, g in groups.items()):
+                break
+            time.sleep(0.1)
+        assert groups["fs3_cod"][-1] == "19" and groups["fs3_happo"][-1] == "19", groups
+        assert groups["connectivity"][-1] == "0", groups
+        assert len({g[0] for g in groups.values()} | {before.split()[0]}) == 4  # a group each, none the caller's
+        assert AUTOGROUP.read_text() == before  # the caller's group is untouched
+    finally:
+        for p in pids.values():
+            try:
+                os.killpg(p, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
