@@ -2,7 +2,7 @@
 first).
 
 Importing the package imports nothing heavy: ``envs.catalog`` (the family registry, as data) answers at once, and
-``make``, ``names``, ``Env`` and the other names below load the adapters (and jaxmarl, quietly:
+``make``, ``names``, ``Env`` and the other names below load the adapters (and the jaxmarl families they use,
 ``envs.quiet``) on first use.
 """
 

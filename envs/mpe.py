@@ -12,12 +12,17 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-import envs.quiet  # noqa: F401  (jaxmarl imported without its start-up lines)
-import jaxmarl
+from envs.quiet import family, import_jaxmarl_quietly
 
 from envs.adapter import Env, Hooks
 from envs.base import EnvSpec
 from marl_common.errors import UserError
+
+# jaxmarl 0.2.0's environment id -> the class its ``make`` builds, for the ids of ``envs.catalog.MPE_SCENARIOS``
+# (tests/test_envs.py checks it against jaxmarl.make)
+JAXMARL_CLASS = {"MPE_simple_reference_v3": "SimpleReferenceMPE",
+                 "MPE_simple_speaker_listener_v4": "SimpleSpeakerListenerMPE",
+                 "MPE_simple_spread_v3": "SimpleSpreadMPE"}
 
 
 def make(scenario: str, params, num_agents: int | None = None) -> Env:
@@ -35,7 +40,11 @@ def make_mpe(scenario: str, num_agents: int | None = None, env_id: str | None = 
         if num_agents < 1:
             raise UserError(f"num_agents must be >= 1, got {num_agents}")
         kwargs = dict(num_agents=num_agents, num_landmarks=num_agents)
-    inner = jaxmarl.make(env_id or f"MPE_{scenario}_v3", **kwargs)
+    env_id = env_id or f"MPE_{scenario}_v3"
+    if env_id in JAXMARL_CLASS:  # the class jaxmarl.make(env_id) builds, without importing all of jaxmarl
+        inner = getattr(family("mpe"), JAXMARL_CLASS[env_id])(**kwargs)
+    else:
+        inner = import_jaxmarl_quietly().make(env_id, **kwargs)
     agents = list(inner.agents)
     n = len(agents)
     obs_dims = tuple(int(inner.observation_spaces[a].shape[0]) for a in agents)

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-import envs.quiet  # noqa: F401  (jaxmarl imported without its start-up lines)
-import jaxmarl
-from jaxmarl.environments.smax import map_name_to_scenario
-from jaxmarl.environments.smax.smax_env import MAP_NAME_TO_SCENARIO, Scenario
+from envs.quiet import family
+
+_smax = family("smax")  # jaxmarl's SMAX family alone (envs.quiet)
+MAP_NAME_TO_SCENARIO = _smax.smax_env.MAP_NAME_TO_SCENARIO
+Scenario = _smax.Scenario
+map_name_to_scenario = _smax.map_name_to_scenario
 
 from envs.adapter import Env, Hooks
 from envs.base import EnvSpec
@@ -37,8 +39,7 @@ def make(scenario: str, params, num_agents: int | None = None) -> Env:
 def make_smax(map_name: str, sizes=None) -> Env:
     """The SMAX map ``map_name`` against the heuristic enemy, as an ``Env`` (``sizes``: (allies, enemies)
     marines for a map jaxmarl does not ship)."""
-    inner = jaxmarl.make(
-        "HeuristicEnemySMAX",
+    inner = _smax.HeuristicEnemySMAX(  # what jaxmarl.make("HeuristicEnemySMAX", ...) builds
         scenario=_scenario(map_name, sizes),
         see_enemy_actions=True,
         walls_cause_death=True,

@@ -1,5 +1,9 @@
 """Adapter shapes for every SMAX map and the MPE scenarios; names and errors."""
 
+import subprocess
+import sys
+from pathlib import Path
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -130,6 +134,37 @@ def test_catalog_is_jaxmarls_list():
     assert list(catalog.SMAX_MAPS) == sorted(MAP_NAME_TO_SCENARIO) == smax.jaxmarl_map_names()
     assert envs.names() == catalog.names() and len(set(catalog.names())) == len(catalog.names())
     assert set(catalog.MPE_SCENARIOS.values()) <= set(jaxmarl.registered_envs)
+    from envs.mpe import JAXMARL_CLASS
+    from envs.quiet import family
+
+    assert set(JAXMARL_CLASS) == set(catalog.MPE_SCENARIOS.values())  # the class each id's make() builds
+    for env_id, cls in JAXMARL_CLASS.items():
+        assert type(jaxmarl.make(env_id)) is getattr(family("mpe"), cls)
+
+
+def test_adapters_import_only_the_families_they_use():
+    """Building an SMAX and an MPE env imports jaxmarl's smax and mpe families, not the rest of jaxmarl (6.6 s
+    of imports, envs.quiet) and prints nothing; a later ``import jaxmarl`` is jaxmarl's own and builds the
+    same classes."""
+    code = """if True:
+        import sys
+        import envs
+        smax, mpe = envs.make("smax:3m").inner, envs.make("mpe:simple_spread").inner
+        loaded = sorted({m.split(".")[2] for m in sys.modules if m.startswith("jaxmarl.environments.")})
+        assert loaded == ["mpe", "multi_agent_env", "smax", "spaces"], loaded
+        assert "jaxmarl" not in sys.modules and "jaxmarl.environments" not in sys.modules
+        sys.stdout.flush()
+        import jaxmarl
+        assert hasattr(jaxmarl, "make") and "jaxmarl.environments.storm" in sys.modules
+        from envs.smax import map_name_to_scenario
+        assert type(jaxmarl.make("HeuristicEnemySMAX", scenario=map_name_to_scenario("3m"))) is type(smax)
+        assert type(jaxmarl.make("MPE_simple_spread_v3")) is type(mpe)
+        print("ok")
+    """
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                         cwd=Path(__file__).resolve().parents[1])
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.splitlines()[0] == "Importing submoduled environments..." and out.stdout.splitlines()[-1] == "ok"
     for name in catalog.names():  # every listed name is one make() builds, under its own name
         assert envs.make(name).spec.name == name
     assert envs.make("smax:20m").spec.num_agents == catalog.EXTRA_SMAX["20m"][0]

@@ -204,7 +204,9 @@ def _draw_units(env, seq):
 
 
 def _draw_particles(env, seq):
-    from jaxmarl.environments.mpe import MPEVisualizer
+    from envs.quiet import family
+
+    MPEVisualizer = family("mpe").MPEVisualizer
 
     with contextlib.redirect_stdout(io.StringIO()):  # the MPE visualiser prints its settings
         viz = MPEVisualizer(env.inner, [s for _, s, _, _ in seq])
