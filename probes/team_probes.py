@@ -124,7 +124,10 @@ def _summaries(res, has_win: bool, base: np.ndarray, num_boot: int, seed: int) -
 
 
 def _take(summ: dict, rows) -> dict:
-    return {f: {k: [v[i] for i in rows] for k, v in d.items()} for f, d in summ.items()}
+    """The rows ``rows`` of each per-team list in ``summ``; the interval labels (``ci``, ``diff_ci``: one string
+    for every row) are kept whole."""
+    rows = list(rows)
+    return {f: {k: v if isinstance(v, str) else [v[i] for i in rows] for k, v in d.items()} for f, d in summ.items()}
 
 
 def _run(env: Env, team_a: Team, team_b: Team, idx: np.ndarray, base: np.ndarray, key, num_episodes: int,

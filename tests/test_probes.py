@@ -19,7 +19,7 @@ from probes.barrier import barrier_probe
 from probes.estimators import (barrier, barrier_stats, cross_fitted, episode_gaps, gap_curve, midpoint_barrier,
                                split_folds)
 from probes.interpolate import alpha_grid, evaluate_rows, interpolate, parse_alphas, stack_teams
-from probes.team_probes import (clone_all_probe, clone_index, hot_swap_probe, mixed_masks, mixed_team_probe,
+from probes.team_probes import (_take, clone_all_probe, clone_index, hot_swap_probe, mixed_masks, mixed_team_probe,
                                 role_perms, role_swap_probe)
 from probes.weights import layer_vectors, team_distance, weight_report
 
@@ -288,6 +288,19 @@ def test_team_probe_shapes_and_consistency(probes_ab):
     ra = np.asarray(role["a"]["return"]["mean"])
     assert role["a"]["best"]["return"] == pytest.approx(ra.max()) and role["a"]["worst"]["return"] == pytest.approx(ra.min())
     assert np.shape(role["a"]["agent_seat_return"]) == (3, 3)
+    # every sub-report names its intervals' unit whole (a label was once sliced like a per-team list)
+    for sub in (hot["a_with_b_seat"], hot["a"], clone["a"], clone["b_team"], role["a"], role["b"]):
+        assert sub["return"]["ci"] == mixed["return"]["ci"] == f"percentile bootstrap over {E} episodes"
+        assert sub["win_rate"]["ci"] == f"Wilson over {E} episodes"
+        assert sub["return"]["diff_ci"] == f"paired percentile bootstrap over {E} episodes"
+
+
+def test_team_probe_rows_beyond_a_label_length():
+    """Taking more rows than an interval label has characters (role swap on 5 seats: 120 permutations)."""
+    summ = {"return": {"mean": list(range(130)), "ci": "Wilson over 4 episodes", "diff_ci": "paired"}}
+    out = _take(summ, range(100, 130))
+    assert out["return"]["mean"] == list(range(100, 130))
+    assert out["return"]["ci"] == "Wilson over 4 episodes" and out["return"]["diff_ci"] == "paired"
 
 
 def test_moved_rows_keep_their_trained_ids(env, teams):
