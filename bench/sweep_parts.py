@@ -16,6 +16,7 @@ design, never on one env.
     python bench/sweep_parts.py report --sweep FILE --to RESULTS [--estimate REC.md]   # the probe report (+ cost)
     python bench/sweep_parts.py cost   --sweep FILE --to RESULTS --estimate REC.md     # estimate vs measured
     python bench/sweep_parts.py retime --to RESULTS    # part records exported before each chunk was timed once
+    python bench/sweep_parts.py relabel --to RESULTS   # teams.json written before aada974 (interval labels sliced)
     python bench/sweep_parts.py probe-times --sweep FILE --env ENV --root DIR --to RESULTS  # its probe jobs' times
 
 ``run`` resumes (``marl sweep``'s rules: done runs skipped, stopped ones resumed, probe jobs reused).
@@ -155,6 +156,39 @@ def retime(to) -> list[Path]:
             rec["train_s_note"] = ("train_s recomputed from runs/<run>/metrics.jsonl (each chunk once: "
                                    "marl.runs.metrics_log.train_seconds); the export summed chunk_s over every row")
             write_json(path, rec, indent=1)
+            changed.append(path)
+    return changed
+
+
+LABELS = ("ci", "diff_ci")  # the team probes' interval labels: one string per report, naming the interval's unit
+
+
+def relabel(to) -> list[Path]:
+    """Mend the interval labels of every exported ``teams.json`` under ``to``/jobs written before aada974:
+    the hot-swap, clone-all and role-swap sub-reports took their rows from a label as from a per-team list
+    (``"percentile bootstrap ..."`` became ``["p", "e", "r"]`` on 3 seats). The mixed probe's labels were
+    never sliced and name the same units (every probe runs on the same episodes), so each sliced label takes
+    the mixed probe's; no number changes. Returns the files changed (none the second time)."""
+    changed = []
+    for path in sorted(Path(to).glob("jobs/**/teams.json")):
+        rep = json.loads(path.read_text())
+        mixed = rep["mixed"]
+        fixed = False
+        for probe, body in rep.items():
+            if probe == "mixed" or not isinstance(body, dict):
+                continue
+            for sub in body.values():
+                if not isinstance(sub, dict):
+                    continue
+                for field, d in sub.items():
+                    if not isinstance(d, dict) or field not in mixed:
+                        continue
+                    for label in LABELS:
+                        if isinstance(d.get(label), list):
+                            d[label] = mixed[field][label]
+                            fixed = True
+        if fixed:
+            write_json(path, rep)
             changed.append(path)
     return changed
 
@@ -373,7 +407,7 @@ def _probe_cost_lines(sweep: dict, to: Path, pest: dict) -> list[str]:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("step", choices=["run", "export", "status", "report", "cost", "retime", "probe-times"])
+    ap.add_argument("step", choices=["run", "export", "status", "report", "cost", "retime", "relabel", "probe-times"])
     ap.add_argument("--sweep", default="sweeps/connectivity_3maps.toml", help="the sweep file")
     ap.add_argument("--env", help="run/export: the env whose part to run or copy")
     ap.add_argument("--root", help="run/export/probe-times: the sweep's run folders (outside the repository)")
@@ -386,7 +420,7 @@ def main(argv=None) -> int:
 
         sweep = load_sweep(a.sweep)
         need = {"run": ("env", "root"), "export": ("env", "root", "to"), "status": ("to",), "report": ("to",),
-                "cost": ("to",), "retime": ("to",), "probe-times": ("env", "root", "to")}[a.step]
+                "cost": ("to",), "retime": ("to",), "relabel": ("to",), "probe-times": ("env", "root", "to")}[a.step]
         for k in need:
             if getattr(a, k) is None:
                 raise UserError(f"{a.step} needs --{k}")
@@ -400,6 +434,8 @@ def main(argv=None) -> int:
                 print(f"{env}: {done} of {n} probe jobs exported")
         elif a.step == "retime":
             print("\n".join(f"retimed {p}" for p in retime(a.to)) or "every part record's train_s agrees with its logs")
+        elif a.step == "relabel":
+            print("\n".join(f"relabelled {p}" for p in relabel(a.to)) or "every teams.json names its intervals whole")
         elif a.step == "probe-times":
             print(f"probe times {probe_times(sweep, a.env, a.root, a.to)}")
         elif a.step == "cost":

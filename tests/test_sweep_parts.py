@@ -271,3 +271,37 @@ def test_export_copies_files_the_probes_write():
     written = {n for n in parts.JOB_FILES if f'out / "{n}"' in src}
     assert written == set(parts.JOB_FILES) - {"sweep_job.json"}, set(parts.JOB_FILES) - written
     assert {"barrier.npz", "teams.npz"} <= written
+
+
+def test_relabel_mends_sliced_interval_labels_and_changes_no_number(tmp_path, capsys):
+    # teams.json as the probes wrote it before aada974 on 3 seats: the sub-reports' labels sliced into letters
+    unit = {"return": {"ci": "percentile bootstrap over 8 episodes", "diff_ci": "paired percentile bootstrap over 8 episodes"},
+            "win_rate": {"ci": "Wilson over 8 episodes", "diff_ci": "paired percentile bootstrap over 8 episodes"}}
+    whole = lambda f, m: {"mean": m, "diff": [0.0] * len(m), **unit[f]}
+    sliced = lambda f, m: {"mean": m, "diff": [0.0] * len(m), **{k: list(v[:len(m)]) for k, v in unit[f].items()}}
+    rep = {"probe": "teams", "a": {"run": "r", "seed": 0}, "episodes": 8, "ids": "agent",
+           "mixed": {"masks": [[0, 0, 0]], "return": whole("return", [1.0]), "win_rate": whole("win_rate", [0.5]), "by_k": []},
+           "hot_swap": {"a_with_b_seat": {"return": sliced("return", [1.0, 2.0, 3.0]), "win_rate": sliced("win_rate", [0.1, 0.2, 0.3])},
+                        "a": {"return": sliced("return", [1.0]), "win_rate": sliced("win_rate", [0.5])}},
+           "role_swap": {"perms": [[0, 1, 2]], "a": {"return": sliced("return", [4.0, 5.0]), "identity": {"perm": [0, 1, 2]}}}}
+    path = tmp_path / "jobs" / "smax-3m" / "probes" / "x_vs_y" / "teams.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(rep))
+    assert parts.main(["relabel", "--to", str(tmp_path)]) == 0
+    assert "relabelled" in capsys.readouterr().out
+    out = json.loads(path.read_text())
+    for sub in (out["hot_swap"]["a_with_b_seat"], out["hot_swap"]["a"]):
+        assert sub["return"]["ci"] == unit["return"]["ci"] and sub["win_rate"]["ci"] == unit["win_rate"]["ci"]
+        assert sub["return"]["diff_ci"] == unit["return"]["diff_ci"]
+    assert out["role_swap"]["a"]["return"]["ci"] == unit["return"]["ci"]
+    # only the labels changed
+    for probe in ("hot_swap", "role_swap"):
+        for sub in out[probe]:
+            if isinstance(out[probe][sub], dict):
+                for f, d in out[probe][sub].items():
+                    if "ci" in d:
+                        assert {k: v for k, v in d.items() if k not in parts.LABELS} == \
+                            {k: v for k, v in rep[probe][sub][f].items() if k not in parts.LABELS}
+    assert {k: out[k] for k in ("a", "mixed", "ids")} == {k: rep[k] for k in ("a", "mixed", "ids")}
+    before = path.read_text()
+    assert parts.relabel(tmp_path) == [] and path.read_text() == before  # whole labels: left be
