@@ -56,10 +56,15 @@ if [ "$CMD" = start ]; then
   if [ -n "$parts" ]; then
     checkout "$W/c3/src"; mkdir -p "$W/c3/runs" "$W/c3/results"
     chain=""
+    k=${PROBE_SHARDS:-2}  # a trained part's probe jobs in k processes at once (a job uses about 1.2 of the 2 cores)
     for env in $parts; do
-      chain+="echo \"== $env start \$(date -u)\" && $PY bench/sweep_parts.py run --env $env --root $W/c3/runs --jobs 2"
+      run="$PY bench/sweep_parts.py run --env $env --root $W/c3/runs"
+      chain+="echo \"== $env start \$(date -u)\" && $run --jobs 2 --no-probes"
+      chain+=" && { pids=; for i in \$(seq 0 $((k - 1))); do $run --shard \$i/$k & pids+=\" \$!\"; done; ok=0;"
+      chain+=" for p in \$pids; do wait \$p || ok=1; done; [ \$ok = 0 ]; }"
       chain+=" && $PY bench/sweep_parts.py export --env $env --root $W/c3/runs --to $W/c3/results"
-      chain+=" && $PY bench/sweep_parts.py probe-times --env $env --root $W/c3/runs --to $W/c3/results && echo \"== $env DONE \$(date -u)\" && "
+      chain+=" && $PY bench/sweep_parts.py probe-times --env $env --root $W/c3/runs --to $W/c3/results --shards $k"
+      chain+=" && echo \"== $env DONE \$(date -u)\" && "
     done
     launch connectivity 0 "$W/c3/sweep.log" env PYTHONPATH="$W/c3/src" bash -c "cd $W/c3/src && ${chain}echo '== ALL DONE'"
   else

@@ -11,13 +11,15 @@ whole sweep would have written (a test checks it is identical), with its verdict
 design, never on one env.
 
     python bench/sweep_parts.py run    --sweep FILE --env ENV --root DIR [--jobs K]   # train + probe one env
+    python bench/sweep_parts.py run    ... --no-probes        # train only; then its probe jobs in K processes:
+    python bench/sweep_parts.py run    ... --shard I/K        # the probe jobs I, I+K, ... (the runs must be done)
     python bench/sweep_parts.py export --sweep FILE --env ENV --root DIR --to RESULTS # copy its results in
     python bench/sweep_parts.py status --sweep FILE --to RESULTS                       # which parts are in
     python bench/sweep_parts.py report --sweep FILE --to RESULTS [--estimate REC.md]   # the probe report (+ cost)
     python bench/sweep_parts.py cost   --sweep FILE --to RESULTS --estimate REC.md     # estimate vs measured
     python bench/sweep_parts.py retime --to RESULTS    # part records exported before each chunk was timed once
     python bench/sweep_parts.py relabel --to RESULTS   # teams.json written before aada974 (interval labels sliced)
-    python bench/sweep_parts.py probe-times --sweep FILE --env ENV --root DIR --to RESULTS  # its probe jobs' times
+    python bench/sweep_parts.py probe-times --sweep FILE --env ENV --root DIR --to RESULTS [--shards K]  # jobs' times
 
 ``run`` resumes (``marl sweep``'s rules: done runs skipped, stopped ones resumed, probe jobs reused).
 ``export`` copies, per probe job, ``barrier.json``, ``barrier.csv``, ``barrier.npz`` (per-episode
@@ -84,17 +86,37 @@ def _commit() -> str:
     return head + (" (with uncommitted changes)" if dirty else "")
 
 
-def run_part(sweep: dict, env: str, root, max_jobs: int = 1, echo=print) -> list:
-    """Train and probe one env's part under ``root`` (resumable); returns its probe jobs. No training
-    report is written (``root/report`` is the whole sweep's: a part never replaces it with one env's)."""
+def parse_shard(text: str) -> tuple[int, int]:
+    """``"I/K"`` -> (I, K): the shard I of K (0 <= I < K)."""
+    i, sep, k = str(text).partition("/")
+    if not (sep and i.isdigit() and k.isdigit() and 0 <= int(i) < int(k)):
+        raise UserError(f"--shard {text}: say I/K with 0 <= I < K (e.g. 0/2 and 1/2 for two processes)")
+    return int(i), int(k)
+
+
+def run_part(sweep: dict, env: str, root, max_jobs: int = 1, echo=print, probes: bool = True,
+             shard: tuple[int, int] | None = None) -> list:
+    """Train and probe one env's part under ``root`` (resumable); returns the probe jobs it ran. No training
+    report is written (``root/report`` is the whole sweep's: a part never replaces it with one env's).
+    ``probes=False``: train only. ``shard=(i, k)``: probe only the jobs i, i + k, ... in plan order, with no
+    training (the part's runs must be done), so that k processes probe a trained part at once (on 2 cores a
+    probe job uses about 1.2 of them); ``probe-times --shards k`` reads their times."""
     from sweeps.runner import run_probe, run_sweep
 
     sub = part(sweep, env)
     runs, jobs = _plan(sub, root)
-    run_sweep(runs, progress=False, echo=echo, sweep=sub, jobs=jobs, max_jobs=max_jobs, only=",".join(r.name for r in runs))
-    for job in jobs:
-        run_probe(job, echo)
-    return jobs
+    if shard is None:
+        run_sweep(runs, progress=False, echo=echo, sweep=sub, jobs=jobs, max_jobs=max_jobs, only=",".join(r.name for r in runs))
+    else:
+        todo = [str(r.out) for r in runs if not (r.out / "DONE").is_file()]
+        if todo:
+            raise UserError(f"--shard: {todo[0]} is not trained ({len(todo)} run(s) in all); train the part first "
+                            "(run --no-probes), then start its shards")
+        jobs = jobs[shard[0]::shard[1]]
+    if probes:
+        for job in jobs:
+            run_probe(job, echo)
+    return jobs if probes else []
 
 
 def _train_seconds(run_out: Path) -> float:
@@ -193,12 +215,14 @@ def relabel(to) -> list[Path]:
     return changed
 
 
-def probe_times(sweep: dict, env: str, root, to) -> Path:
+def probe_times(sweep: dict, env: str, root, to, shards: int = 1) -> Path:
     """Each probe job's wall time, from ``root``'s folders into the part's exported record (``probe_s``).
 
     ``run`` probes a part's jobs one at a time, in plan order, after its runs: a job took the time from the
     previous job's completion (its ``sweep_job.json`` written) to its own, the first from the part's last
-    ``DONE``. A job whose interval spans a stop of the part counts the stop too (``cost`` leaves such jobs out).
+    ``DONE``. With ``shards`` k (the jobs probed by ``run --shard i/k`` in k processes at once) the previous
+    job is the previous one of its own shard, and the record says the jobs shared the machine k ways.
+    A job whose interval spans a stop of the part counts the stop too (``cost`` leaves such jobs out).
     Refuses when the completions are not in plan order (the jobs did not run that way), or before the part is
     exported. Returns the record's path."""
     from sweeps.estimate import probe_name
@@ -212,20 +236,28 @@ def probe_times(sweep: dict, env: str, root, to) -> Path:
     if missing:
         raise UserError(f"--root {root}: {missing[0]} is missing ({len(missing)} in all): the part's folders are not "
                         "there or not finished; name the root the part ran in")
-    prev = max((r.out / "DONE").stat().st_mtime for r in runs)
+    if shards < 1:
+        raise UserError(f"--shards {shards}: the number of processes that probed the part (1 or more)")
+    prev = [max((r.out / "DONE").stat().st_mtime for r in runs)] * shards
     times = {}
-    for j in jobs:
+    for n, j in enumerate(jobs):
         done = (j.out / "sweep_job.json").stat().st_mtime
-        if done < prev:
+        if done < prev[n % shards]:
             raise UserError(f"{j.out}: finished before the job planned ahead of it (or before the part's runs): its jobs "
-                            "did not run one at a time in plan order, so their times cannot be read from the files")
-        times[probe_name(j)] = round(done - prev, 1)
-        prev = done
+                            f"did not run {'one at a time' if shards == 1 else f'in {shards} shards'} in plan order, "
+                            "so their times cannot be read from the files")
+        times[probe_name(j)] = round(done - prev[n % shards], 1)
+        prev[n % shards] = done
     rec = json.loads(path.read_text())
     rec["probe_s"] = times
     rec["probe_s_note"] = ("each probe job's wall seconds: its sweep_job.json's time less the previous job's (the first: "
                            "less the part's last run DONE), read from the part's folders (bench/sweep_parts.py "
                            "probe-times); a job whose interval spans a stop of the part counts the stop too")
+    rec.pop("probe_shards", None)
+    if shards > 1:
+        rec["probe_shards"] = shards
+        rec["probe_s_note"] += (f"; the jobs ran in {shards} processes at once (run --shard i/{shards}: the previous job "
+                                "is the previous of its own shard), so each job's time is with the machine shared that way")
     write_json(path, rec, indent=1)
     return path
 
@@ -363,12 +395,15 @@ def _probe_cost_lines(sweep: dict, to: Path, pest: dict) -> list[str]:
     from sweeps.estimate import probe_name
 
     groups: dict = {}
+    sharded = {}
     for env in sweep["envs"]:
         rec_path = _record(to, env)
         rec = json.loads(rec_path.read_text()) if rec_path.is_file() else {}
         times = rec.get("probe_s", {})
         if not times:
             continue
+        if rec.get("probe_shards", 1) > 1:
+            sharded[env] = rec["probe_shards"]
         cap = STOP_FACTOR * statistics.median(times.values())
         _, jobs = _plan(part(sweep, env), to / "jobs")
         for j in jobs:
@@ -379,7 +414,7 @@ def _probe_cost_lines(sweep: dict, to: Path, pest: dict) -> list[str]:
         return ["", "Probe jobs: no part record has their times yet (python bench/sweep_parts.py probe-times)."]
     out = ["", "## Probe jobs", "",
            "Measured: each job's wall seconds from the part's folders (`probe_s` of `parts/<env>.json`: the time from the "
-           "previous job's completion to its own; the jobs ran one at a time). Estimated: the job's line of the named "
+           "previous job's completion to its own; the jobs ran one at a time unless said below). Estimated: the job's line of the named "
            f"record. Per job, medians. A job whose interval is over {STOP_FACTOR}x its part's median spans a stop of "
            "the part: counted, left out of the times.", "",
            "| env | pair | jobs | left out (a stop) | measured s/job median | measured total | jobs with a line | "
@@ -402,6 +437,9 @@ def _probe_cost_lines(sweep: dict, to: Path, pest: dict) -> list[str]:
         out.append(f"| {env} | {pair} | {len(rows)} | {len(rows) - len(kept)} | {med} | {sum(ms) / 60:.1f} min | " + cells)
     out += ["", f"Probe jobs measured {tot_m / 3600:.2f} h in all (stops left out)"
             + (f"; those with an estimate line {tot_me / 3600:.2f} h, estimated {tot_e / 3600:.2f} h" if tot_e else "") + "."]
+    out += [f"{env}: its probe jobs ran in {k} processes at once (`run --shard i/{k}`): each job's time is with the machine "
+            f"shared {k} ways, and its measured total (summed over the jobs) is about {k}x the part's wall time for them."
+            for env, k in sharded.items()]
     return out
 
 
@@ -413,6 +451,9 @@ def main(argv=None) -> int:
     ap.add_argument("--root", help="run/export/probe-times: the sweep's run folders (outside the repository)")
     ap.add_argument("--to", help="export/status/report: the results folder (e.g. bench/results/connectivity_3maps)")
     ap.add_argument("--jobs", type=int, default=1, help="run: runs trained at once")
+    ap.add_argument("--no-probes", action="store_true", help="run: train only")
+    ap.add_argument("--shard", help="run: probe only the jobs I, I+K, ... (I/K) of a trained part")
+    ap.add_argument("--shards", type=int, default=1, help="probe-times: the number of processes (run --shard i/K) that probed the part")
     ap.add_argument("--estimate", action="append", default=[], help="cost, report: a committed 'marl sweep --estimate' record (repeatable)")
     a = ap.parse_args(argv)
     try:
@@ -425,8 +466,10 @@ def main(argv=None) -> int:
             if getattr(a, k) is None:
                 raise UserError(f"{a.step} needs --{k}")
         if a.step == "run":
-            jobs = run_part(sweep, a.env, a.root, a.jobs)
-            print(f"part {a.env} done: {len(jobs)} probe job(s) under {a.root}")
+            shard = None if a.shard is None else parse_shard(a.shard)
+            jobs = run_part(sweep, a.env, a.root, a.jobs, probes=not a.no_probes, shard=shard)
+            what = "trained" if a.no_probes else f"done: {len(jobs)} probe job(s)" + (f" (shard {a.shard})" if shard else "")
+            print(f"part {a.env} {what} under {a.root}")
         elif a.step == "export":
             print(f"exported {export_part(sweep, a.env, a.root, a.to, a.sweep)}")
         elif a.step == "status":
@@ -437,7 +480,7 @@ def main(argv=None) -> int:
         elif a.step == "relabel":
             print("\n".join(f"relabelled {p}" for p in relabel(a.to)) or "every teams.json names its intervals whole")
         elif a.step == "probe-times":
-            print(f"probe times {probe_times(sweep, a.env, a.root, a.to)}")
+            print(f"probe times {probe_times(sweep, a.env, a.root, a.to, a.shards)}")
         elif a.step == "cost":
             print(f"cost {cost(sweep, a.to, a.estimate)}")
         else:

@@ -116,3 +116,38 @@ def test_start_nices_each_jobs_own_group_not_the_callers(repo, tmp_path):
                 os.killpg(p, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+
+
+@pytest.mark.parametrize("fail_shard", [None, "1/2"])
+def test_the_connectivity_chain_trains_then_probes_in_shards_then_exports(repo, tmp_path, fail_shard):
+    """Per missing part: train only, its probe jobs in PROBE_SHARDS processes at once, and only when every
+    shard succeeded the export and the probe times read with the same shard count. A stand-in python logs."""
+    for f in LANES:  # the lanes are committed: only the chain starts
+        (repo / f"bench/results/fresh_seeds/{f}_own.json").write_text("{}")
+    for p in PARTS[:2]:
+        (repo / f"bench/results/connectivity_3maps/parts/{p}.json").write_text("{}")
+    log = tmp_path / "calls.log"
+    fake_python = tmp_path / "python"
+    fail = f'case "$*" in *"--shard {fail_shard}"*) exit 3;; esac\n' if fail_shard else ""
+    fake_python.write_text(f'#!/bin/sh\ncase "$*" in *--shard*) sleep 1;; esac\necho "$*" >> {log}\n{fail}exit 0\n')
+    fake_python.chmod(0o755)
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(repo)]
+    for cmd in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "stand-in"]):
+        subprocess.run(git + cmd, check=True, capture_output=True)
+    work = tmp_path / "bg"
+    out = sh(repo, work, "start", PYTHON=str(fake_python))
+    assert out.returncode == 0, out.stderr
+    pid = int((work / "pids" / "connectivity").read_text())
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and Path(f"/proc/{pid}").exists():
+        time.sleep(0.1)
+    calls = [c.split(" --root")[0] for c in log.read_text().splitlines()]
+    assert calls[0] == "bench/sweep_parts.py run --env smax:3s_vs_5z" and "--no-probes" in log.read_text().splitlines()[0]
+    shards = sorted(c for c in log.read_text().splitlines() if "--shard " in c)
+    assert [s.split("--shard ")[1] for s in shards] == ["0/2", "1/2"]  # both started, as two processes
+    text = (work / "c3/sweep.log").read_text()
+    if fail_shard:
+        assert not any("export" in c or "probe-times" in c for c in calls) and "ALL DONE" not in text
+    else:
+        assert calls[3:] == ["bench/sweep_parts.py export --env smax:3s_vs_5z", "bench/sweep_parts.py probe-times --env smax:3s_vs_5z"]
+        assert log.read_text().splitlines()[-1].endswith("--shards 2") and "== ALL DONE" in text

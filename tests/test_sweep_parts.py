@@ -305,3 +305,52 @@ def test_relabel_mends_sliced_interval_labels_and_changes_no_number(tmp_path, ca
     assert {k: out[k] for k in ("a", "mixed", "ids")} == {k: rep[k] for k in ("a", "mixed", "ids")}
     before = path.read_text()
     assert parts.relabel(tmp_path) == [] and path.read_text() == before  # whole labels: left be
+
+
+def test_probe_jobs_in_shards_and_their_times(tmp_path, capsys, monkeypatch):
+    # run --shard i/k probes the jobs i, i+k, ... of a trained part (refused before the runs are done);
+    # probe-times --shards k times each job from the previous one of its own shard
+    import os
+
+    f = tmp_path / "s.toml"
+    f.write_text(SWEEP)
+    sweep = load_sweep(f)
+    root, res = tmp_path / "root", tmp_path / "results"
+    runs, jobs = parts._plan(parts.part(sweep, "smax:3m"), root)
+    assert parts.main(["run", "--sweep", str(f), "--env", "smax:3m", "--root", str(root), "--shard", "0/2"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "is not trained" in err and "--no-probes" in err
+    for bad in ("2/2", "1", "a/2", "-1/2"):
+        with pytest.raises(UserError, match="0 <= I < K"):
+            parts.parse_shard(bad)
+    assert parts.parse_shard("1/3") == (1, 3)
+    t0 = 1_800_000_000
+    for r in runs:
+        r.out.mkdir(parents=True)
+        (r.out / "DONE").write_text("")
+        os.utime(r.out / "DONE", (t0 - 80, t0 - 80))
+    ran = []
+    monkeypatch.setattr("sweeps.runner.run_probe", lambda job, echo=print: ran.append(job.label))
+    assert parts.run_part(sweep, "smax:3m", root, shard=(1, 2)) == [jobs[1]]
+    assert parts.run_part(sweep, "smax:3m", root, shard=(0, 2)) == [jobs[0], jobs[2]]
+    assert ran == [jobs[1].label, jobs[0].label, jobs[2].label]
+    # shard 1's job finished first: out of plan order for one process, in order within each shard
+    for j, t in zip(jobs, [t0 - 30, t0 - 60, t0 + 120]):
+        j.out.mkdir(parents=True)
+        (j.out / "sweep_job.json").write_text("{}")
+        os.utime(j.out / "sweep_job.json", (t, t))
+    (res / "parts").mkdir(parents=True)
+    rec_path = res / "parts" / "smax-3m.json"
+    rec_path.write_text(json.dumps({"env": "smax:3m", "runs": {}}))
+    with pytest.raises(UserError, match="did not run one at a time"):
+        parts.probe_times(sweep, "smax:3m", root, res)
+    assert parts.main(["probe-times", "--sweep", str(f), "--env", "smax:3m", "--root", str(root), "--to", str(res),
+                       "--shards", "2"]) == 0
+    rec = json.loads(rec_path.read_text())
+    assert list(rec["probe_s"].values()) == [50.0, 20.0, 150.0] and rec["probe_shards"] == 2
+    assert "2 processes at once" in rec["probe_s_note"]
+    run = res / "runs" / "smax-3m" / "shared"
+    run.mkdir(parents=True)
+    (run / "metrics.jsonl").write_text(json.dumps({"update": 1, "time": 5, "chunk_s": 5, "return": [0.0]}) + "\n")
+    assert parts.main(["cost", "--sweep", str(f), "--to", str(res)]) == 0
+    assert "smax:3m: its probe jobs ran in 2 processes at once" in (res / "cost.md").read_text()
