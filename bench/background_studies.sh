@@ -4,8 +4,9 @@
 #
 # start    (idempotent: a job whose pid is alive is left alone) starts, each from a checkout of this commit
 #          pinned at WORK/{c3,fs3}/src (a git worktree made once, then kept: a part resumes on the code it began on):
-#          - the three-map connectivity study, one map's part after another (bench/sweep_parts.py run, export,
-#            probe-times), every part not yet committed in bench/results/connectivity_3maps/parts, cheapest first
+#          - the three-map connectivity study, one map's part after another (bench/sweep_parts.py run --no-probes,
+#            then its probe jobs in PROBE_SHARDS (2) processes, run --shard i/2, then export and probe-times), every
+#            part not yet committed in bench/results/connectivity_3maps/parts, cheapest first
 #            (PARTS overrides the order); runs under WORK/c3/runs, exports under WORK/c3/results;
 #          - the fresh-seed lanes of fresh_seeds/PLAN3.md (bench/fresh_seeds3.sh cod and happo) at nice 19 (their
 #            scheduler group's nice, see launch), for
