@@ -108,7 +108,10 @@ def test_start_nices_each_jobs_own_group_not_the_callers(repo, tmp_path):
             time.sleep(0.1)
         assert groups["fs3_cod"][-1] == "19" and groups["fs3_happo"][-1] == "19", groups
         assert groups["connectivity"][-1] == "0", groups
-        assert len({g[0] for g in groups.values()} | {before.split()[0]}) == 4  # a group each, none the caller's
+        # a group each, none the caller's (a process in the root task group reads an empty autogroup file, as
+        # the CI runner's pytest did: no setsid above it)
+        caller = before.split()[0] if before.strip() else "the root group"
+        assert len({g[0] for g in groups.values()} | {caller}) == 4
         assert AUTOGROUP.read_text() == before  # the caller's group is untouched
     finally:
         for p in pids.values():
