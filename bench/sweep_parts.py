@@ -467,6 +467,8 @@ def main(argv=None) -> int:
                 raise UserError(f"{a.step} needs --{k}")
         if a.step == "run":
             shard = None if a.shard is None else parse_shard(a.shard)
+            if shard and a.no_probes:
+                raise UserError("--shard probes a trained part and --no-probes only trains: say one of them")
             jobs = run_part(sweep, a.env, a.root, a.jobs, probes=not a.no_probes, shard=shard)
             what = "trained" if a.no_probes else f"done: {len(jobs)} probe job(s)" + (f" (shard {a.shard})" if shard else "")
             print(f"part {a.env} {what} under {a.root}")

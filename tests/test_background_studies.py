@@ -121,7 +121,7 @@ def test_start_nices_each_jobs_own_group_not_the_callers(repo, tmp_path):
                 pass
 
 
-@pytest.mark.parametrize("fail_shard", [None, "1/2"])
+@pytest.mark.parametrize("fail_shard", [None, "0/2", "1/2"])
 def test_the_connectivity_chain_trains_then_probes_in_shards_then_exports(repo, tmp_path, fail_shard):
     """Per missing part: train only, its probe jobs in PROBE_SHARDS processes at once, and only when every
     shard succeeded the export and the probe times read with the same shard count. A stand-in python logs."""
@@ -132,7 +132,8 @@ def test_the_connectivity_chain_trains_then_probes_in_shards_then_exports(repo, 
     log = tmp_path / "calls.log"
     fake_python = tmp_path / "python"
     fail = f'case "$*" in *"--shard {fail_shard}"*) exit 3;; esac\n' if fail_shard else ""
-    fake_python.write_text(f'#!/bin/sh\ncase "$*" in *--shard*) sleep 1;; esac\necho "$*" >> {log}\n{fail}exit 0\n')
+    fake_python.write_text(f'#!/bin/sh\ncase "$*" in *"--shard "*) echo "start $*" >> {log}.shards; sleep 1; '
+                           f'echo "end $*" >> {log}.shards;; esac\necho "$*" >> {log}\n{fail}exit 0\n')
     fake_python.chmod(0o755)
     git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(repo)]
     for cmd in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "stand-in"]):
@@ -147,7 +148,9 @@ def test_the_connectivity_chain_trains_then_probes_in_shards_then_exports(repo, 
     calls = [c.split(" --root")[0] for c in log.read_text().splitlines()]
     assert calls[0] == "bench/sweep_parts.py run --env smax:3s_vs_5z" and "--no-probes" in log.read_text().splitlines()[0]
     shards = sorted(c for c in log.read_text().splitlines() if "--shard " in c)
-    assert [s.split("--shard ")[1] for s in shards] == ["0/2", "1/2"]  # both started, as two processes
+    assert [s.split("--shard ")[1] for s in shards] == ["0/2", "1/2"]
+    order = [x.split()[0] for x in Path(f"{log}.shards").read_text().splitlines()]
+    assert order == ["start", "start", "end", "end"], order  # at once: each started before either ended
     text = (work / "c3/sweep.log").read_text()
     if fail_shard:
         assert not any("export" in c or "probe-times" in c for c in calls) and "ALL DONE" not in text

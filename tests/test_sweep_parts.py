@@ -320,6 +320,9 @@ def test_probe_jobs_in_shards_and_their_times(tmp_path, capsys, monkeypatch):
     assert parts.main(["run", "--sweep", str(f), "--env", "smax:3m", "--root", str(root), "--shard", "0/2"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "is not trained" in err and "--no-probes" in err
+    assert parts.main(["run", "--sweep", str(f), "--env", "smax:3m", "--root", str(root), "--shard", "0/2", "--no-probes"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "say one of them" in err and not root.exists()
     for bad in ("2/2", "1", "a/2", "-1/2"):
         with pytest.raises(UserError, match="0 <= I < K"):
             parts.parse_shard(bad)
