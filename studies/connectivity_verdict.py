@@ -96,15 +96,17 @@ def group_verdict(rule: str, rows: list[dict], threshold: float, records: dict |
 
 def connected_tests(rows: list[dict], threshold: float, records: dict | None = None) -> dict:
     """The "connected" rule on every pair group (pooled over envs) at ``threshold``: pair group -> ``connected``,
-    ``outcome`` (the rule's words), ``estimate`` (mean plain max), ``upper`` (the largest per-job upper bound),
-    ``jobs``, ``teams``, ``resampled``, ``design``, ``excludes_zero`` ("ENV: A x B" whose own CI of the
+    ``outcome`` (the rule's words), ``rule`` (the rule that decided), ``estimate`` (mean plain max), ``upper`` (the
+    largest per-job upper bound), ``rule_upper`` (the bound the rule compared with the threshold: the mean's
+    one-sided 95% team-jackknife bound under "connected (mean)", the largest per-job upper bound otherwise), ``jobs``, ``teams``, ``resampled``, ``design``, ``excludes_zero`` ("ENV: A x B" whose own CI of the
     cross-fitted barrier excludes 0)."""
     out = {}
     for p in dict.fromkeys(r["pair"] for r in rows):
         mine = [r for r in rows if r["pair"] == p]
         v = group_verdict("connected", mine, threshold, records)
         out[p] = {"connected": v.positive, "outcome": v.outcome, "estimate": v.estimate, "rule": v.rule,
-                  "upper": float(max(_upper(r) for r in mine)), "jobs": len(mine),
+                  "upper": float(max(_upper(r) for r in mine)),
+                  "rule_upper": float(v.details.get("upper_of_mean", max(_upper(r) for r in mine))), "jobs": len(mine),
                   "teams": cx.teams_of([r["a"] for r in mine], [r["b"] for r in mine], [r["env"] for r in mine]),
                   "resampled": ("teams (seeds) within map: the mean's team jackknife" if v.rule == cx.CONNECTED_MEAN.name
                                 else "nothing: every job's own upper bound (episodes within the job)"),
@@ -221,9 +223,12 @@ def evaluate(rows: list[dict], connected, separated, threshold: float, require: 
     uncal += [f"{s} ({seps[s].details.get('design')})" for s in separated if seps[s].outcome == rules.NO_RECORD]
     a_ok = all(tests[c]["connected"] for c in connected)
     b_ok = all(seps[s].positive for s in separated)
-    reasons.append(f"(a) every connected group connected (every job's own upper bound of the plain max barrier below "
-                   f"{threshold}; >= {cx.MIN_TEAMS} teams): {'yes' if a_ok else 'no'} ("
-                   + ", ".join(f"{c}: {tests[c]['outcome']}, mean {tests[c]['estimate']:.3f}, largest upper "
+    reasons.append(f"(a) every connected group connected (its calibrated rule's bound below {threshold}: "
+                   f"\"{cx.CONNECTED_MEAN.name}\", the one-sided 95% team-jackknife bound of the mean plain max, where "
+                   f"the design has its record, else every job's own upper bound; >= {cx.MIN_TEAMS} teams): "
+                   f"{'yes' if a_ok else 'no'} ("
+                   + ", ".join(f"{c}: {tests[c]['outcome']} by \"{tests[c]['rule']}\", mean {tests[c]['estimate']:.3f}, "
+                               f"the rule's bound {tests[c]['rule_upper']:.3f}, largest per-job upper "
                                f"{tests[c]['upper']:.3f}" for c in connected) + ")")
     reasons.append("(b) every separated group's team-cluster 95% CI above 0: " + ("yes" if b_ok else "no") + " ("
                    + ", ".join(f"{s}: {seps[s].text()}" for s in separated) + ")")
