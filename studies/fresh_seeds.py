@@ -289,9 +289,11 @@ class UnchangedRule:
         """The verdict on ``data`` of a study of ``design`` (``studies.rules.Rule``)."""
         new, old = data
         d = unchanged(new, old, float(design.get("margin", MARGIN)))
-        ci = None if not np.isfinite(d["ci"][0]) else tuple(d["ci"])
+        # each claim shows the interval it is decided on: "unchanged" the equivalence interval, "changed" its own
+        key, level = ("ci", d["level"]) if self.claim == "unchanged" else ("ci_changed", d["level_changed"])
+        ci = None if not np.isfinite(d[key][0]) else tuple(d[key])
         return Verdict(self.name, d["verdict"], d["verdict"] == self.claim, d["diff"], ci,
-                       f"{d['level']:.0%} Welch over {np.size(new)} new and {np.size(old)} recorded seeds", d)
+                       f"{level:.1%} Welch over {np.size(new)} new and {np.size(old)} old seeds", d)
 
     def simulate(self, design: Design, effect, rng):
         """One simulated study of ``design``: the null's least favourable point (``effect`` None) or at ``effect``."""

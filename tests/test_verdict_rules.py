@@ -212,3 +212,18 @@ def test_own_episode_designs_draw_independent_seeds_and_have_passing_records():
     recs = rules.load_records()
     for name, design in (("better", own), ("equivalent", own), ("better", fs.MPE_PAIRED), ("unchanged", fs.OWN_UNCHANGED)):
         assert rules.record_for(name, design, recs) is not None, (name, design.name)
+
+
+def test_unchanged_and_changed_each_show_the_interval_they_decide_on():
+    """"unchanged" reads the equivalence interval (95%: two one-sided 97.5% bounds), "changed" its own two-sided
+    97.5% interval, which is wider; both on the same difference, both naming the old arm as "old" seeds (in the
+    own-episode design the old arm is fresh seeds too, not the recorded ones)."""
+    new = np.array([0.93, 0.91, 0.92, 0.90, 0.94, 0.92])
+    old = new - np.array([0.01, 0.0, 0.02, 0.01, 0.0, 0.01])
+    eq, ch = fs.UNCHANGED.decide((new, old), fs.OWN_UNCHANGED), fs.CHANGED.decide((new, old), fs.OWN_UNCHANGED)
+    assert eq.estimate == pytest.approx(ch.estimate) == pytest.approx(np.mean(new - old))
+    assert ch.interval[0] < eq.interval[0] < eq.interval[1] < ch.interval[1]
+    d = fs.unchanged(new, old)
+    assert eq.interval == pytest.approx(tuple(d["ci"])) and ch.interval == pytest.approx(tuple(d["ci_changed"]))
+    assert eq.unit.startswith("95.0% Welch") and ch.unit.startswith("97.5% Welch")
+    assert "6 new and 6 old seeds" in eq.unit
