@@ -98,15 +98,16 @@ def connected_tests(rows: list[dict], threshold: float, records: dict | None = N
     """The "connected" rule on every pair group (pooled over envs) at ``threshold``: pair group -> ``connected``,
     ``outcome`` (the rule's words), ``rule`` (the rule that decided), ``estimate`` (mean plain max), ``upper`` (the
     largest per-job upper bound), ``rule_upper`` (the bound the rule compared with the threshold: the mean's
-    one-sided 95% team-jackknife bound under "connected (mean)", the largest per-job upper bound otherwise), ``jobs``, ``teams``, ``resampled``, ``design``, ``excludes_zero`` ("ENV: A x B" whose own CI of the
+    one-sided 95% team-jackknife bound under "connected (mean)", the largest per-job upper bound otherwise),
+    ``jobs``, ``teams``, ``resampled``, ``design``, ``excludes_zero`` ("ENV: A x B" whose own CI of the
     cross-fitted barrier excludes 0)."""
     out = {}
     for p in dict.fromkeys(r["pair"] for r in rows):
         mine = [r for r in rows if r["pair"] == p]
         v = group_verdict("connected", mine, threshold, records)
+        upper = float(max(_upper(r) for r in mine))
         out[p] = {"connected": v.positive, "outcome": v.outcome, "estimate": v.estimate, "rule": v.rule,
-                  "upper": float(max(_upper(r) for r in mine)),
-                  "rule_upper": float(v.details.get("upper_of_mean", max(_upper(r) for r in mine))), "jobs": len(mine),
+                  "upper": upper, "rule_upper": float(v.details.get("upper_of_mean", upper)), "jobs": len(mine),
                   "teams": cx.teams_of([r["a"] for r in mine], [r["b"] for r in mine], [r["env"] for r in mine]),
                   "resampled": ("teams (seeds) within map: the mean's team jackknife" if v.rule == cx.CONNECTED_MEAN.name
                                 else "nothing: every job's own upper bound (episodes within the job)"),

@@ -115,10 +115,11 @@ def decide(wins, target: float = TARGET, won=None, min_seeds: int = MIN_SEEDS, o
 
 
 def unchanged(new, old, margin: float = MARGIN, min_seeds: int = MIN_SEEDS) -> dict:
-    """Equivalence (two one-sided tests, 5% each) of a setting's per-seed win rates ``new`` against the
-    recorded ``old`` ones: Welch's interval of mean(new) - mean(old) at ``2 ONE_SIDED - 1`` inside
-    (-margin, +margin) is "unchanged"; its ``TWO_SIDED`` interval excluding 0 is "changed"; else "not shown". Seeds are the unit on both
-    sides (the recorded seeds are random too). Fewer than ``min_seeds`` new seeds or 2 old ones: no verdict."""
+    """Equivalence (two one-sided tests at ``1 - ONE_SIDED`` each) of a setting's per-seed win rates ``new``
+    against the ``old`` ones (recorded seeds, or the old code's fresh seeds): Welch's interval of mean(new) -
+    mean(old) at ``2 ONE_SIDED - 1`` inside (-margin, +margin) is "unchanged"; its ``TWO_SIDED`` interval
+    excluding 0 is "changed"; else "not shown". Seeds are the unit on both sides (recorded seeds are random
+    too). Fewer than ``min_seeds`` new seeds or 2 old ones: no verdict."""
     a, b = np.asarray(new, float).ravel(), np.asarray(old, float).ravel()
     nan = float("nan")
     few = _too_few(a.size, min_seeds) or (None if b.size >= 2 else f"no interval: {b.size} recorded seed")
@@ -279,8 +280,9 @@ class PairedRule:
 
 @dataclasses.dataclass(frozen=True)
 class UnchangedRule:
-    """``unchanged`` as a rule: data is (new [n], old [m]) per-seed win rates; both are random draws (the
-    recorded seeds too), every seed on the same shared episodes."""
+    """``unchanged`` (or, with ``claim="changed"``, ``changed``) as a rule: data is (new [n], old [m]) per-seed
+    win rates; both are random draws (recorded seeds too). The design says whether the seeds share their
+    evaluation episodes (the recorded-seed designs) or each has its own (``own_unchanged``)."""
 
     name: str = "unchanged"
     claim: str = "unchanged"
