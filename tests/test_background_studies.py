@@ -80,7 +80,7 @@ AUTOGROUP = Path("/proc/self/autogroup")
 
 def _setsid_makes_a_group():
     """Whether a new session gets its own autogroup here (the kernel leaves the file empty when it cannot)."""
-    if not os.access(AUTOGROUP, os.W_OK):
+    if not os.access(AUTOGROUP, os.W_OK) or shutil.which("setsid") is None:
         return False
     p = subprocess.run(["setsid", "cat", str(AUTOGROUP)], capture_output=True, text=True)
     return p.returncode == 0 and bool(p.stdout.strip())
