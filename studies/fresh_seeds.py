@@ -122,7 +122,7 @@ def unchanged(new, old, margin: float = MARGIN, min_seeds: int = MIN_SEEDS) -> d
     too). Fewer than ``min_seeds`` new seeds or 2 old ones: no verdict."""
     a, b = np.asarray(new, float).ravel(), np.asarray(old, float).ravel()
     nan = float("nan")
-    few = _too_few(a.size, min_seeds) or (None if b.size >= 2 else f"no interval: {b.size} recorded seed")
+    few = _too_few(a.size, min_seeds) or (None if b.size >= 2 else f"no interval: {b.size} old seed")
     if few:
         diff = float(a.mean() - b.mean()) if a.size and b.size else nan
         return {"diff": diff, "ci": [nan, nan], "ci_changed": [nan, nan], "df": nan, "level": 2 * ONE_SIDED - 1,

@@ -111,13 +111,17 @@ def test_start_nices_each_jobs_own_group_not_the_callers(repo, tmp_path):
         # until setsid has run, a job is still in the caller's group: an empty file where the caller is in the
         # root task group (the CI runner's pytest, no setsid above it), so an empty read means "not yet"
         want = {n: ("0" if n == "connectivity" else "19") for n in pids}
+
+        def settled(groups):
+            return all(g and g[-1] == want[n] for n, g in groups.items())
+
         deadline, groups = time.monotonic() + 20, {}
         while time.monotonic() < deadline:
             groups = {n: Path(f"/proc/{p}/autogroup").read_text().split() for n, p in pids.items()}
-            if all(g and g[-1] == want[n] for n, g in groups.items()):
+            if settled(groups):
                 break
             time.sleep(0.1)
-        assert all(g and g[-1] == want[n] for n, g in groups.items()), (groups, want)
+        assert settled(groups), (groups, want)
         # a group each, none the caller's (a process in the root task group reads an empty autogroup file, as
         # the CI runner's pytest did: no setsid above it)
         caller = before.split()[0] if before.strip() else "the root group"

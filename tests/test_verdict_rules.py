@@ -24,6 +24,7 @@ def test_one_value_is_no_interval_and_too_few_seeds_no_verdict():
     assert fs.decide([0.95, 0.96, 0.97], 0.90)["verdict"] == "not shown: 3 seeds (the plan needs 6)"
     assert fs.paired([0.05] * 5)["verdict"].startswith("not shown: 5 seeds")
     assert fs.unchanged([0.9], [0.9, 0.91, 0.92])["verdict"] == "no interval: 1 seed"
+    assert fs.unchanged([0.9] * 6, [0.9])["verdict"] == "no interval: 1 old seed"  # the old arm may be fresh seeds too
     v = fs.TARGET_MET.decide(np.array([0.95]), fs.TARGET_MET.designs()[1])
     assert not v.positive and v.interval is None and v.text() == "no interval: 1 seed: 0.950"
 
