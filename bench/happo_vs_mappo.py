@@ -35,14 +35,12 @@ import jax
 import numpy as np
 
 from marl import api
+from marl.analysis.defaults import EVAL_SEED  # the episode key the recorded results used
 from marl.core.config import NetworkConfig, TrainConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
 DEFAULT_NAME = "happo_vs_mappo_smax_3m"
-# The episode key of the final greedy evaluation (jax.random.PRNGKey(EVAL_SEED)), the one the recorded
-# results in bench/results were evaluated with: keep it so that they reproduce from their commands.
-EVAL_SEED = 12345
 # The separate-actor algorithms the learn command can set beside the recorded shared-actor MAPPO curve.
 VARIANTS = {"happo": dict(algo="happo", share_actor=False), "mappo-separate": dict(algo="mappo", share_actor=False)}
 

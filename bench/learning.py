@@ -26,14 +26,14 @@ from marl_common.files import write_atomic
 from marl_common.stats import wilson_ci
 from envs import catalog
 from marl import api
+from marl.analysis.defaults import LEARNING_EVAL_SEED
 from marl.core.config import split_override
 from marl_common.stats import mean_ci
 from marl.runs.metrics_log import read_metrics
 
 ROOT = Path(__file__).resolve().parent
-# The episode key of the greedy evaluation (jax.random.PRNGKey(EVAL_SEED)), the one the recorded curves
-# in bench/results were evaluated with: keep it so that they reproduce from their commands.
-EVAL_SEED = 10_000
+# The episode key of the greedy evaluation (jax.random.PRNGKey(EVAL_SEED)): its one home is marl.analysis.defaults.
+EVAL_SEED = LEARNING_EVAL_SEED
 
 
 def greedy_curve(run: Path, episodes: int) -> pd.DataFrame:

@@ -18,7 +18,7 @@ from typing import Callable
 from marl_common.compile_cache import enable_compilation_cache
 from marl_common.errors import UserError
 from marl.analysis import defaults
-from marl.core.config import RESUME_SAFE, TrainConfig
+from marl.core.config import TrainConfig
 
 # The API compiles with the same persistent cache as the `marl` command (MARL_COMPILATION_CACHE=0 opts out):
 # a notebook's second train / evaluate / search of a config loads its programs instead of compiling them.
@@ -104,23 +104,7 @@ def resume_config(run: str | Path, overrides: dict | list | None = None,
         trained = ckpt.trained_config(ckpt.read_meta(ref.run, step)) if step else None
     except UserError:  # a damaged step: the resume names it (or --fallback passes it) once it restores
         trained = None
-    if trained is not None:
-        edited = ckpt.config_changes(trained, saved)
-        left = {k: v for k, v in ckpt.config_changes(trained, cfg).items() if k in edited}
-        if left:
-            keys = ", ".join(f"{k} = {b!r} (the checkpoint: {a!r})" for k, (a, b) in left.items())
-            fix = " ".join(f"{k}={a}" for k, (a, _) in left.items())
-            raise UserError(f"{ref.run}/{layout.CONFIG_FILE} was edited after checkpoint {step} was saved: {keys}; "
-                            f"resume with `{fix}` (the values it trained with), or start a new run from it with "
-                            f"--init-from {ref.run}")
-    a, b = (trained or saved).flat(), cfg.flat()
-    refused = [k for k in a if a[k] != b[k] and k not in RESUME_SAFE]
-    if refused:
-        raise UserError(f"--resume cannot change {', '.join(refused)} (only {', '.join(RESUME_SAFE)}); "
-                        f"start a new run from it with --init-from {ref.run} instead")
-    if cfg.num_updates < step:
-        raise UserError(f"total_steps={cfg.total_steps} is less than the {step * cfg.steps_per_update:,} env steps "
-                        f"{ref.run} has already trained; resume with more")
+    ckpt.check_resume(ref.run, step, trained, saved, cfg)
     return cfg
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from marl_common.stats import DEFAULT_BOOT
+
 
 def _cmd_report(args) -> int:
     from marl import api
@@ -25,7 +27,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--source", default="auto", choices=("auto", "eval", "train"),
                    help="eval: per-episode outcomes of `marl eval` (RUN/eval/greedy.npz); train: metrics.jsonl; "
                         "auto: eval when every run has it")
-    p.add_argument("--boot", type=int, default=2000, help="bootstrap resamples")
+    p.add_argument("--boot", type=int, default=DEFAULT_BOOT, help="bootstrap resamples (every table of the report)")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
     p.add_argument("--marl-eval-json", metavar="FILE",
                    help="also write marl-eval's raw-experiment JSON (needs `marl eval RUN --all-steps --absolute` on "

@@ -25,6 +25,7 @@ import numpy as np
 from envs import Env
 from marl.core.team import Team
 from marl_common import stats
+from probes.defaults import MAX_PERMS
 from probes.interpolate import evaluate_rows, stack_teams
 
 MAX_EXHAUSTIVE_MASKS = 10  # all 2^N masks up to this team size
@@ -77,7 +78,7 @@ def clone_index(n: int) -> tuple[np.ndarray, np.ndarray]:
     return a, a + n
 
 
-def role_perms(n: int, max_perms: int = 720, seed: int = 0) -> tuple[np.ndarray, bool]:
+def role_perms(n: int, max_perms: int = MAX_PERMS, seed: int = 0) -> tuple[np.ndarray, bool]:
     """[P, n] permutations (perm[s] = the agent sitting in seat s), identity first.
 
     All n! when n <= 6; beyond, the identity and ``max_perms - 1`` distinct random permutations.
@@ -198,7 +199,7 @@ def clone_all_probe(env: Env, team_a: Team, team_b: Team | None, key, num_episod
 
 
 def role_swap_probe(env: Env, team_a: Team, team_b: Team | None, key, num_episodes: int, greedy: bool = True,
-                    max_perms: int = 720, num_boot: int = stats.DEFAULT_BOOT, seed: int = 0,
+                    max_perms: int = MAX_PERMS, num_boot: int = stats.DEFAULT_BOOT, seed: int = 0,
                     team_batch: int = 0, seat_ids: bool = False) -> tuple[dict, dict]:
     """Permutations of each team's agents over the seats (all when N <= 6; agents keep their ids, so a
     permuted shared team is not the same team); identity, best, worst, differences to the identity.
@@ -229,7 +230,7 @@ def role_swap_probe(env: Env, team_a: Team, team_b: Team | None, key, num_episod
 
 def team_probes(env: Env, team_a: Team, team_b: Team, key, num_episodes: int, greedy: bool = True,
                 num_boot: int = stats.DEFAULT_BOOT, seed: int = 0, team_batch: int = 0, seat_ids: bool = False,
-                max_perms: int = 720) -> tuple[dict, dict]:
+                max_perms: int = MAX_PERMS) -> tuple[dict, dict]:
     """All four team probes on the same episode key (common random numbers across probes);
     ``team_batch`` > 0: that many teams at a time inside each program (bounds memory).
     Returns (report by probe, per-episode outcomes by probe: idx [M, N], returns/won/lengths [M, E])."""

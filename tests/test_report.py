@@ -461,3 +461,29 @@ def test_marl_eval_install_pins_resolve_on_this_python():
     if r.returncode and any(s in r.stderr for s in ("Failed to establish", "Temporary failure", "Network is unreachable")):
         pytest.skip("no package index reachable from here")
     assert r.returncode == 0 and "the pins resolve" in r.stdout, r.stderr[-2000:]
+
+
+def test_boot_reaches_every_table_of_the_report(tmp_path, monkeypatch):
+    """``num_boot`` (``marl report --boot``) is the resample count of every bootstrap the report draws."""
+    from marl.analysis.report import build_report
+
+    seen: dict[str, set] = {}
+
+    def spy(name):
+        real = getattr(stats, name)
+
+        def wrapped(*a, **kw):
+            seen.setdefault(name, set()).add(kw["num_boot"] if "num_boot" in kw else a[real.__code__.co_varnames.index("num_boot")])
+            return real(*a, **kw)
+        return wrapped
+
+    for name in ("stratified_bootstrap", "stratified_bootstrap_diff", "probability_of_improvement",
+                 "performance_profile", "aggregate"):
+        monkeypatch.setattr(stats, name, spy(name))
+    root = tmp_path / "runs"
+    for name, algo in (("m0", {}), ("m1", {}), ("h0", {"algo": "happo", "share_actor": False}),
+                       ("h1", {"algo": "happo", "share_actor": False})):
+        fake_run(root / name, **algo)
+    build_report([root], num_boot=37)
+    assert {"aggregate", "stratified_bootstrap", "probability_of_improvement", "performance_profile"} <= set(seen), seen
+    assert all(v == {37} for v in seen.values()), seen

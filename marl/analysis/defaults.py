@@ -3,6 +3,9 @@ Python API and the probes' episode key); imports nothing, so the CLI reads it wi
 
 EPISODES = 256  # episodes per seed (one per parallel env)
 EVAL_SEED = 12345  # the episode key: the same episodes for every seed, step, team and render
+# The episode key the recorded learning curves (bench/learning.py, bench/results/learning*) were evaluated with:
+# kept so that they reproduce from their commands.
+LEARNING_EVAL_SEED = 10_000
 
 # latent search (``marl search``, ``marl.api.search``, ``marl.analysis.search.search_run``)
 SEARCH_INSTANCES = 64  # evaluation instances (fixed reset keys)

@@ -223,6 +223,29 @@ def config_changes(trained: TrainConfig, config: TrainConfig, ignore=RESUME_SAFE
     return {k: (a[k], b.get(k)) for k in a if a[k] != b.get(k) and k not in ignore}
 
 
+def check_resume(run: Path, step: int, trained: TrainConfig | None, saved: TrainConfig, config: TrainConfig) -> None:
+    """The one resume rule: ``config`` (the saved config with the resume's overrides) may continue ``run`` from
+    ``step`` (0: from scratch), whose checkpoint recorded ``trained`` (None: unknown). A key edited in
+    ``config.toml`` since the checkpoint must be put back by the overrides; no key outside ``RESUME_SAFE`` may differ
+    from what it trained with; the budget must reach the step. A one-line UserError otherwise."""
+    if trained is not None:
+        edited = config_changes(trained, saved)
+        left = {k: v for k, v in config_changes(trained, config).items() if k in edited}
+        if left:
+            keys = ", ".join(f"{k} = {b!r} (the checkpoint: {a!r})" for k, (a, b) in left.items())
+            fix = " ".join(f"{k}={a}" for k, (a, _) in left.items())
+            raise UserError(f"{run}/{CONFIG_FILE} was edited after checkpoint {step} was saved: {keys}; "
+                            f"resume with `{fix}` (the values it trained with), or start a new run from it with "
+                            f"--init-from {run}")
+    refused = list(config_changes(trained or saved, config))
+    if refused:
+        raise UserError(f"--resume cannot change {', '.join(refused)} (only {', '.join(RESUME_SAFE)}); "
+                        f"start a new run from it with --init-from {run} instead")
+    if config.num_updates < step:
+        raise UserError(f"total_steps={config.total_steps} is less than the {step * config.steps_per_update:,} env steps "
+                        f"{run} has already trained; resume with more")
+
+
 def check_belongs(run: Path, step: int, meta: dict, config: TrainConfig) -> None:
     """Refuse a step folder that is not this run's: its meta records another update than its folder
     name, or a config that differs from ``config`` (the run's) in a key outside ``RESUME_SAFE`` (a step

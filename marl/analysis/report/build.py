@@ -78,7 +78,7 @@ def build_report(paths, group_by: list[str] | None = None, metric: str = "return
     export = marl_eval_export(runs) if marl_eval else None  # before normalising: raw per-episode values
     normed = normalise(runs, metric)
     curve_rows = curves(runs, num_boot, seed)
-    final = final_table(runs, seed)
+    final = final_table(runs, seed, num_boot)
     poi = improvements(runs, num_boot, seed)
     prof = profiles(runs, num_boot, seed)
     return Report(runs=tuple(runs), metric=metric, group_by=tuple(group_by or ["algo"]), num_boot=num_boot, seed=seed,

@@ -68,7 +68,7 @@ def curves(runs: list[Run], num_boot: int, seed: int = 0) -> list[dict]:
     return rows
 
 
-def final_table(runs: list[Run], seed: int = 0, num_boot: int = 5000) -> list[dict]:
+def final_table(runs: list[Run], seed: int = 0, num_boot: int = stats.DEFAULT_BOOT) -> list[dict]:
     """IQM of final scores per (group, task) and pooled per group (stratified by task): marl_common.stats.aggregate."""
     rows = [{"pair": r.group, "env": r.task, "score": float(v)} for r in runs for v in r.final if np.isfinite(v)]
     out = []
