@@ -7,15 +7,15 @@ adds one): its scenarios (name -> the
 parameters its adapter needs, plain data), the adapter module (a module path, imported by
 ``envs.registry.make`` on the first build, never here) and its capabilities. Nothing outside this module
 and the family modules tests an env name: the rest of the suite asks ``family(name)`` /
-``capabilities(name)`` (``tests/test_envs.py`` greps for name tests).
+``capabilities(name)`` (``tests/test_env_registry.py`` greps every package for name tests).
 
 A family module provides ``make(scenario, params, num_agents) -> Env`` (``params``: the scenario's entry
 here; ``num_agents``: None for the scenario's own team size, else an int >= 1, only for ``sized``
 scenarios) and, for ``render="grid"``, its Env has ``grid_frame(inner_state)`` (``marl/analysis/render.py``).
 
 Names: ``FAMILY:SCENARIO``; a ``sized`` scenario also takes a team size, ``FAMILY:SCENARIO:N`` (or
-``num_agents=N``). ``tests/test_envs.py`` checks these lists against jaxmarl's and jumanji's own and
-against what ``make`` builds.
+``num_agents=N``). ``tests/test_envs.py`` checks these lists against jaxmarl's own and what ``make`` builds,
+``tests/test_jumanji.py`` the jumanji scenarios.
 """
 
 from __future__ import annotations

@@ -112,7 +112,7 @@ def test_the_scanner_finds_planted_comparisons():
 
 
 def test_no_library_module_compares_an_algorithm_name():
-    """Code asks the registry for a capability; it never tests a name (DESIGN.md, "Extension points")."""
+    """Code asks the registry for a capability; it never tests a name (docs/architecture.md, "Where a new piece goes")."""
     names = set(algos.names()) | {"mappo", "happo", "ippo"}
     found = []
     for pkg in LIBRARY:
