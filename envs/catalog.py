@@ -2,25 +2,28 @@
 data. No jax, jaxmarl or jumanji is imported here, so that listing environments (``marl envs``),
 validating a config and every one-line input error answer at once.
 
-A family is one ``Family`` entry in ``FAMILIES`` (``register`` adds one): its scenarios (name -> the
+A family is one ``Family`` entry in ``FAMILIES`` (a ``Registry``, ``marl_common/registry.py``; ``register``
+adds one): its scenarios (name -> the
 parameters its adapter needs, plain data), the adapter module (a module path, imported by
 ``envs.registry.make`` on the first build, never here) and its capabilities. Nothing outside this module
 and the family modules tests an env name: the rest of the suite asks ``family(name)`` /
-``capabilities(name)`` (``tests/test_envs.py`` greps for name tests).
+``capabilities(name)`` (``tests/test_env_registry.py`` greps every package for name tests).
 
 A family module provides ``make(scenario, params, num_agents) -> Env`` (``params``: the scenario's entry
 here; ``num_agents``: None for the scenario's own team size, else an int >= 1, only for ``sized``
 scenarios) and, for ``render="grid"``, its Env has ``grid_frame(inner_state)`` (``marl/analysis/render.py``).
 
 Names: ``FAMILY:SCENARIO``; a ``sized`` scenario also takes a team size, ``FAMILY:SCENARIO:N`` (or
-``num_agents=N``). ``tests/test_envs.py`` checks these lists against jaxmarl's and jumanji's own and
-against what ``make`` builds.
+``num_agents=N``). ``tests/test_envs.py`` checks these lists against jaxmarl's own and what ``make`` builds,
+``tests/test_jumanji.py`` the jumanji scenarios.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from typing import Mapping
+
+from marl_common.registry import Registry
 
 # jaxmarl 0.2.0's SMAX maps (``jaxmarl.environments.smax.smax_env.MAP_NAME_TO_SCENARIO``), sorted
 SMAX_MAPS = ("10m_vs_11m", "25m", "27m_vs_30m", "2s3z", "3m", "3s5z", "3s5z_vs_3s6z", "3s_vs_5z", "5m_vs_6m",
@@ -96,22 +99,9 @@ class Family:
 
 Capabilities = Family  # the name the rest of the suite used before the registry held whole families
 
-FAMILIES: dict[str, Family] = {}
-
-
-def register(family: Family) -> Family:
-    """Add ``family`` to the registry (a new family = its module + one call); returns it. A name already
-    taken by another entry is refused (re-registering the same entry is a no-op)."""
-    old = FAMILIES.get(family.name)
-    if old is not None and old != family:
-        raise ValueError(f"env family {family.name!r} is already registered")
-    FAMILIES[family.name] = family
-    return family
-
-
-def unregister(name: str) -> None:
-    """Remove a family (tests register toy ones)."""
-    FAMILIES.pop(name, None)
+FAMILIES: Registry[Family] = Registry("env family", Family, "families")  # name -> entry, in registration order
+register = FAMILIES.register  # a new family = its module + one call (a name taken by another entry is refused)
+unregister = FAMILIES.unregister  # remove a family (tests register toy ones; see ``Registry.registered``)
 
 
 register(Family(

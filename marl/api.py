@@ -2,7 +2,8 @@
 
 Every ``marl`` subcommand parses its arguments and calls one of these; bench scripts and notebooks call
 them too. Bad input raises ``marl_common.errors.UserError`` with a one-line message (the CLI prints it and
-exits 2). Probes are ``probes.api`` (a layer above this one), sweeps ``sweeps.api``.
+exits 2). Probes are ``probes.api`` (a layer above this one), sweeps ``sweeps.runner`` (``load_sweep``, ``plan``,
+``plan_probes``, ``run_sweep``: docs/api.md).
 
     import marl
     run = marl.train(env="smax:3m", total_steps=20_000, out="runs/nb")   # -> Path of the run folder

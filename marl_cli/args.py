@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from marl_common.errors import did_you_mean
+from marl_common.errors import UserError
 from marl.core import algos  # plain data, no jax: the --algo choices
 
 
@@ -42,9 +42,10 @@ def add_config_options(p: argparse.ArgumentParser) -> None:
 
 def algo_name(value: str) -> str:
     """``--algo``'s type: a registered algorithm (marl/core/algos.py), else one line with the closest name."""
-    if value not in algos.names():
-        raise argparse.ArgumentTypeError(f"unknown algorithm {value!r}{did_you_mean(value, algos.names(), 'algorithms')}")
-    return value
+    try:
+        return algos.get(value).name
+    except UserError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def add_algo_option(p: argparse.ArgumentParser, what: str) -> None:

@@ -30,19 +30,27 @@ def _cmd_sweep(args) -> int:
         if args.only is None:
             for j in jobs:
                 print(f"probe {j.stratum} {j.pair}: {j.label} -> {j.out}")
-        for line in describe_executor(runs, sweep, jobs, args.executor, only=args.only, address=args.address):
+        for line in describe_executor(runs, sweep, jobs, args.executor, only=args.only, address=args.address,
+                                      extra=_own_options(args)):
             print(line)
         steps = sum(r.total_steps * r.config.num_seeds for r in shown)
         print(f"{len(shown)} run(s), {steps:,} env steps in all (every seed); "
               f"{0 if args.only is not None else len(jobs)} probe job(s); nothing run (--dry-run)")
         return 0
     run_sweep(runs, progress=not args.quiet, sweep=sweep, jobs=jobs, executor=args.executor, max_jobs=args.jobs,
-              address=args.address, only=args.only)
+              address=args.address, only=args.only, extra=_own_options(args))
     if args.only is not None:
         print(f"sweep --only {args.only} done")
     else:
         print(f"sweep done: {len(runs)} run(s), {len(jobs)} probe job(s)")
     return 0
+
+
+def _own_options(args) -> dict:
+    """The values of the chosen executor's own options (``ExecutorSpec.options``), by keyword."""
+    from sweeps.registry import get_executor
+
+    return {o.keyword: getattr(args, o.keyword) for o in get_executor(args.executor).options}
 
 
 def add_parser(subparsers) -> None:
@@ -64,6 +72,17 @@ def add_parser(subparsers) -> None:
                    help="; ".join(f"{n}: {s.help}" for n, s in EXECUTORS.items()))
     p.add_argument("--jobs", type=int, default=1, help=f"{readers('jobs')} executor: runs trained at once (default 1)")
     p.add_argument("--address", help=f"{readers('address')} executor: the cluster's address (default: start a local Ray)")
+    own = {}  # the executors' own options: flag -> (the option, the executors that declare it)
+    for n, spec in EXECUTORS.items():
+        for o in spec.options:
+            first, users = own.setdefault(o.flag, (o, []))
+            if first.keyword != o.keyword:
+                raise ValueError(f"executors {users[0]} and {n} declare {o.flag} with different keywords")
+            users.append(n)
+    for flag, (o, users) in own.items():
+        kwargs = dict(o.kwargs)
+        kwargs["help"] = f"{'/'.join(users)} executor: {kwargs.get('help', o.keyword)}"
+        p.add_argument(flag, dest=o.keyword, **kwargs)
     p.add_argument("--only", metavar="RUN", help="train only these runs (names or plan indices, comma-separated; "
                                                  "e.g. $SLURM_ARRAY_TASK_ID); no probes or reports")
     p.add_argument("overrides", nargs="*", metavar="key=value",

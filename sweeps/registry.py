@@ -11,11 +11,13 @@ per run, with the names of the runs it starts from) and runs it; every executor 
 - ``describe(tasks, options) -> [str]``: what ``--dry-run`` prints beyond the plan (``[]``: nothing).
 
 Capabilities are declared here, so that nothing else tests an executor's name: which command-line options it
-reads (``--jobs``, ``--address``), whether ``--dry-run`` prints what it would submit (``describes``) and whether
-it runs the probes and reports itself (``runs_report``: the SLURM
-executor submits them as a final job that depends on every training job; for the others the driver runs them
-once every task is done). A new executor is one module with a class of those methods plus one line in
-``EXECUTORS``. This module imports no executor (and no jax): the CLI reads the registry for its choices.
+reads (``--jobs``, ``--address``) and which options of its own it declares (``options``), whether ``--dry-run``
+prints what it would submit (``describes``) and whether it runs the probes and reports itself
+(``runs_report``: the SLURM executor submits them as a final job that depends on every training job; for the
+others the driver runs them once every task is done). A new executor is one module with a class of those
+methods plus one ``EXECUTORS.register`` line (``EXECUTORS`` is a ``Registry``, ``marl_common/registry.py``;
+docs/architecture.md, "The executor contract"). This module imports no executor (and no jax): the CLI reads
+the registry for its choices.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ import importlib
 from pathlib import Path
 from typing import Callable, Protocol
 
-from marl_common.errors import UserError, did_you_mean
+from marl_common.errors import UserError
+from marl_common.registry import CliOption, Registry
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,7 +36,8 @@ class ExecutorOptions:
     """What a sweep passes its executor: ``max_jobs`` (``--jobs``), ``progress`` (a live table on a terminal),
     ``address`` (``--address``), the sweep's ``[resources]`` (over their defaults), ``final`` (the probes and
     reports as one callable, for executors that run them as a final job; None: no final stage) and ``out``
-    (the sweep's root folder, where a cluster executor keeps its job files)."""
+    (the sweep's root folder, where a cluster executor keeps its job files); ``extra``: the values of the options
+    the executor declares itself (``ExecutorSpec.options``: keyword -> value)."""
 
     max_jobs: int = 1
     progress: bool = True
@@ -41,6 +45,7 @@ class ExecutorOptions:
     resources: dict = dataclasses.field(default_factory=dict)
     final: Callable | None = None
     out: Path | None = None
+    extra: dict = dataclasses.field(default_factory=dict)  # the executor's own options (``ExecutorSpec.options``)
 
     def __post_init__(self):
         if not isinstance(self.max_jobs, int) or isinstance(self.max_jobs, bool) or self.max_jobs < 1:
@@ -68,7 +73,8 @@ class ExecutorSpec:
     """A registered executor: its ``name`` (``--executor NAME``), ``target`` (``module:Class``, imported only
     when used), one line of ``help``, the command-line options it ``reads`` ("jobs", "address"), whether it
     ``runs_report`` (the probes and reports run inside the executor, as its final job) and whether it
-    ``describes`` (``--dry-run`` prints what it would submit)."""
+    ``describes`` (``--dry-run`` prints what it would submit). ``options``: command-line options of its own
+    (``CliOption``s: `marl sweep` adds each, and passes their values as ``ExecutorOptions.extra``)."""
 
     name: str
     target: str
@@ -76,6 +82,7 @@ class ExecutorSpec:
     reads: frozenset = frozenset()
     runs_report: bool = False
     describes: bool = False  # --dry-run prints what it would submit (``describe``)
+    options: tuple = ()  # CliOption(flag, keyword, argparse kwargs) for each option of its own
 
     def __post_init__(self):
         if ":" not in self.target:
@@ -83,6 +90,8 @@ class ExecutorSpec:
         unknown = set(self.reads) - {"jobs", "address"}
         if unknown:
             raise ValueError(f"executor {self.name}: unknown options {sorted(unknown)}")
+        if not all(isinstance(o, CliOption) for o in self.options):
+            raise ValueError(f"executor {self.name}: options must be CliOption entries")
 
     def load(self) -> Executor:
         """A new instance of the executor class."""
@@ -90,18 +99,11 @@ class ExecutorSpec:
         return getattr(importlib.import_module(module), cls)()
 
 
-EXECUTORS: dict[str, ExecutorSpec] = {s.name: s for s in (
-    ExecutorSpec("local", "sweeps.executors:LocalExecutor", "subprocesses on this machine, --jobs K at a time (default)",
-                 reads=frozenset({"jobs"})),
-    ExecutorSpec("ray", "sweeps.executors:RayExecutor", "a Ray task per run on a cluster (--address HOST:PORT)",
-                 reads=frozenset({"address"})),
-    ExecutorSpec("slurm", "sweeps.slurm:SlurmExecutor", "a SLURM job per run (submitit), probes and reports as a "
-                 "final dependent job", runs_report=True, describes=True),
-)}
-
-
-def get_executor(name: str) -> ExecutorSpec:
-    """The registered executor ``name``; else a one-line UserError with the closest name."""
-    if name not in EXECUTORS:
-        raise UserError(f"unknown executor {name!r}{did_you_mean(name, EXECUTORS, 'executors')}")
-    return EXECUTORS[name]
+EXECUTORS: Registry[ExecutorSpec] = Registry("executor", ExecutorSpec)  # name -> entry, in registration order
+EXECUTORS.register(ExecutorSpec("local", "sweeps.executors:LocalExecutor",
+                                "subprocesses on this machine, --jobs K at a time (default)", reads=frozenset({"jobs"})))
+EXECUTORS.register(ExecutorSpec("ray", "sweeps.executors:RayExecutor",
+                                "a Ray task per run on a cluster (--address HOST:PORT)", reads=frozenset({"address"})))
+EXECUTORS.register(ExecutorSpec("slurm", "sweeps.slurm:SlurmExecutor", "a SLURM job per run (submitit), probes and "
+                                "reports as a final dependent job", runs_report=True, describes=True))
+get_executor = EXECUTORS.lookup  # the registered executor; else a one-line UserError with the closest name

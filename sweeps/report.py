@@ -44,6 +44,7 @@ from marl_common.files import save_figure, write_atomic, write_dict_csv, write_j
 from marl_common import stats
 from marl_common.stats import aggregate  # the old verdict's per-pair IQM table
 from marl.analysis.report.export import iqm_ci_text
+from probes.registry import PROBES
 from studies.connectivity_verdict import (REQUIRE_WIN, check_preconditions, connected_tests, evaluate,  # noqa: F401
                                           excluding_zero, team_aggregate, verdict)
 from sweeps.schema import INIT_FROM
@@ -51,41 +52,16 @@ from sweeps.schema import INIT_FROM
 BOOT = 5000
 
 
-def _cell(s: dict, key: str) -> tuple[float, float, float]:
-    return s[key], s[f"{key}_ci"][0], s[f"{key}_ci"][1]
-
-
 def job_row(job) -> dict:
-    """One probe job's figures (return unless named): endpoints, barriers, aligned barrier, team probes."""
-    rep = json.loads((job.out / "barrier.json").read_text())
-    r = rep["naive"]["return"]
-    row = {"env": job.stratum, "pair": job.pair, "a": f"{job.a.history}#{job.seed_a}", "b": f"{job.b.history}#{job.seed_b}",
-           "R(A)": r["mean"][0], "R(B)": r["mean"][-1]}
-    for name, key in (("barrier", "barrier"), ("midpoint", "midpoint"), ("max", "barrier_max")):
-        row[name], row[f"{name}_lo"], row[f"{name}_hi"] = _cell(r, key)
-    row["barrier_alpha"] = r["barrier_alpha"]
-    w = rep["naive"].get("win_rate")
-    if w:
-        row["win(A)"], row["win(B)"] = w["mean"][0], w["mean"][-1]
-        row["win_barrier"], row["win_barrier_lo"], row["win_barrier_hi"] = _cell(w, "barrier")
-    if "aligned" in rep:
-        row["aligned_barrier"], row["aligned_barrier_lo"], row["aligned_barrier_hi"] = _cell(rep["aligned"]["return"], "barrier")
-        row["aligned_max"] = rep["aligned"]["return"]["barrier_max"]
-        row["weight_distance_aligned"] = rep["weight_distance"]["aligned"]
-    row["weight_distance"] = rep["weight_distance"]["naive"]
-    teams = job.out / "teams.json"
-    if teams.exists():
-        t = json.loads(teams.read_text())
-        hs = t["hot_swap"]
-        diffs = hs["a_with_b_seat"]["return"]["diff"] + hs["b_with_a_seat"]["return"]["diff"]
-        his = hs["a_with_b_seat"]["return"]["diff_hi"] + hs["b_with_a_seat"]["return"]["diff_hi"]
-        i = int(np.argmin(diffs))
-        row["hot_swap_worst_diff"], row["hot_swap_worst_diff_hi"] = diffs[i], his[i]
-        inner = [g["return"]["diff_mean"] for g in t["mixed"]["by_k"][1:-1]]
-        row["mixed_inner_diff"] = float(np.mean(inner)) if inner else float("nan")
-    row["_curve"] = {"alphas": rep["naive"]["alphas"], "mean": r["mean"], "lo": r["ci_lo"], "hi": r["ci_hi"],
-                     "line": r["line"]}
-    return row
+    """One probe job's row: who it compares (env, pair group, a, b), then the columns of every registered probe
+    that declares a ``row`` (``probes/registry.py``), in registry order: read from its ``result`` file in the
+    job's folder, which a probe run on every pair (``sweep="always"``, the barrier) must have written; an
+    optional probe's (the team probes') where it did. Columns starting with ``_`` (data for the figures) last."""
+    row = {"env": job.stratum, "pair": job.pair, "a": f"{job.a.history}#{job.seed_a}", "b": f"{job.b.history}#{job.seed_b}"}
+    for spec in PROBES.values():
+        if spec.row is not None and (spec.sweep == "always" or (job.out / spec.result).exists()):
+            row.update(spec.load_row()(job.out))
+    return {**{k: v for k, v in row.items() if not k.startswith("_")}, **{k: v for k, v in row.items() if k.startswith("_")}}
 
 
 def contrasts(rows: list[dict], separated, connected, metric: str = "barrier", seed: int = 0) -> list[dict]:

@@ -423,8 +423,10 @@ def finish(runs: list[PlannedRun], sweep: dict, jobs: list[ProbeJob], echo=print
 
 
 def executor_options(runs: list[PlannedRun], sweep: dict | None, jobs: list[ProbeJob] | None, executor: str,
-                     max_jobs: int = 1, progress: bool = True, address: str | None = None, only: str | None = None):
-    """The registered executor ``executor`` (``sweeps/registry.py``) and its ``ExecutorOptions`` for this sweep."""
+                     max_jobs: int = 1, progress: bool = True, address: str | None = None, only: str | None = None,
+                     extra: dict | None = None):
+    """The registered executor ``executor`` (``sweeps/registry.py``) and its ``ExecutorOptions`` for this sweep
+    (``extra``: the values of the executor's own options, ``ExecutorSpec.options``)."""
     import functools
 
     from sweeps.registry import ExecutorOptions, get_executor
@@ -434,14 +436,14 @@ def executor_options(runs: list[PlannedRun], sweep: dict | None, jobs: list[Prob
     if spec.runs_report and only is None and runs:
         final = functools.partial(finish, runs, sweep or {}, list(jobs or []))
     options = ExecutorOptions(max_jobs=max_jobs, progress=progress, address=address, resources=resources(sweep or {}),
-                              final=final, out=runs[0].root.resolve() if runs else None)
+                              final=final, out=runs[0].root.resolve() if runs else None, extra=dict(extra or {}))
     return spec, options
 
 
 def describe_executor(runs: list[PlannedRun], sweep: dict | None, jobs: list[ProbeJob] | None, executor: str,
-                      only: str | None = None, address: str | None = None) -> list[str]:
+                      only: str | None = None, address: str | None = None, extra: dict | None = None) -> list[str]:
     """``--dry-run``: what the executor would submit (the SLURM executor: its sbatch scripts), writing nothing."""
-    spec, options = executor_options(runs, sweep, jobs, executor, address=address, only=only)
+    spec, options = executor_options(runs, sweep, jobs, executor, address=address, only=only, extra=extra)
     if not spec.describes:
         return []
     ex = spec.load()
@@ -452,13 +454,14 @@ def describe_executor(runs: list[PlannedRun], sweep: dict | None, jobs: list[Pro
 
 def run_sweep(runs: list[PlannedRun], progress: bool = True, echo=print, sweep: dict | None = None,
               jobs: list[ProbeJob] | None = None, executor: str = "local", max_jobs: int = 1,
-              address: str | None = None, only: str | None = None) -> list[Path]:
+              address: str | None = None, only: str | None = None, extra: dict | None = None) -> list[Path]:
     """Train the planned runs (done ones skipped, stopped ones resumed) with ``executor`` (a name in
     ``sweeps.registry.EXECUTORS``), then the training report (``marl report`` over every run, into
     ``OUT/report``), then the probe jobs, then the probe report (when the sweep has ``[report]``): ``finish``,
     run by this driver, or as the executor's final job where it ``runs_report``. ``only`` trains just the
-    named runs (their sources must be done) and stops there. Returns the run folders trained or skipped."""
-    spec, options = executor_options(runs, sweep, jobs, executor, max_jobs, progress, address, only)
+    named runs (their sources must be done) and stops there. ``extra``: the values of the executor's own options
+    (``ExecutorSpec.options``). Returns the run folders trained or skipped."""
+    spec, options = executor_options(runs, sweep, jobs, executor, max_jobs, progress, address, only, extra)
     ex = spec.load()
     check_out(runs)
     states = {r.name: folder_state(r.out, r.config) for r in runs}  # every folder checked before anything trains

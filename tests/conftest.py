@@ -34,6 +34,16 @@ jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.2)
 jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
 
 
+def project_packages() -> tuple[str, ...]:
+    """The project's top-level packages, from pyproject.toml's package list (``[tool.setuptools] packages``):
+    what the source scans of the tests cover, so that a new package is scanned without editing a list."""
+    import tomllib
+    from pathlib import Path
+
+    listed = tomllib.loads((Path(__file__).resolve().parent.parent / "pyproject.toml").read_text())
+    return tuple(dict.fromkeys(p.split(".")[0] for p in listed["tool"]["setuptools"]["packages"]))
+
+
 def tiny_config(**kw) -> TrainConfig:
     base = dict(env="smax:3m", num_envs=8, rollout_len=16, total_steps=8 * 16 * 4, updates_per_chunk=2, epochs=1,
                 minibatches=2, network=NetworkConfig(hidden=16, critic_hidden=16))

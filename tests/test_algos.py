@@ -5,6 +5,7 @@ registry line) trains through `marl train`."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import textwrap
 from pathlib import Path
@@ -17,9 +18,10 @@ from marl.core import algos
 from marl.core.algos import AlgoSpec
 from marl.core.config import TrainConfig
 from marl.runs import layout
+from tests.conftest import project_packages
 
 ROOT = Path(__file__).resolve().parent.parent
-LIBRARY = ("marl", "envs", "probes", "sweeps", "cli", "common")
+LIBRARY = project_packages()  # every package of pyproject.toml
 REGISTRY = ROOT / "marl" / "core" / "algos.py"
 TINY = ["num_envs=8", "rollout_len=16", "epochs=1", "minibatches=2", "network.hidden=8", "network.critic_hidden=8"]
 
@@ -38,8 +40,9 @@ def test_entries_declare_their_capabilities():
         AlgoSpec("x", "shared", "centralised", True, "d", "m:C")
     with pytest.raises(ValueError, match="module:Class"):
         AlgoSpec("x", "any", "centralised", True, "d", "m.C")
-    with pytest.raises(ValueError, match="already registered"):
-        algos.register(algos.get("mappo"))
+    with pytest.raises(ValueError, match="algorithm 'mappo' is already registered"):  # another entry, same name
+        algos.register(dataclasses.replace(algos.get("mappo"), description="another"))
+    assert algos.register(algos.get("mappo")) is algos.get("mappo")  # the very same entry again: a no-op
 
 
 def test_unknown_names_are_one_line_errors_with_the_closest_name():
@@ -47,7 +50,7 @@ def test_unknown_names_are_one_line_errors_with_the_closest_name():
         algos.get("hapo")
     with pytest.raises(UserError, match=r"unknown algo 'ipo'; did you mean 'ippo'\?"):
         TrainConfig(algo="ipo")
-    with pytest.raises(UserError, match=r"\(algorithms: mappo, happo, ippo"):
+    with pytest.raises(UserError, match=re.escape(f"(algorithms: {', '.join(algos.names())})")):
         TrainConfig(algo="zzzz")
 
 
@@ -73,17 +76,20 @@ def test_config_cli_report_and_sweeps_read_the_capabilities():
             label(algo="ippo", share_actor=False)] == ["mappo", "mappo-separate", "happo", "ippo-separate"]
 
 
-def test_cli_choices_and_config_show_come_from_the_registry(capsys, monkeypatch):
+def test_cli_choices_and_config_show_come_from_the_registry(capsys):
     toy = AlgoSpec("toyalgo", "separate", "centralised", True, "a toy for this test", "marl.core.mappo:MAPPO")
-    monkeypatch.setitem(algos.ALGORITHMS, toy.name, toy)
-    with pytest.raises(SystemExit):
-        main(["train", "--help"])
-    out = capsys.readouterr().out
-    assert "{mappo,happo,ippo,toyalgo}" in out and "toyalgo: a toy for this test" in " ".join(out.split())
-    assert main(["config", "show", "--algo", "toyalgo"]) == 0
-    out = capsys.readouterr().out
-    assert "toyalgo: a toy for this test (one actor per agent; centralised critic)" in out
-    assert "share_actor = false" in out  # implied by the toy's declared actor kind
+    with algos.ALGORITHMS.registered(toy):
+        listed = algos.names()
+        assert listed[-1] == "toyalgo"  # registration order: after every entry registered before it
+        with pytest.raises(SystemExit):
+            main(["train", "--help"])
+        out = capsys.readouterr().out
+        assert "{" + ",".join(listed) + "}" in out and "toyalgo: a toy for this test" in " ".join(out.split())
+        assert main(["config", "show", "--algo", "toyalgo"]) == 0
+        out = capsys.readouterr().out
+        assert "toyalgo: a toy for this test (one actor per agent; centralised critic)" in out
+        assert "share_actor = false" in out  # implied by the toy's declared actor kind
+    assert "toyalgo" not in algos.names()
 
 
 # -- no algorithm-name test outside the registry ---------------------------------------------------------
@@ -106,7 +112,7 @@ def test_the_scanner_finds_planted_comparisons():
 
 
 def test_no_library_module_compares_an_algorithm_name():
-    """Code asks the registry for a capability; it never tests a name (DESIGN.md, "Extension points")."""
+    """Code asks the registry for a capability; it never tests a name (docs/architecture.md, "Where a new piece goes")."""
     names = set(algos.names()) | {"mappo", "happo", "ippo"}
     found = []
     for pkg in LIBRARY:
@@ -146,10 +152,9 @@ def test_recipe_registers_and_trains_a_new_algorithm(tmp_path, monkeypatch, caps
     assert e.value.code == 2 and "unknown algorithm 'toyppo'" in capsys.readouterr().err
     assert not (tmp_path / "none").exists()
 
-    # the registry line
-    algos.register(AlgoSpec("toyppo", "any", "centralised", True, "MAPPO under another name (recipe test)",
-                            "toy_algo_recipe:ToyPPO"))
-    try:
+    # the registry line (registered for this test only)
+    with algos.ALGORITHMS.registered(AlgoSpec("toyppo", "any", "centralised", True,
+                                              "MAPPO under another name (recipe test)", "toy_algo_recipe:ToyPPO")):
         out = tmp_path / "toy"
         assert main([*argv, "--out", str(out)]) == 0
         import toy_algo_recipe
@@ -159,6 +164,4 @@ def test_recipe_registers_and_trains_a_new_algorithm(tmp_path, monkeypatch, caps
         from marl.runs.loader import load_team
 
         assert load_team(str(out)).source["algo"] == "toyppo"
-    finally:
-        algos.unregister("toyppo")
     assert "toyppo" not in algos.names()

@@ -1,5 +1,6 @@
-"""The env-family registry (``envs.catalog``): nothing outside it tests an env name, and the recipe for a new
-family (a module + one ``register`` line, docs/architecture.md) trains end to end."""
+"""The env-family registry (``envs.catalog``): nothing outside it tests an env name (in every package of the
+project), and it refuses bad entries. The recipe for a new family (a module + one ``register`` line,
+docs/architecture.md) is tests/test_recipes.py::test_recipe_env_family_written_from_scratch."""
 
 from __future__ import annotations
 
@@ -8,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from marl_common.errors import UserError
 from envs import catalog
+from tests.conftest import project_packages
 
 ROOT = Path(__file__).resolve().parent.parent
-SOURCE = ("marl", "envs", "probes", "sweeps", "cli", "common")
+SOURCE = project_packages()  # every package of pyproject.toml
 
 
 def name_tests(text: str, families) -> list[str]:
@@ -46,65 +47,6 @@ def test_the_checker_catches_planted_name_tests():
                     'elif fam != "jumanji":', 'x = "smax" == family', 'if family in ("smax", "mpe"):'):
         assert name_tests(f"a = 1\n    {planted}\nb = 2\n", fams) == [planted], planted
     assert name_tests('capabilities(env).render == "units"\nname = "smax:3m"\n', fams) == []
-
-
-# -- the recipe: a new family is its module + one registry line --------------------------------------
-
-TOY_MODULE = '''"""A toy env family for tests/test_env_registry.py: MPE's simple_spread under another name."""
-import dataclasses
-
-from envs.mpe import make_mpe
-
-
-def make(scenario, params, num_agents=None):
-    env = make_mpe("simple_spread", num_agents, params)  # params: jaxmarl's id, from the registry entry
-    name = f"toy:{scenario}" if num_agents is None else f"toy:{scenario}:{env.spec.num_agents}"
-    env.spec = dataclasses.replace(env.spec, name=name)
-    return env
-'''
-
-
-@pytest.fixture
-def toy_module(tmp_path, monkeypatch):
-    (tmp_path / "toy_family_mod.py").write_text(TOY_MODULE)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    yield "toy_family_mod"
-    catalog.unregister("toy")
-
-
-def register_toy(module: str) -> None:
-    """The one registry line of the recipe."""
-    catalog.register(catalog.Family("toy", module, {"spread": "MPE_simple_spread_v3"}, sized=("spread",),
-                                    per_agent_reward=True, render="particles", world_state="mpe's"))
-
-
-TINY = ["--total-steps", str(8 * 16 * 2), "--quiet", "num_envs=8", "rollout_len=16", "updates_per_chunk=2", "epochs=1",
-        "minibatches=2", "network.hidden=16", "network.critic_hidden=16", "reward=agent"]
-
-
-def test_recipe_a_registered_family_trains(toy_module, tmp_path, capsys):
-    from marl_cli.main import main
-    from marl.runs.loader import load
-
-    register_toy(toy_module)  # the registry line: without it the family is unknown (the next test)
-    assert main(["envs"]) == 0 and "toy:spread" in capsys.readouterr().out.splitlines()
-    run = tmp_path / "toy"
-    assert main(["train", "--env", "toy:spread:2", "--out", str(run), *TINY]) == 0
-    loaded = load(str(run))  # the checkpoint names its env; load rebuilds it through the registry
-    assert loaded.env.spec.name == "toy:spread:2" and loaded.env.spec.num_agents == 2
-    assert not catalog.has_win("toy:spread:2") and catalog.capabilities("toy:spread").per_agent_reward
-
-
-def test_recipe_without_the_registry_line_the_family_is_unknown(toy_module, tmp_path, capsys):
-    from marl_cli.main import main
-
-    with pytest.raises(UserError, match="unknown environment 'toy:spread:2'"):
-        from marl.core.config import TrainConfig
-
-        TrainConfig(env="toy:spread:2")
-    assert main(["train", "--env", "toy:spread:2", "--out", str(tmp_path / "toy"), *TINY]) != 0
-    assert "unknown environment" in capsys.readouterr().err
-    assert not (tmp_path / "toy" / "metrics.jsonl").exists()
 
 
 def test_registry_refuses_bad_entries():

@@ -16,8 +16,16 @@ from envs import catalog
 
 @pytest.mark.parametrize("name", envs.names())
 def test_adapter_shapes(name):
+    assert_env_contract(name)
+
+
+def assert_env_contract(name: str) -> None:
+    """The environment contract (docs/architecture.md, "The environment contract") on the env ``name``: the
+    spec names it, reset and step give the documented shapes and dtypes (and step the same ones as reset),
+    and the spec's has_win agrees with its family's entry. Also run by the env recipe (tests/test_recipes.py)."""
     env = envs.make(name)
     s = env.spec
+    assert s.name == name
     n, o, st, a = s.num_agents, s.obs_dim, s.state_dim, s.num_actions
     ts, state = jax.eval_shape(env.reset, jax.random.PRNGKey(0))
     assert ts.obs.shape == (n, o) and ts.state.shape == (st,) and ts.avail.shape == (n, a)  # state: once per step

@@ -29,8 +29,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import project_packages
+
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("marl_common", "envs", "marl", "probes", "studies", "sweeps", "marl_cli")
+PACKAGES = project_packages()  # every package of pyproject.toml (each needs a layer below)
 LAYERS = {"marl_common": 1, "envs": 2, "marl.core": 3, "marl.runs": 4, "marl.analysis": 5,
           "marl": 6, "marl.api": 6, "marl.worker": 6, "probes": 7, "studies": 8, "sweeps": 9, "marl_cli": 10}
 JAX_FAMILY = frozenset({"jax", "jaxlib", "jaxmarl", "flax", "optax", "orbax", "chex", "gymnax", "evosax"})

@@ -3,7 +3,8 @@ update lives. The one place that names an algorithm: `marl train --algo` / `marl
 (choices and help), ``TrainConfig`` validation (a known name; separate actors where required), the trainer
 (the actor update and the critic kind), the report's group labels and the sweep planner all read it.
 
-Plain data, no jax: the CLI reads it to build ``--help``. An entry's actor update is named by a
+A ``Registry`` (``marl_common/registry.py``, the pattern of every extension point). Plain data, no jax: the
+CLI reads it to build ``--help``. An entry's actor update is named by a
 ``"module:Class"`` string and imported only when a trainer is built (``make_algo``).
 
 Adding an algorithm: a module with a class implementing ``marl.core.trainer.ActorAlgo`` and one
@@ -16,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 
-from marl_common.errors import UserError, did_you_mean
+from marl_common.registry import Registry
 
 # actor kinds: "any" trains a shared actor (share_actor=true) or one per agent; "separate" needs one actor
 # per agent (TrainConfig refuses share_actor=true, and --algo NAME implies share_actor=false)
@@ -63,34 +64,12 @@ class AlgoSpec:
         return f"{self.name}: {self.description} ({actor}; {self.critic} critic)"
 
 
-ALGORITHMS: dict[str, AlgoSpec] = {}
+ALGORITHMS: Registry[AlgoSpec] = Registry("algorithm", AlgoSpec)  # name -> entry, in registration order
 DEFAULT = "mappo"  # TrainConfig's default ``algo``
-
-
-def register(spec: AlgoSpec, replace: bool = False) -> AlgoSpec:
-    """Add ``spec`` to the registry (``replace``: overwrite an entry of the same name); returns it."""
-    if spec.name in ALGORITHMS and not replace:
-        raise ValueError(f"algorithm {spec.name!r} is already registered")
-    ALGORITHMS[spec.name] = spec
-    return spec
-
-
-def unregister(name: str) -> None:
-    """Remove an entry (tests that register a temporary algorithm)."""
-    ALGORITHMS.pop(name, None)
-
-
-def names() -> tuple[str, ...]:
-    """The registered algorithm names, in registration order."""
-    return tuple(ALGORITHMS)
-
-
-def get(name: str) -> AlgoSpec:
-    """The entry named ``name``; an unknown name is a one-line UserError with the closest name."""
-    try:
-        return ALGORITHMS[name]
-    except (KeyError, TypeError):
-        raise UserError(f"unknown algorithm {name!r}{did_you_mean(name, names(), 'algorithms')}") from None
+register = ALGORITHMS.register  # add an entry (a name taken by another entry is refused)
+unregister = ALGORITHMS.unregister  # remove one (tests; see ``Registry.registered``)
+names = ALGORITHMS.names  # the names, in registration order
+get = ALGORITHMS.lookup  # the entry; an unknown name is a one-line UserError with the closest name
 
 
 def make_algo(name: str):
