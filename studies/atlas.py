@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from marl_common.stats import mean_ci
-from studies import rules
+from studies import checks, rules
 from studies.rules import Design, Verdict
 
 CONFIDENCE = 0.95
@@ -218,6 +218,10 @@ def slope_ci(ys: dict) -> dict:
 
 def holm(pvals: dict, alpha: float = ALPHA) -> dict:
     """Holm's step-down over a family {key: p}: {key: (adjusted p, rejected)}; family-wise error <= alpha."""
+    if not isinstance(pvals, dict):
+        raise ValueError(f"pvals must be a dict {{name: p-value}}, got {type(pvals).__name__}")
+    pvals = {k: checks.number(p, f"pvals[{k!r}]", lo=0.0, hi=1.0) for k, p in pvals.items()}
+    alpha = checks.level(alpha, "alpha")
     keys = sorted(pvals, key=lambda k: pvals[k])
     m, out, run, stop = len(keys), {}, 0.0, False
     for j, k in enumerate(keys):

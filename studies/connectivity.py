@@ -73,6 +73,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from marl_common.stats import DEFAULT_BOOT, wilson_ci  # noqa: F401  (re-exported for the study code)
+from studies import checks
 from studies.rules import Design, Verdict  # noqa: F401  (the rules' annotations)
 
 METHODS = ("jackknife-t", "boot-t", "percentile")
@@ -125,6 +126,33 @@ def as_jobs(jobs) -> Jobs:
     rows = list(jobs)
     get = lambda k: None if not rows or k not in rows[0] else [r[k] for r in rows]
     return Jobs(get("a"), get("b"), get("value"), get("se"), get("stratum"), get("lo"), get("hi"), get("name"))
+
+
+def checked_jobs(jobs, name: str = "jobs") -> Jobs:
+    """``as_jobs(jobs)`` after the checks every study statistic needs (a ``ValueError`` naming ``name``): at least
+    one job, finite values, no team paired with itself, and on every map with more than one job at least two
+    teams on one side (else no team varies and there is nothing to resample)."""
+    if isinstance(jobs, (list, tuple)) and not jobs:
+        raise ValueError(f"{name} must hold at least one job, got none")
+    try:
+        j = as_jobs(jobs)
+    except (TypeError, KeyError) as e:
+        raise ValueError(f"{name} must be a Jobs, a dict of its fields or a list of dicts with 'a', 'b', 'value' "
+                         f"({type(e).__name__}: {e})") from None
+    except ValueError as e:
+        raise ValueError(f"{name}: {e}") from None
+    if len(j) == 0:
+        raise ValueError(f"{name} must hold at least one job, got none")
+    checks.array(j.values, f"{name}' values")
+    bad = [n for n, a, b in zip(j.names, j.a_ids, j.b_ids) if a == b]
+    if bad:
+        raise ValueError(f"{name} pair a team with itself ({bad[0]}); a job is two different teams")
+    for idx in _by_stratum(j):
+        a, b = set(j.a_ids[idx]), set(j.b_ids[idx])
+        if len(idx) > 1 and len(a | b) < 3:
+            raise ValueError(f"{name}: the {len(idx)} jobs on {j.strata[idx[0]]} all pair the same two teams; "
+                             "give them different teams (seeds) or pass one job")
+    return j
 
 
 def from_report_rows(rows, metric: str = "max", ci_metric: str = "barrier") -> Jobs:
@@ -250,9 +278,9 @@ def cluster_bootstrap(jobs, stat=np.mean, num_boot: int = DEFAULT_BOOT, confiden
     """
     from scipy import stats as sps
 
-    j = as_jobs(jobs)
-    if len(j) == 0:
-        raise ValueError("no jobs")
+    j = checked_jobs(jobs)
+    checks.level(confidence)
+    checks.choice(interval, "interval", ("percentile", "boot-t"))
     if len(j) == 1:
         return _single(j, confidence)
     rng = np.random.default_rng(seed)
@@ -316,7 +344,7 @@ def team_jackknife(jobs, design: str | None = None, confidence: float = 0.95, no
     6 seeds x 3 maps: size 0.084 with the independent floor, bench/results/verdict_calibration.md)."""
     if noise_floor not in ("independent", "any"):
         raise ValueError(f"noise_floor must be 'independent' or 'any', got {noise_floor!r}")
-    j = as_jobs(jobs)
+    j = checked_jobs(jobs)
     parts, designs = [], {}
     for idx in _by_stratum(j):
         s = str(j.strata[idx[0]])
@@ -361,13 +389,13 @@ def group_ci(jobs, method: str = CHOSEN, confidence: float = 0.95, seed: int = 0
     (``jackknife-t``, the calibrated default; ``boot-t``; ``percentile``). One job: its own CI."""
     from scipy import stats as sps
 
-    j = as_jobs(jobs)
+    checks.choice(method, "method", METHODS)
+    checks.level(confidence)
+    j = checked_jobs(jobs)
     if len(j) == 1:
         return _single(j, confidence)
     if method in ("percentile", "boot-t"):
         return cluster_bootstrap(j, np.mean, num_boot, confidence, seed, design, interval=method)
-    if method != "jackknife-t":
-        raise ValueError(f"unknown method {method!r} ({', '.join(METHODS)})")
     r = team_jackknife(j, design, confidence, noise_floor)
     t = float(sps.t.ppf(0.5 + confidence / 2, r["df"]))
     return {"estimate": r["estimate"], "lo": r["estimate"] - t * r["se"], "hi": r["estimate"] + t * r["se"],
@@ -392,15 +420,22 @@ def connected_test(jobs, threshold: float, confidence: float = 0.95, method: str
     """
     from scipy import stats as sps
 
-    j = as_jobs(jobs)
+    threshold = checks.number(threshold, "threshold")
+    confidence = checks.level(confidence, lo=0.5)
+    checks.choice(method, "method", METHODS)
+    j = checked_jobs(jobs)
     if curves is not None:
-        c = np.asarray(curves, np.float64)
+        c = checks.array(curves, "curves", ndim=2)
+        if len(c) != len(j):
+            raise ValueError(f"curves must have one row per job ({len(j)}), got {len(c)}")
         j = Jobs(j.a_ids, j.b_ids, np.maximum(c.max(-1), 0.0), j.ses, j.strata, j.ci_lo, j.ci_hi, j.names)
     excl = [n for n, lo, hi in zip(j.names, j.ci_lo, j.ci_hi) if lo > 0 or hi < 0]
     if len(j) == 1:
         hi = j.ci_hi[0]
         if not np.isfinite(hi):
             hi = j.values[0] + sps.norm.ppf(confidence) * _job_se(j, 0)
+        if not np.isfinite(hi):
+            raise ValueError("jobs: a one-job group needs the job's own upper bound (ci_hi) or its se")
         r = {"estimate": float(j.values[0]), "upper": float(hi), "single_job": True, "method": "the job's own CI",
              "resampled": "nothing: one job, its own CI"}
     else:

@@ -37,6 +37,7 @@ import dataclasses
 import numpy as np
 
 from marl_common.stats import mean_ci
+from studies import checks
 from studies.rules import Design, Verdict, register
 
 MIN_SEEDS = 6  # the plans' minimum (RESTATED.md: "an interval over at least 6 seeds that chose nothing")
@@ -58,7 +59,8 @@ def _t(confidence: float, df: float) -> float:
 def crossed_ci(won, confidence: float = 0.95) -> tuple[float, float, float, float, float]:
     """(mean, lo, hi, se, df) of the grand mean of ``won`` [S seeds, E episodes] (every seed on the same
     episodes) with the crossed two-way variance of the module docstring (seeds and episodes both random)."""
-    x = np.asarray(won, np.float64)
+    x = checks.rates(won, "won", ndim=2, min_len=2)
+    checks.level(confidence)
     s, e = x.shape
     g = x.mean()
     r, c = x.mean(1), x.mean(0)
@@ -92,8 +94,15 @@ def decide(wins, target: float = TARGET, won=None, min_seeds: int = MIN_SEEDS, o
     the per-episode outcomes when every seed was scored on the same episodes (``marl eval``'s npz): the
     interval then allows seeds and episodes (``crossed_ci``); without it the t interval over seed means
     (right only when each seed had its own episodes). Fewer than ``min_seeds`` seeds: no verdict."""
-    one_sided = ONE_SIDED if one_sided is None else one_sided
-    w = np.asarray(wins if won is None else np.asarray(won, np.float64).mean(1), np.float64).ravel()
+    one_sided = ONE_SIDED if one_sided is None else checks.level(one_sided, "one_sided", lo=0.5)
+    target = checks.number(target, "target", lo=0.0, hi=1.0)
+    min_seeds = checks.count(min_seeds, "min_seeds", lo=2)
+    w = checks.rates(wins, "wins")
+    if won is not None:
+        won = checks.rates(won, "won", ndim=2)
+        if won.shape[0] != w.size:
+            raise ValueError(f"won must have one row per seed of wins ({w.size}), got {won.shape[0]} rows")
+        w = won.mean(1)
     out = {"n": int(w.size), "mean": float(w.mean()) if w.size else float("nan"), "target": target,
            "old_rule": bool(w.size >= 2 and (w[:2] >= target).all())}
     nan = float("nan")
@@ -120,7 +129,9 @@ def unchanged(new, old, margin: float = MARGIN, min_seeds: int = MIN_SEEDS) -> d
     mean(old) at ``2 ONE_SIDED - 1`` inside (-margin, +margin) is "unchanged"; its ``TWO_SIDED`` interval
     excluding 0 is "changed"; else "not shown". Seeds are the unit on both sides (recorded seeds are random
     too). Fewer than ``min_seeds`` new seeds or 2 old ones: no verdict."""
-    a, b = np.asarray(new, float).ravel(), np.asarray(old, float).ravel()
+    a, b = checks.rates(new, "new"), checks.rates(old, "old")
+    margin = checks.number(margin, "margin", lo=0.0, hi=1.0, lo_open=True)
+    min_seeds = checks.count(min_seeds, "min_seeds", lo=2)
     nan = float("nan")
     few = _too_few(a.size, min_seeds) or (None if b.size >= 2 else f"no interval: {b.size} old seed")
     if few:
@@ -141,7 +152,9 @@ def paired(diffs, margin: float = MARGIN, min_seeds: int = MIN_SEEDS) -> dict:
     """A default against its alternative on the same seeds: ``diffs`` = per-seed win(default) - win(other).
     "better": the one-sided ``ONE_SIDED`` lower bound (t over seeds) > 0; "worse": the upper bound < 0;
     "equivalent": that interval (both ends: two one-sided tests) inside (-margin, +margin); else "not shown". Fewer than ``min_seeds`` seeds: no verdict."""
-    d = np.asarray(diffs, float).ravel()
+    d = checks.array(diffs, "diffs")
+    margin = checks.number(margin, "margin", lo=0.0, lo_open=True)
+    min_seeds = checks.count(min_seeds, "min_seeds", lo=2)
     nan = float("nan")
     few = _too_few(d.size, min_seeds)
     if few:

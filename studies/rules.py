@@ -23,6 +23,7 @@ from typing import Any, Callable, Protocol
 import numpy as np
 
 from marl_common.stats import wilson_ci
+from studies import checks
 
 MAX_SIZE = 0.05  # the nominal size every positive verdict is held to
 SIZE_TOLERANCE = 0.005  # "within simulation error": the size CI's half-width must be <= this
@@ -121,7 +122,11 @@ def register(rule: Rule) -> Rule:
 
 def wilson(k: int, n: int) -> tuple[float, float]:
     """Wilson score 95% interval of k successes in n (simulation error of a rate): the suite's one Wilson,
-    ``marl_common.stats.wilson_ci``."""
+    ``marl_common.stats.wilson_ci``. ``n`` >= 1 trials, ``k`` in [0, n] (no trials give no interval)."""
+    n = checks.count(n, "n", lo=1)
+    k = checks.count(k, "k", lo=0)
+    if k > n:
+        raise ValueError(f"k must be at most n ({n}), got {k}")
     return wilson_ci(k, n)
 
 
@@ -207,7 +212,9 @@ def record_for(rule_name: str, design: Design, records: dict | None = None) -> d
 def verdict(rule_name: str, data: Any, design: Design, records: dict | None = None) -> Verdict:
     """The rule's verdict on ``data`` when (rule, design) has a passing calibration record; otherwise a
     non-positive ``NO_RECORD`` verdict carrying the rule's numbers in ``details['uncalibrated']``."""
-    rule = RULES[rule_name]
+    rule = RULES[checks.choice(rule_name, "rule_name", RULES)]
+    if not isinstance(design, Design):
+        raise ValueError(f"design must be a studies.rules.Design, got {type(design).__name__}")
     v = rule.decide(data, design)
     if record_for(rule_name, design, records) is None:
         return dataclasses.replace(v, outcome=NO_RECORD, positive=False,
