@@ -1,0 +1,75 @@
+"""Size on the study's own noise at read time (issue 53 items 1-2): "connected (mean)" re-simulates its design with
+the per-alpha noise the study's own jobs show; above the pass line its verdict is downgraded, and the composite
+nulls it excludes are named with their p."""
+
+import numpy as np
+import pytest
+
+from studies import connectivity as cx
+from studies import connectivity_verdict as cv
+from studies import rules
+
+MAPS = ("smax:3m", "smax:2s3z", "smax:3s_vs_5z")
+
+
+def _rows(noise, seeds: int = 6, seed: int = 0) -> list[dict]:
+    """One derived group (one job a seed, 6 seeds x 3 maps) whose true barriers are 0, every curve better than the
+    straight line (the recorded connected jobs): per job the plain max and its upper bound max + 1.96 s under
+    per-alpha noise ``noise(map index, rng)``."""
+    rng = np.random.default_rng(seed)
+    strata = np.repeat(np.arange(len(MAPS)), seeds)
+    s = np.array([[noise(k, rng) for k in strata]])
+    mx, up = cx.simulate_max(rng, np.zeros_like(s), s, strata, frac_better=1.0)
+    return [{"env": MAPS[k], "pair": "c x d", "a": f"c#{j % seeds}", "b": f"d#{j % seeds}", "max": float(mx[0, j]),
+             "max_hi": float(up[0, j]), "barrier": 0.0, "barrier_lo": -0.01, "barrier_hi": 0.01}
+            for j, k in enumerate(strata)]
+
+
+def test_mean_bounds_is_the_rules_own_bound():
+    """The vectorised bound the size simulation uses is connected_test's bound (the rule decides on it)."""
+    rng = np.random.default_rng(1)
+    strata = np.repeat(np.arange(3), [6, 6, 4])
+    for _ in range(5):
+        s = rng.uniform(0.001, 0.03, 16)
+        vals = np.abs(rng.normal(0.01, 0.01, 16))
+        t = cx.connected_test(cx.Jobs([f"a#{i}" for i in range(16)], [f"b#{i}" for i in range(16)], vals, ses=s,
+                                      strata=strata), 0.05)
+        assert cx.mean_bounds(vals[None], (vals + 1.959963984540054 * s)[None], strata)[0] == pytest.approx(t["upper"])
+
+
+def test_connected_passes_on_the_records_noise_and_is_downgraded_on_much_smaller_noise():
+    """The must-show case: the same rule, same design (6 seeds x 3 maps, a passing record), "connected" when the
+    study's per-alpha noise is the record's, "not shown (not calibrated on this study's noise)" when it is 20x
+    smaller (the plain max's upward bias, the rule's margin, is gone)."""
+    recorded = np.asarray(cx.RECORDED_GAP_SE)
+    big = cv.group_verdict("connected", _rows(lambda k, rng: rng.choice(recorded)), 0.05)
+    assert big.rule == cx.CONNECTED_MEAN.name and big.outcome == "connected" and big.positive
+    own = big.details["own_noise"]
+    assert own["size"] <= rules.MAX_SIZE + rules.SIZE_TOLERANCE and own["sims"] == cx.OWN_NOISE_SIMS
+    assert "size on this study's noise" in big.text()
+
+    small = cv.group_verdict("connected", _rows(lambda k, rng: rng.choice(recorded) / 20), 0.05)
+    assert small.outcome == rules.NOT_CALIBRATED_HERE and not small.positive
+    assert small.details["uncalibrated"] == "connected"  # the rule's bound alone would have said connected
+    assert small.details["own_noise"]["lo"] > rules.MAX_SIZE + rules.SIZE_TOLERANCE  # not simulation error
+
+
+def test_the_report_names_the_nulls_it_excludes_with_their_p():
+    """Each null family is named with the p at which the study's bound rejects it (the share of simulated
+    bounds at or below the observed one); the connected test's record and its (a) line carry them."""
+    recorded = np.asarray(cx.RECORDED_GAP_SE)
+    rows = _rows(lambda k, rng: rng.choice(recorded))
+    v = cv.group_verdict("connected", rows, 0.05)
+    nulls = {n["null"]: n for n in v.details["own_noise"]["nulls"]}
+    assert set(nulls) == set(cx.NULL_WORDS.values())
+    assert nulls["every pair at the threshold"]["excluded"] and nulls["every pair at the threshold"]["p"] < 0.01
+    assert all(n["excluded"] == (n["p"] <= 0.05) for n in nulls.values())
+    text = rules.nulls_text(v.details["own_noise"])
+    assert "excludes every pair at the threshold (p 0.0" in text
+    # a study whose bound sits above the threshold does not exclude "every pair at the threshold"
+    high = [{**r, "max": r["max"] + 0.04, "max_hi": r["max_hi"] + 0.04} for r in rows]
+    hv = {n["null"]: n for n in cv.group_verdict("connected", high, 0.05).details["own_noise"]["nulls"]}
+    assert not hv["every pair at the threshold"]["excluded"] and hv["every pair at the threshold"]["p"] > 0.05
+    e = cv.evaluate(rows, ["c x d"], [], 0.05)
+    assert e["connected_tests"]["c x d"]["own_noise"]["nulls"] == v.details["own_noise"]["nulls"]
+    assert text in cv.own_noise_words(e["connected_tests"]["c x d"])
