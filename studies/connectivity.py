@@ -727,6 +727,7 @@ class ConnectedMeanT(ConnectedRule):
                  for k, v in rows.items() if "," not in k]
         return {"size": rows[worst]["size"], "lo": rows[worst]["lo"], "hi": rows[worst]["hi"], "sims": sims,
                 "worst": rows[worst]["words"], "observed_bound": observed, "nulls": named,
+                "largest_p_of_record_nulls": max(v["p"] for v in rows.values() if v["in_size"]),
                 "noise": {m: [float(np.min(s_obs[strata == k])), float(np.median(s_obs[strata == k])),
                               float(np.max(s_obs[strata == k]))] for k, m in enumerate(maps)},
                 "by_null": rows}

@@ -278,7 +278,8 @@ def write_rows(sweep: dict, rows: list[dict], echo=None, endpoints=(), out: Path
                        "that map, (max_hi - max) / 1.96, under each null of its calibration record; above the pass "
                        "line the outcome is \"" + NOT_CALIBRATED_HERE + "\". The nulls: the p at which the study's "
                        "bound rejects each family (the share of simulated bounds at or below it)."), ""]
-        lines += [f"- {p}: {own_noise_text(c)}; {nulls_text(c)}; the study's per-alpha noise (min / median / max "
+        lines += [f"- {p}: {own_noise_text(c)}; {nulls_text(c)}; the largest p over the record's nulls "
+                  f"{c['largest_p_of_record_nulls']:.3f} (descriptive: no rule decides on it); the study's per-alpha noise (min / median / max "
                   "per map): " + ", ".join(f"{m} {a:.4f} / {b:.4f} / {c_:.4f}" for m, (a, b, c_) in c["noise"].items())
                   for p, c in owns.items()]
     if ev["preconditions"]:
