@@ -74,7 +74,7 @@ import numpy as np
 
 from marl_common.stats import DEFAULT_BOOT, wilson_ci  # noqa: F401  (re-exported for the study code)
 from studies import checks
-from studies.rules import Design, Verdict  # noqa: F401  (the rules' annotations)
+from studies.rules import OWN_NOISE_SIMS, Design, Verdict  # noqa: F401  (the rules' annotations)
 
 METHODS = ("jackknife-t", "boot-t", "percentile")
 CHOSEN = "jackknife-t"  # by calibration (module docstring)
@@ -603,7 +603,6 @@ def mean_bounds(values: np.ndarray, upper: np.ndarray, strata, confidence: float
     return np.mean(means, 0) + sps.t.ppf(confidence, dof) * np.sqrt(tot)
 
 
-OWN_NOISE_SIMS = 2000  # simulated studies of the size on a study's own noise (Wilson half-width ~0.01 at 0.05)
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ MAX_SIZE = 0.05  # the nominal size every positive verdict is held to
 SIZE_TOLERANCE = 0.005  # "within simulation error": the size CI's half-width must be <= this
 NO_RECORD = "no calibrated rule for this design"
 NOT_CALIBRATED_HERE = "not shown (the rule is not calibrated on this study's noise)"
+OWN_NOISE_SIMS = 2000  # simulated studies of a rule's size on a study's own noise (Wilson half-width ~0.01 at 0.05)
 RECORDS_FILE = "records.json"  # inside the studies package (``python -m studies.calibrate`` writes it)
 
 

@@ -45,7 +45,7 @@ def test_connected_passes_on_the_records_noise_and_is_downgraded_on_much_smaller
     big = cv.group_verdict("connected", _rows(lambda k, rng: rng.choice(recorded)), 0.05)
     assert big.rule == cx.CONNECTED_MEAN.name and big.outcome == "connected" and big.positive
     own = big.details["own_noise"]
-    assert own["size"] <= rules.MAX_SIZE + rules.SIZE_TOLERANCE and own["sims"] == cx.OWN_NOISE_SIMS
+    assert own["size"] <= rules.MAX_SIZE + rules.SIZE_TOLERANCE and own["sims"] == rules.OWN_NOISE_SIMS
     assert "size on this study's noise" in big.text()
 
     small = cv.group_verdict("connected", _rows(lambda k, rng: rng.choice(recorded) / 20), 0.05)
@@ -73,3 +73,22 @@ def test_the_report_names_the_nulls_it_excludes_with_their_p():
     e = cv.evaluate(rows, ["c x d"], [], 0.05)
     assert e["connected_tests"]["c x d"]["own_noise"]["nulls"] == v.details["own_noise"]["nulls"]
     assert text in cv.own_noise_words(e["connected_tests"]["c x d"])
+
+
+def test_atlas_seed_variance_upper_bound_covers_and_raises_the_compute_rules_size():
+    """ATLAS "grows with compute" sizes itself with the seed variance at its 95% upper bound (3 seeds estimate it
+    poorly): the bound covers the true seed variance in ~95% of 3-seed studies (the point estimate in about half),
+    and the size on noise with a large seed variance is above the pass line."""
+    from studies import atlas as st
+
+    rng = np.random.default_rng(0)
+    comps = (0.002, 0.0003, 0.004)
+    ys = [st._crossed_draw(rng, (3, 8), comps) for _ in range(1000)]
+    cover = np.mean([st.seed_variance_upper(y)[0] >= comps[0] for y in ys])
+    assert 0.93 <= cover <= 0.97
+    assert np.mean([st.anova(y)[0] >= comps[0] for y in ys]) < 0.7  # the plain estimate: no bound
+    sizes, inst = st._sizes(st.ATLAS_COMPUTE)
+    data = {n: st._crossed_draw(rng, (3, i), (0.01, *st.RECORDED_COMPUTE_NOISE[n][1:])) for n, i in zip(sizes, inst)}
+    own = st.GROWS_WITH_COMPUTE.own_noise(data, st.ATLAS_COMPUTE, sims=400)
+    assert own["lo"] > rules.MAX_SIZE + rules.SIZE_TOLERANCE
+    assert all(own["components"][str(n)][0] >= st.anova(y)[0] for n, y in data.items())
