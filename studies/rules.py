@@ -89,6 +89,10 @@ class Verdict:
         est = "" if not np.isfinite(self.estimate) else f" {self.estimate:.{digits}f}"
         ci = "" if self.interval is None else f" [{self.interval[0]:.{digits}f}, {self.interval[1]:.{digits}f}] {self.unit}"
         own = f"; {own_noise_text(self.details['own_noise'], digits)}" if "own_noise" in self.details else ""
+        if "own_noise" in self.details and self.details["own_noise"].get("nulls") and "failed_text" in self.details:
+            own += f"; {nulls_text(self.details['own_noise'])}"
+        if "failed_text" in self.details:  # the seed-mean rules' failed-seed check
+            own += "; " + (self.details["failed_text"] or "no failed seed (leave-one-out t, Bonferroni over the seeds)")
         return (f"{self.outcome}:{est}{ci}" if est or ci else self.outcome) + own
 
 

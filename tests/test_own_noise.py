@@ -92,3 +92,43 @@ def test_atlas_seed_variance_upper_bound_covers_and_raises_the_compute_rules_siz
     own = st.GROWS_WITH_COMPUTE.own_noise(data, st.ATLAS_COMPUTE, sims=400)
     assert own["lo"] > rules.MAX_SIZE + rules.SIZE_TOLERANCE
     assert all(own["components"][str(n)][0] >= st.anova(y)[0] for n, y in data.items())
+
+
+def test_failed_seed_check_holds_its_level_and_finds_a_failed_seed():
+    """The seed-mean rules' failed-seed check (leave-one-out t, Bonferroni): on 6 normal seeds it flags some seed
+    in at most ~5% of studies; a seed at 0.5 among seeds near 0.92 is flagged, and the verdict's text carries it."""
+    from studies import fresh_seeds as fs
+
+    rng = np.random.default_rng(0)
+    w = 0.92 + 0.01 * rng.standard_normal((4000, 6))
+    flagged = (fs._loo_p(w) < fs.FAILED_SEED_ALPHA / 6).any(-1).mean()
+    assert flagged <= 0.06
+    assert [fs.failed_seeds(x) for x in w[:20]] == [[int(i) for i in np.flatnonzero(p < 0.05 / 6)]
+                                                    for p in fs._loo_p(w[:20])]  # one check, two spellings
+    bad = np.array([0.93, 0.92, 0.91, 0.5, 0.93, 0.92])
+    assert fs.failed_seeds(bad) == [3]
+    d = fs.decide(bad)
+    assert d["failed_seeds"] == [3] and "failed seed: #3 at 0.500" in d["failed_text"]
+    v = fs.TARGET_MET.decide(bad, fs.OWN_TARGET)
+    assert "failed seed: #3 at 0.500" in v.text()
+    u = fs.unchanged(bad, np.full(6, 0.92) + 0.01 * rng.standard_normal(6))
+    assert u["failed_seeds"] == {"new": [3], "old": []} and "failed seed (new): #3" in u["failed_text"]
+
+
+def test_seed_mean_rules_simulate_rare_failures_and_the_studys_seed_spread():
+    """"target met" on its own-episode design: the size on a study's own noise uses the seed sd at its 95% upper
+    bound (a wide spread of seed means raises it past the pass line), and the rare-failure mixtures are
+    simulated and named with their size (far above 0.05: no 6-seed rule holds them) and p."""
+    from studies import fresh_seeds as fs
+
+    tight = np.array([0.93, 0.92, 0.925, 0.915, 0.93, 0.92])
+    wide = np.array([0.99, 0.85, 0.97, 0.88, 0.99, 0.84])
+    own_t = fs.TARGET_MET.own_noise(tight, fs.OWN_TARGET, sims=400)
+    own_w = fs.TARGET_MET.own_noise(wide, fs.OWN_TARGET, sims=400)
+    assert own_w["by_null"]["measured"]["su"][0] > own_t["by_null"]["measured"]["su"][0]
+    assert own_t["size"] <= rules.MAX_SIZE + rules.SIZE_TOLERANCE < own_w["size"]
+    fails = {n["null"].split(" (")[0]: n for n in own_t["nulls"]}
+    assert set(fails) == set(fs.FAILURES)
+    assert own_t["by_null"]["10% of seeds failed at 0.5"]["size"] > 0.2
+    assert fs.UNCHANGED.own_noise((tight, tight), fs.OWN_TARGET, sims=50)["size"] >= 0  # own-episode design
+    assert fs.TARGET_MET.own_noise(tight, fs.TargetRule().designs()[0], sims=50) is None  # shared episodes: none
