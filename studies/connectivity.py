@@ -628,6 +628,57 @@ class ConnectedRule:
         return Verdict(self.name, "connected" if ok else "not shown", ok, est, None,
                        f"every job's own upper bound (largest {worst:.3f})", det)
 
+    def bound(self, values: np.ndarray, upper: np.ndarray, strata) -> np.ndarray:
+        """The statistic compared with the threshold, vectorised over studies [sims, jobs] -> [sims]: the largest
+        per-job upper bound ("connected" when it is below)."""
+        return np.atleast_2d(upper).max(-1)
+
+    def own_noise(self, data: dict, design, sims: int = OWN_NOISE_SIMS, seed: int = 0) -> dict | None:
+        """The rule's size on the study's own noise (issue 53; ``studies.rules.verdict`` calls it on real data):
+        its bound (``bound``: every job's own upper bound here, the mean's in ``ConnectedMeanT``) on
+        the study's design as it is (its maps and jobs per map, one job per seed) simulated with each job's
+        per-alpha noise drawn from the study's own jobs on that map (s = (upper - max) / 1.96), under each null of
+        ``nuisances`` (the size: the worst) and the named families of ``NULL_WORDS`` (each with the p at which the
+        study's bound rejects it: the share of simulated bounds at or below the observed one). Vectorised
+        (``simulate_max``, ``mean_bounds``), ``sims`` studies per null. None when the layout is not one job per
+        seed (the only layout this rule has records for)."""
+        from studies.rules import wilson
+
+        a, b = np.asarray([str(x) for x in data["a"]]), np.asarray([str(x) for x in data["b"]])
+        strata_names = np.asarray([str(x) for x in data["strata"]])
+        if any(design_of(a[strata_names == m], b[strata_names == m]) != "independent" for m in set(strata_names)):
+            return None
+        thr = float(design.get("threshold", THRESHOLD))
+        maps = [str(x) for x in dict.fromkeys(strata_names)]
+        strata = np.array([maps.index(str(x)) for x in strata_names])
+        seed_of = np.array([np.sum(strata[:i] == strata[i]) for i in range(len(strata))])
+        values, upper = np.asarray(data["values"], float), np.asarray(data["upper"], float)
+        s_obs = (upper - values) / 1.959963984540054
+        observed = float(self.bound(values[None], upper[None], strata)[0])
+        rng = np.random.default_rng(seed)
+        rows = {}
+        for label in list(self.nuisances(design)) + [x for x in NULL_WORDS if x not in self.nuisances(design)]:
+            nuis, _, shared = label.partition(", ")
+            bars = null_barriers(nuis, thr, seed_of, strata, rng, sims)
+            s = np.empty((sims, len(values)))
+            for k in range(len(maps)):  # each job's noise drawn from its own map's jobs
+                s[:, strata == k] = rng.choice(s_obs[strata == k], (sims, int((strata == k).sum())))
+            bound = self.bound(*simulate_max(rng, bars, s, strata, shared == "shared episodes"), strata)
+            hits = int((bound < thr).sum())
+            lo, hi = wilson(hits, sims)
+            rows[label] = {"size": hits / sims, "lo": lo, "hi": hi, "in_size": label in self.nuisances(design),
+                           "p": (1 + int((bound <= observed).sum())) / (1 + sims),
+                           "words": NULL_WORDS[nuis] + (" (a shock common to a map's jobs)" if shared else "")}
+        worst = max((k for k in rows if rows[k]["in_size"]), key=lambda k: rows[k]["size"])
+        named = [{"null": v["words"], "p": v["p"], "excluded": bool(v["p"] <= 0.05)}
+                 for k, v in rows.items() if "," not in k]
+        return {"size": rows[worst]["size"], "lo": rows[worst]["lo"], "hi": rows[worst]["hi"], "sims": sims,
+                "worst": rows[worst]["words"], "observed_bound": observed, "nulls": named,
+                "largest_p_of_record_nulls": max(v["p"] for v in rows.values() if v["in_size"]),
+                "noise": {m: [float(np.min(s_obs[strata == k])), float(np.median(s_obs[strata == k])),
+                              float(np.max(s_obs[strata == k]))] for k, m in enumerate(maps)},
+                "by_null": rows}
+
     def simulate(self, design, effect, rng) -> dict:
         """One simulated study of ``design``: the null's least favourable point (``effect`` None) or at ``effect``."""
         n, m = design.units, design.strata
@@ -674,6 +725,10 @@ class ConnectedMeanT(ConnectedRule):
         and the mixed one with a shock common to a map's jobs: they play the same episode keys)."""
         return ["equal", "skewed", "mixed", "broken team", "mixed, shared episodes", "equal, shared episodes"]
 
+    def bound(self, values: np.ndarray, upper: np.ndarray, strata) -> np.ndarray:
+        """The statistic compared with the threshold, vectorised over studies: ``mean_bounds``."""
+        return mean_bounds(values, upper, strata)
+
     def decide(self, data: dict, design) -> "Verdict":
         """The verdict on ``data`` of a study of ``design`` (``studies.rules.Rule``)."""
         thr = float(design.get("threshold", THRESHOLD))
@@ -685,52 +740,6 @@ class ConnectedMeanT(ConnectedRule):
             return Verdict(self.name, f"too few teams ({n}; {MIN_TEAMS} needed)", False, t["estimate"], None, "", det)
         return Verdict(self.name, "connected" if t["connected"] else "not shown", t["connected"], t["estimate"],
                        None, f"one-sided 95% team-jackknife bound of the mean {t['upper']:.3f}", det)
-
-    def own_noise(self, data: dict, design, sims: int = OWN_NOISE_SIMS, seed: int = 0) -> dict | None:
-        """The rule's size on the study's own noise (issue 53; ``studies.rules.verdict`` calls it on real data):
-        the study's design as it is (its maps and jobs per map, one job per seed) simulated with each job's
-        per-alpha noise drawn from the study's own jobs on that map (s = (upper - max) / 1.96), under each null of
-        ``nuisances`` (the size: the worst) and the named families of ``NULL_WORDS`` (each with the p at which the
-        study's bound rejects it: the share of simulated bounds at or below the observed one). Vectorised
-        (``simulate_max``, ``mean_bounds``), ``sims`` studies per null. None when the layout is not one job per
-        seed (the only layout this rule has records for)."""
-        from studies.rules import wilson
-
-        a, b = np.asarray([str(x) for x in data["a"]]), np.asarray([str(x) for x in data["b"]])
-        strata_names = np.asarray([str(x) for x in data["strata"]])
-        if any(design_of(a[strata_names == m], b[strata_names == m]) != "independent" for m in set(strata_names)):
-            return None
-        thr = float(design.get("threshold", THRESHOLD))
-        maps = [str(x) for x in dict.fromkeys(strata_names)]
-        strata = np.array([maps.index(str(x)) for x in strata_names])
-        seed_of = np.array([np.sum(strata[:i] == strata[i]) for i in range(len(strata))])
-        values, upper = np.asarray(data["values"], float), np.asarray(data["upper"], float)
-        s_obs = (upper - values) / 1.959963984540054
-        observed = float(mean_bounds(values[None], upper[None], strata)[0])
-        rng = np.random.default_rng(seed)
-        rows = {}
-        for label in list(self.nuisances(design)) + [x for x in NULL_WORDS if x not in self.nuisances(design)]:
-            nuis, _, shared = label.partition(", ")
-            bars = null_barriers(nuis, thr, seed_of, strata, rng, sims)
-            s = np.empty((sims, len(values)))
-            for k in range(len(maps)):  # each job's noise drawn from its own map's jobs
-                s[:, strata == k] = rng.choice(s_obs[strata == k], (sims, int((strata == k).sum())))
-            bound = mean_bounds(*simulate_max(rng, bars, s, strata, shared == "shared episodes"), strata)
-            hits = int((bound < thr).sum())
-            lo, hi = wilson(hits, sims)
-            rows[label] = {"size": hits / sims, "lo": lo, "hi": hi, "in_size": label in self.nuisances(design),
-                           "p": (1 + int((bound <= observed).sum())) / (1 + sims),
-                           "words": NULL_WORDS[nuis] + (" (a shock common to a map's jobs)" if shared else "")}
-        worst = max((k for k in rows if rows[k]["in_size"]), key=lambda k: rows[k]["size"])
-        named = [{"null": v["words"], "p": v["p"], "excluded": bool(v["p"] <= 0.05)}
-                 for k, v in rows.items() if "," not in k]
-        return {"size": rows[worst]["size"], "lo": rows[worst]["lo"], "hi": rows[worst]["hi"], "sims": sims,
-                "worst": rows[worst]["words"], "observed_bound": observed, "nulls": named,
-                "largest_p_of_record_nulls": max(v["p"] for v in rows.values() if v["in_size"]),
-                "noise": {m: [float(np.min(s_obs[strata == k])), float(np.median(s_obs[strata == k])),
-                              float(np.max(s_obs[strata == k]))] for k, m in enumerate(maps)},
-                "by_null": rows}
-
 
 @dataclass(frozen=True)
 class SeparatedRule:

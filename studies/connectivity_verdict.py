@@ -19,7 +19,7 @@ Verdict, in this order:
   record (``studies.rules.verdict``; ``python -m studies.calibrate`` writes the records);
 - supports: every connected group "connected" (every job's own upper bound of the plain max below the
   threshold; on designs where the mean-based rule holds, 8 seeds x 2 maps or 6 x 3 and more: the one-sided
-  95% team-jackknife bound of the mean plain max below it, and the rule's size re-simulated on the study's own
+  95% team-jackknife bound of the mean plain max below it; either rule's size re-simulated on the study's own
   per-alpha noise at most the pass line, else "not shown (the rule is not calibrated on this study's noise)") and every separated group "separated" (its team-cluster 95% CI of the cross-fitted barrier
   above 0); refutes: a separated group is not; inconclusive: otherwise.
 """

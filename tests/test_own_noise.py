@@ -132,3 +132,20 @@ def test_seed_mean_rules_simulate_rare_failures_and_the_studys_seed_spread():
     assert own_t["by_null"]["10% of seeds failed at 0.5"]["size"] > 0.2
     assert fs.UNCHANGED.own_noise((tight, tight), fs.OWN_TARGET, sims=50)["size"] >= 0  # own-episode design
     assert fs.TARGET_MET.own_noise(tight, fs.TargetRule().designs()[0], sims=50) is None  # shared episodes: none
+
+
+def test_the_per_job_connected_rule_is_sized_on_the_studys_noise_too():
+    """"connected" (every job's own bound, 4 seeds x 2 maps): with the record's per-alpha noise a study rarely
+    passes when 20% of pairs sit at 0.25; with 10x smaller noise it passes whenever it draws no bad pair (0.8^8
+    = 17% of studies), so the size on such a study's noise is far above the pass line and the verdict is
+    downgraded."""
+    rng = np.random.default_rng(0)
+    strata = np.repeat(np.arange(2), 4)
+    s = rng.choice(np.asarray(cx.RECORDED_GAP_SE), (1, 8)) * 0.1
+    mx, up = cx.simulate_max(rng, np.zeros_like(s), s, strata, frac_better=1.0)
+    rows = [{"env": f"m{k}", "pair": "c x d", "a": f"c#{j % 4}", "b": f"d#{j % 4}", "max": float(mx[0, j]),
+             "max_hi": float(up[0, j]), "barrier": 0.0, "barrier_lo": -0.01, "barrier_hi": 0.01}
+            for j, k in enumerate(strata)]
+    v = cv.group_verdict("connected", rows, 0.05)
+    assert v.rule == cx.CONNECTED.name and v.details["uncalibrated"] == "connected"
+    assert v.outcome == rules.NOT_CALIBRATED_HERE and v.details["own_noise"]["lo"] > 0.1

@@ -113,7 +113,7 @@ def _job(env, pair, a, b, barrier, mx, half=0.02, win=(0.9, 0.9)):
 def _study(happo_win=0.9):
     rows = []
     for env in ("m1", "m2"):
-        rows += [_job(env, "c x d", f"c#{s}", f"d#{s}", 0.0, 0.01) for s in range(4)]
+        rows += [_job(env, "c x d", f"c#{s}", f"d#{s}", 0.0, 0.01, half=0.035) for s in range(4)]  # the record's noise
         rows += [_job(env, "happo x happo", f"happo#{i}", f"happo#{j}", 0.3, 0.31, win=(happo_win, happo_win))
                  for i in range(4) for j in range(i + 1, 4)]
     return rows
