@@ -653,6 +653,8 @@ class ConnectedRule:
         strata = np.array([maps.index(str(x)) for x in strata_names])
         seed_of = np.array([np.sum(strata[:i] == strata[i]) for i in range(len(strata))])
         values, upper = np.asarray(data["values"], float), np.asarray(data["upper"], float)
+        if not (np.all(np.isfinite(values)) and np.all(np.isfinite(upper))):
+            return None
         s_obs = (upper - values) / 1.959963984540054
         observed = float(self.bound(values[None], upper[None], strata)[0])
         rng = np.random.default_rng(seed)
@@ -733,11 +735,15 @@ class ConnectedMeanT(ConnectedRule):
         """The verdict on ``data`` of a study of ``design`` (``studies.rules.Rule``)."""
         thr = float(design.get("threshold", THRESHOLD))
         n = teams_of(data["a"], data["b"], data["strata"])
-        se = (np.asarray(data["upper"], float) - np.asarray(data["values"], float)) / 1.959963984540054
-        t = connected_test(Jobs(data["a"], data["b"], data["values"], ses=se, strata=data["strata"]), thr)
-        det = {"teams": n, "upper_of_mean": t["upper"], "threshold": thr, "jobs": t["jobs"]}
+        v, up = np.asarray(data["values"], float), np.asarray(data["upper"], float)
+        est = float(v.mean()) if v.size else float("nan")
         if n < MIN_TEAMS:
-            return Verdict(self.name, f"too few teams ({n}; {MIN_TEAMS} needed)", False, t["estimate"], None, "", det)
+            return Verdict(self.name, f"too few teams ({n}; {MIN_TEAMS} needed)", False, est, None, "", {"teams": n})
+        if not (np.all(np.isfinite(v)) and np.all(np.isfinite(up))):  # a job without a plain max or its bound
+            return Verdict(self.name, "not shown (a job has no finite plain max or bound)", False, est, None, "",
+                           {"teams": n})
+        t = connected_test(Jobs(data["a"], data["b"], v, ses=(up - v) / 1.959963984540054, strata=data["strata"]), thr)
+        det = {"teams": n, "upper_of_mean": t["upper"], "threshold": thr, "jobs": t["jobs"]}
         return Verdict(self.name, "connected" if t["connected"] else "not shown", t["connected"], t["estimate"],
                        None, f"one-sided 95% team-jackknife bound of the mean {t['upper']:.3f}", det)
 
@@ -758,6 +764,9 @@ class SeparatedRule:
         if n < MIN_TEAMS:
             return Verdict(self.name, f"too few teams ({n}; {MIN_TEAMS} needed)", False, float(j.values.mean()), None,
                            "", {"teams": n})
+        if not np.all(np.isfinite(j.values)):  # a job without a barrier
+            return Verdict(self.name, "not shown (a job has no finite barrier)", False, float("nan"), None, "",
+                           {"teams": n})
         g = group_ci(j, noise_floor="any")  # the jobs of a map share episode keys (team_jackknife)
         ok = bool(np.isfinite(g["lo"]) and g["lo"] > 0)
         return Verdict(self.name, "separated" if ok else "not shown", ok, g["estimate"], (g["lo"], g["hi"]),

@@ -49,9 +49,9 @@ def job_name(r: dict) -> str:
 
 def team_aggregate(rows: list[dict], metric: str = "barrier") -> list[dict]:
     """Per (pair group, env) and pooled per pair group: the mean of ``metric`` over the jobs with ``group_ci``
-    (teams resampled within map; one job: its own CI from ``METRIC_lo`` / ``_hi``). Rows without ``metric``
-    are left out. Returns dicts ``pair, env, jobs, mean, lo, hi, single_job, resampled, method``."""
-    rows = [r for r in rows if metric in r]
+    (teams resampled within map; one job: its own CI from ``METRIC_lo`` / ``_hi``). Rows without a finite
+    ``metric`` are left out. Returns dicts ``pair, env, jobs, mean, lo, hi, single_job, resampled, method``."""
+    rows = [r for r in rows if metric in r and np.isfinite(float(r[metric]))]
     out = []
     for p in dict.fromkeys(r["pair"] for r in rows):
         mine = [r for r in rows if r["pair"] == p]
