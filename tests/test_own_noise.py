@@ -149,3 +149,11 @@ def test_the_per_job_connected_rule_is_sized_on_the_studys_noise_too():
     v = cv.group_verdict("connected", rows, 0.05)
     assert v.rule == cx.CONNECTED.name and v.details["uncalibrated"] == "connected"
     assert v.outcome == rules.NOT_CALIBRATED_HERE and v.details["own_noise"]["lo"] > 0.1
+
+
+def test_a_report_with_a_job_without_a_finite_max_reads_not_shown_not_an_error():
+    """The input checks refuse NaN in the API; a sweep report's rule reads such a job as "not shown" instead."""
+    rows = _rows(lambda k, rng: rng.choice(np.asarray(cx.RECORDED_GAP_SE)))
+    rows[0] = {**rows[0], "max": float("nan"), "max_hi": float("nan")}
+    v = cv.group_verdict("connected", rows, 0.05)
+    assert not v.positive and v.outcome.startswith("not shown")
