@@ -201,8 +201,11 @@ def paired(diffs, margin: float = MARGIN, min_seeds: int = MIN_SEEDS) -> dict:
     mean, lo, hi = mean_ci(d, 2 * ONE_SIDED - 1)
     verdict = ("better" if lo > 0 else "worse" if hi < 0 else
                "equivalent" if -margin < lo and hi < margin else "not shown")
+    # a failed seed in either arm is a difference far from the others on either side: both tails, alpha / 2 each
+    low, high = failed_seeds(d, FAILED_SEED_ALPHA / 2), failed_seeds(-d, FAILED_SEED_ALPHA / 2)
     return {"n": int(d.size), "mean": mean, "ci": [lo, hi], "level": 2 * ONE_SIDED - 1, "margin": margin,
-            "verdict": verdict}
+            "verdict": verdict, "failed_seeds": sorted(low + high),
+            "failed_text": "; ".join(x for x in (_failed_words(d, low, "difference far below"), _failed_words(d, high, "difference far above")) if x)}
 
 
 # -- simulation -------------------------------------------------------------------------------------

@@ -113,6 +113,11 @@ def test_failed_seed_check_holds_its_level_and_finds_a_failed_seed():
     assert "failed seed: #3 at 0.500" in v.text()
     u = fs.unchanged(bad, np.full(6, 0.92) + 0.01 * rng.standard_normal(6))
     assert u["failed_seeds"] == {"new": [3], "old": []} and "failed seed (new): #3" in u["failed_text"]
+    diffs = np.array([0.01, 0.0, -0.01, 0.02, 0.0, 0.005])
+    assert fs.paired(diffs)["failed_seeds"] == []
+    for sign, side in ((1, "above"), (-1, "below")):  # a failed seed in either arm: either tail
+        p = fs.paired(np.where(np.arange(6) == 4, sign * 0.4, diffs))
+        assert p["failed_seeds"] == [4] and f"difference far {side}" in p["failed_text"]
 
 
 def test_seed_mean_rules_simulate_rare_failures_and_the_studys_seed_spread():
