@@ -294,7 +294,7 @@ def missing_raw(recipe: dict) -> list[str]:
 
 def report(recipe: dict, root: Path) -> None:
     from studies import atlas as st
-    from studies.rules import verdict
+    from studies.rules import own_noise_text, verdict
 
     missing = missing_raw(recipe)
     if missing:  # a partial study is no study: the design (and its calibration record) is the planned one
@@ -408,6 +408,7 @@ def report(recipe: dict, root: Path) -> None:
                               "beside": beside},
         "lead grows with compute": {"verdict": comp_txt, "rule": "grows_with_compute",
                                     "design": cdesign.key() if sizes_b else None,
+                                    "own_noise": v_compute.details.get("own_noise") if v_compute else None,
                                     "by_size": {str(k): v for k, v in (v_compute.details.get("by_size", {}) if v_compute else {}).items()}}}
     arch = "recurrent" if recipe["source"].get("network.recurrent", True) else "feed-forward"
     lines += [f"Trained at N = {recipe['train_size']} ({env_of(recipe, recipe['train_size'])}; entity network, shared "
@@ -470,6 +471,7 @@ def report(recipe: dict, root: Path) -> None:
         lines.append(f"- **The lead grows with compute** (rule grows_with_compute, Holm over {len(sizes_b)} sizes): "
                      f"**{comp_txt}**" + (f" (the rule's own reading: {v_compute.details.get('uncalibrated')})"
                                           if v_compute.details.get("uncalibrated") else "")
+                     + (f"; {own_noise_text(v_compute.details['own_noise'])}" if "own_noise" in v_compute.details else "")
                      + ". Each size's interval is an unadjusted 95% one; the verdicts follow the Holm-adjusted p. "
                      + "; ".join(f"N = {k}: D/M(B={sizes_b[k]}) - D/M(B=64) = {_cfmt(c)} {c['unit']}, p {c['p']:.3f}, "
                                  f"Holm p {c.get('p_holm', float('nan')):.3f} ({c['verdict']})"

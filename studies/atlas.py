@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from marl_common.stats import mean_ci
-from studies import rules
+from studies import checks, rules
 from studies.rules import Design, Verdict
 
 CONFIDENCE = 0.95
@@ -218,6 +218,10 @@ def slope_ci(ys: dict) -> dict:
 
 def holm(pvals: dict, alpha: float = ALPHA) -> dict:
     """Holm's step-down over a family {key: p}: {key: (adjusted p, rejected)}; family-wise error <= alpha."""
+    if not isinstance(pvals, dict):
+        raise ValueError(f"pvals must be a dict {{name: p-value}}, got {type(pvals).__name__}")
+    pvals = {k: checks.number(p, f"pvals[{k!r}]", lo=0.0, hi=1.0) for k, p in pvals.items()}
+    alpha = checks.level(alpha, "alpha")
     keys = sorted(pvals, key=lambda k: pvals[k])
     m, out, run, stop = len(keys), {}, 0.0, False
     for j, k in enumerate(keys):
@@ -287,6 +291,20 @@ def anova(y) -> tuple[float, float, float]:
     res = y - y.mean(1, keepdims=True) - y.mean(0, keepdims=True) + y.mean()
     mse = float((res ** 2).sum() / ((s - 1) * (i - 1)))
     return float(max(0.0, (msa - mse) / i)), float(max(0.0, (msb - mse) / s)), mse
+
+
+def seed_variance_upper(y, confidence: float = 0.95) -> tuple[float, float, float]:
+    """(seed, instance, residual) variance components of y [S, I] (``anova``) with the seed variance at its
+    one-sided ``confidence`` upper bound: the seed mean square I var(seed means) on S - 1 df has expectation
+    I s_seed^2 + s_res^2, so s_seed^2 <= ((S - 1) MS_seed / chi2_{1 - confidence}(S - 1) - s_res^2) / I."""
+    from scipy import stats as sps
+
+    y = np.asarray(y, np.float64)
+    s, i = y.shape
+    seed, inst, res = anova(y)
+    ms = i * y.mean(1).var(ddof=1)
+    up = ((s - 1) * ms / float(sps.chi2.ppf(1 - confidence, s - 1)) - (res if np.isfinite(res) else 0.0)) / i
+    return float(max(seed, up, 0.0)), inst, res
 
 
 def _pool(comps: dict) -> tuple:
@@ -437,6 +455,17 @@ class GrowsWithCompute:
         sizes, inst = _sizes(design)
         return {n: (0.0 if effect is None else effect) + _crossed_draw(rng, (design.units, i), self.noise[n])
                 for n, i in zip(sizes, inst)}
+
+    def own_noise(self, data: dict, design: Design, sims: int = rules.OWN_NOISE_SIMS, seed: int = 0) -> dict:
+        """The rule's size on the study's own noise (issue 53; ``studies.rules.verdict`` calls it on real data):
+        per size the study's variance components (``anova``) with the seed variance at its one-sided 95% upper
+        confidence bound (chi-square on S - 1 df: 3 seeds estimate it poorly, and a larger seed variance is what
+        raises the size), the design simulated under the null with them (``rules.rate``)."""
+        comps = {n: seed_variance_upper(y) for n, y in data.items()}
+        r = rules.rate(dataclasses.replace(self, noise=comps), design, None, sims, seed)
+        return {"size": r["rate"], "lo": r["lo"], "hi": r["hi"], "sims": sims, "nulls": [],
+                "worst": "no change with compute at every size, the seed variance at its 95% upper bound",
+                "components": {str(n): list(c) for n, c in comps.items()}}
 
     def designs(self) -> list[Design]:
         """The designs this rule is used on (each gets a calibration record)."""

@@ -76,7 +76,11 @@ def markdown(records: list[dict], replaced: list[dict], seconds: float | None = 
               f"effect, at the first (reference) setting. [Wilson 95% CI over the simulated studies.] A row passes "
               f"when size <= {rules.MAX_SIZE} + {rules.SIZE_TOLERANCE} with its CI half-width <= "
               f"{rules.SIZE_TOLERANCE} (about {rules.sims_for()} studies). Reports refuse a verdict on a design "
-              "without a passing row (\"" + rules.NO_RECORD + "\")."), "",
+              "without a passing row (\"" + rules.NO_RECORD + "\"). These rows are the design-time check, on the noise "
+              "the developers assumed; where a rule can estimate its study's own noise (\"connected\", \"connected (mean)\", "
+              "grows_with_compute, \"target met\" and \"unchanged\" on own-episode designs) `studies.rules.verdict` "
+              "also re-simulates the design on it at read time, and above the pass line the verdict reads \""
+              + rules.NOT_CALIBRATED_HERE + "\"."), "",
              "| rule (claim) | design | studies | size [95% CI] | worst setting | power [95% CI] at effect | passes |",
              "|---|---|---|---|---|---|---|"]
     for r in records:

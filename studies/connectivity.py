@@ -73,7 +73,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from marl_common.stats import DEFAULT_BOOT, wilson_ci  # noqa: F401  (re-exported for the study code)
-from studies.rules import Design, Verdict  # noqa: F401  (the rules' annotations)
+from studies import checks
+from studies.rules import OWN_NOISE_SIMS, Design, Verdict  # noqa: F401  (the rules' annotations)
 
 METHODS = ("jackknife-t", "boot-t", "percentile")
 CHOSEN = "jackknife-t"  # by calibration (module docstring)
@@ -125,6 +126,33 @@ def as_jobs(jobs) -> Jobs:
     rows = list(jobs)
     get = lambda k: None if not rows or k not in rows[0] else [r[k] for r in rows]
     return Jobs(get("a"), get("b"), get("value"), get("se"), get("stratum"), get("lo"), get("hi"), get("name"))
+
+
+def checked_jobs(jobs, name: str = "jobs") -> Jobs:
+    """``as_jobs(jobs)`` after the checks every study statistic needs (a ``ValueError`` naming ``name``): at least
+    one job, finite values, no team paired with itself, and on every map with more than one job at least two
+    teams on one side (else no team varies and there is nothing to resample)."""
+    if isinstance(jobs, (list, tuple)) and not jobs:
+        raise ValueError(f"{name} must hold at least one job, got none")
+    try:
+        j = as_jobs(jobs)
+    except (TypeError, KeyError) as e:
+        raise ValueError(f"{name} must be a Jobs, a dict of its fields or a list of dicts with 'a', 'b', 'value' "
+                         f"({type(e).__name__}: {e})") from None
+    except ValueError as e:
+        raise ValueError(f"{name}: {e}") from None
+    if len(j) == 0:
+        raise ValueError(f"{name} must hold at least one job, got none")
+    checks.array(j.values, f"{name}' values")
+    bad = [n for n, a, b in zip(j.names, j.a_ids, j.b_ids) if a == b]
+    if bad:
+        raise ValueError(f"{name} pair a team with itself ({bad[0]}); a job is two different teams")
+    for idx in _by_stratum(j):
+        a, b = set(j.a_ids[idx]), set(j.b_ids[idx])
+        if len(idx) > 1 and len(a | b) < 3:
+            raise ValueError(f"{name}: the {len(idx)} jobs on {j.strata[idx[0]]} all pair the same two teams; "
+                             "give them different teams (seeds) or pass one job")
+    return j
 
 
 def from_report_rows(rows, metric: str = "max", ci_metric: str = "barrier") -> Jobs:
@@ -250,9 +278,9 @@ def cluster_bootstrap(jobs, stat=np.mean, num_boot: int = DEFAULT_BOOT, confiden
     """
     from scipy import stats as sps
 
-    j = as_jobs(jobs)
-    if len(j) == 0:
-        raise ValueError("no jobs")
+    j = checked_jobs(jobs)
+    checks.level(confidence)
+    checks.choice(interval, "interval", ("percentile", "boot-t"))
     if len(j) == 1:
         return _single(j, confidence)
     rng = np.random.default_rng(seed)
@@ -316,7 +344,7 @@ def team_jackknife(jobs, design: str | None = None, confidence: float = 0.95, no
     6 seeds x 3 maps: size 0.084 with the independent floor, bench/results/verdict_calibration.md)."""
     if noise_floor not in ("independent", "any"):
         raise ValueError(f"noise_floor must be 'independent' or 'any', got {noise_floor!r}")
-    j = as_jobs(jobs)
+    j = checked_jobs(jobs)
     parts, designs = [], {}
     for idx in _by_stratum(j):
         s = str(j.strata[idx[0]])
@@ -361,13 +389,13 @@ def group_ci(jobs, method: str = CHOSEN, confidence: float = 0.95, seed: int = 0
     (``jackknife-t``, the calibrated default; ``boot-t``; ``percentile``). One job: its own CI."""
     from scipy import stats as sps
 
-    j = as_jobs(jobs)
+    checks.choice(method, "method", METHODS)
+    checks.level(confidence)
+    j = checked_jobs(jobs)
     if len(j) == 1:
         return _single(j, confidence)
     if method in ("percentile", "boot-t"):
         return cluster_bootstrap(j, np.mean, num_boot, confidence, seed, design, interval=method)
-    if method != "jackknife-t":
-        raise ValueError(f"unknown method {method!r} ({', '.join(METHODS)})")
     r = team_jackknife(j, design, confidence, noise_floor)
     t = float(sps.t.ppf(0.5 + confidence / 2, r["df"]))
     return {"estimate": r["estimate"], "lo": r["estimate"] - t * r["se"], "hi": r["estimate"] + t * r["se"],
@@ -392,15 +420,22 @@ def connected_test(jobs, threshold: float, confidence: float = 0.95, method: str
     """
     from scipy import stats as sps
 
-    j = as_jobs(jobs)
+    threshold = checks.number(threshold, "threshold")
+    confidence = checks.level(confidence, lo=0.5)
+    checks.choice(method, "method", METHODS)
+    j = checked_jobs(jobs)
     if curves is not None:
-        c = np.asarray(curves, np.float64)
+        c = checks.array(curves, "curves", ndim=2)
+        if len(c) != len(j):
+            raise ValueError(f"curves must have one row per job ({len(j)}), got {len(c)}")
         j = Jobs(j.a_ids, j.b_ids, np.maximum(c.max(-1), 0.0), j.ses, j.strata, j.ci_lo, j.ci_hi, j.names)
     excl = [n for n, lo, hi in zip(j.names, j.ci_lo, j.ci_hi) if lo > 0 or hi < 0]
     if len(j) == 1:
         hi = j.ci_hi[0]
         if not np.isfinite(hi):
             hi = j.values[0] + sps.norm.ppf(confidence) * _job_se(j, 0)
+        if not np.isfinite(hi):
+            raise ValueError("jobs: a one-job group needs the job's own upper bound (ci_hi) or its se")
         r = {"estimate": float(j.values[0]), "upper": float(hi), "single_job": True, "method": "the job's own CI",
              "resampled": "nothing: one job, its own CI"}
     else:
@@ -490,6 +525,86 @@ def _ids(data: dict, n: int, key: str, prefix: str):
     return data.get(key, [f"{prefix}#{i}" for i in range(n)])
 
 
+MIXTURES = {"mixed": (0.2, 0.25), "mixed 10% at 0.5": (0.1, 0.5)}  # label -> (share of pairs, their barrier)
+NULL_WORDS = {"equal": "every pair at the threshold", "skewed": "lognormal barriers (sigma 1) with mean at the threshold",
+              "mixed": "20% of pairs at 0.25", "mixed 10% at 0.5": "10% of pairs at 0.5",
+              "broken team": "one seed's pairs at threshold x seeds, the rest 0"}
+
+
+def null_barriers(nuis: str, thr: float, seed_of, strata, rng: np.random.Generator, sims: int) -> np.ndarray:
+    """[sims, jobs] true barriers of one null family (mean over a map's pairs = ``thr``): ``equal``, ``skewed``
+    (lognormal, sigma 1), ``mixed`` (20% of pairs at 0.25, the rest at what keeps the mean), ``mixed 10% at 0.5``,
+    ``broken team`` (seed 0's pairs at thr x the map's seeds, the rest 0)."""
+    seed_of, strata = np.asarray(seed_of), np.asarray(strata)
+    jobs = len(seed_of)
+    if nuis == "equal":
+        return np.full((sims, jobs), thr)
+    if nuis == "skewed":
+        return thr * rng.lognormal(-0.5, 1.0, (sims, jobs))  # mean thr
+    if nuis in MIXTURES:
+        q, high = MIXTURES[nuis]
+        return np.where(rng.random((sims, jobs)) < q, high, max(0.0, (thr - q * high) / (1 - q)))
+    if nuis == "broken team":
+        per_map = np.array([np.sum(strata == k) for k in strata], np.float64)  # the seeds of each job's map
+        return np.broadcast_to(np.where(seed_of == 0, thr * per_map, 0.0), (sims, jobs)).copy()
+    raise ValueError(f"unknown nuisance {nuis!r}")
+
+
+def simulate_max(rng: np.random.Generator, b: np.ndarray, s: np.ndarray, strata, shared: bool = False,
+                 frac_better: float = 0.5) -> tuple[np.ndarray, np.ndarray]:
+    """The per-job plain max and its upper bound [sims, jobs] of simulated gap curves (the comment block above
+    ``MIN_TEAMS``): true barriers ``b`` [sims, jobs] as a narrow peak at a random interior alpha; a pair at 0
+    flat or (share ``frac_better``) better than the straight line; per-alpha noise ``s`` [sims, jobs], 0 at the
+    endpoints, with a shock common to a map's jobs (``shared``: the same episode keys, correlation
+    ``SHARED_RHO``); the max clipped at 0 and its upper bound max + 1.96 s."""
+    sims, jobs = b.shape
+    strata = np.asarray(strata)
+    a = np.linspace(0, 1, ALPHAS)
+    better = np.where(rng.random((sims, jobs)) < frac_better, 1.0, 0.0)[..., None] * (-0.1 * 4 * a * (1 - a))
+    g = np.where(b[..., None] > 0, 0.0, better)  # a pair at 0: flat or better than the line
+    peak = rng.integers(1, ALPHAS - 1, (sims, jobs))
+    i, j = np.ogrid[:sims, :jobs]
+    g[i, j, peak] = np.maximum(g[i, j, peak], b)  # the barrier: a narrow peak
+    z = rng.standard_normal((sims, jobs, ALPHAS))
+    if shared:  # every job of a map plays the same episode keys: a common shock per map
+        common = rng.standard_normal((sims, int(strata.max()) + 1, ALPHAS))[:, strata]
+        z = np.sqrt(SHARED_RHO) * common + np.sqrt(1 - SHARED_RHO) * z
+    z = z * s[..., None]
+    z[..., [0, -1]] = 0.0  # the gap is 0 at the endpoints
+    mx = np.maximum((g + z).max(-1), 0.0)
+    return mx, mx + 1.959963984540054 * s
+
+
+def mean_bounds(values: np.ndarray, upper: np.ndarray, strata, confidence: float = 0.95) -> np.ndarray:
+    """``connected_test``'s one-sided upper bound of the mean plain max for the one-job-per-seed layout, vectorised
+    over studies: values, upper [sims, jobs] (se = (upper - value) / 1.96) -> [sims] (per map the jobs' variance
+    of the mean floored by their own noise sum(se^2) / P^2, maps averaged, Welch-Satterthwaite df)."""
+    from scipy import stats as sps
+
+    values, upper, strata = np.atleast_2d(values), np.atleast_2d(upper), np.asarray(strata)
+    se = (upper - values) / 1.959963984540054
+    maps = np.unique(strata)
+    means, var, df = [], [], []
+    for k in maps:
+        v, e = values[:, strata == k], se[:, strata == k]
+        n = v.shape[1]
+        means.append(v.mean(1))
+        if n == 1:
+            var.append(e[:, 0] ** 2)
+            df.append(np.inf)
+        else:
+            var.append(np.maximum(v.var(1, ddof=1) / n, (e ** 2).sum(1) / n ** 2))
+            df.append(n - 1.0)
+    vv = np.array(var) / len(maps) ** 2  # [maps, sims]
+    tot = vv.sum(0)
+    den = (vv ** 2 / np.array(df)[:, None]).sum(0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        dof = np.where(den > 0, tot ** 2 / np.where(den > 0, den, 1.0), np.inf)
+    return np.mean(means, 0) + sps.t.ppf(confidence, dof) * np.sqrt(tot)
+
+
+
+
 @dataclass(frozen=True)
 class ConnectedRule:
     """Data: dict ``values`` (per-job plain max barrier), ``upper`` (its upper bound), ``a``, ``b`` (team
@@ -513,6 +628,59 @@ class ConnectedRule:
         return Verdict(self.name, "connected" if ok else "not shown", ok, est, None,
                        f"every job's own upper bound (largest {worst:.3f})", det)
 
+    def bound(self, values: np.ndarray, upper: np.ndarray, strata) -> np.ndarray:
+        """The statistic compared with the threshold, vectorised over studies [sims, jobs] -> [sims]: the largest
+        per-job upper bound ("connected" when it is below)."""
+        return np.atleast_2d(upper).max(-1)
+
+    def own_noise(self, data: dict, design, sims: int = OWN_NOISE_SIMS, seed: int = 0) -> dict | None:
+        """The rule's size on the study's own noise (issue 53; ``studies.rules.verdict`` calls it on real data):
+        its bound (``bound``: every job's own upper bound here, the mean's in ``ConnectedMeanT``) on
+        the study's design as it is (its maps and jobs per map, one job per seed) simulated with each job's
+        per-alpha noise drawn from the study's own jobs on that map (s = (upper - max) / 1.96), under each null of
+        ``nuisances`` (the size: the worst) and the named families of ``NULL_WORDS`` (each with the p at which the
+        study's bound rejects it: the share of simulated bounds at or below the observed one). Vectorised
+        (``simulate_max``, ``mean_bounds``), ``sims`` studies per null. None when the layout is not one job per
+        seed (the only layout this rule has records for)."""
+        from studies.rules import wilson
+
+        a, b = np.asarray([str(x) for x in data["a"]]), np.asarray([str(x) for x in data["b"]])
+        strata_names = np.asarray([str(x) for x in data["strata"]])
+        if any(design_of(a[strata_names == m], b[strata_names == m]) != "independent" for m in set(strata_names)):
+            return None
+        thr = float(design.get("threshold", THRESHOLD))
+        maps = [str(x) for x in dict.fromkeys(strata_names)]
+        strata = np.array([maps.index(str(x)) for x in strata_names])
+        seed_of = np.array([np.sum(strata[:i] == strata[i]) for i in range(len(strata))])
+        values, upper = np.asarray(data["values"], float), np.asarray(data["upper"], float)
+        if not (np.all(np.isfinite(values)) and np.all(np.isfinite(upper))):
+            return None
+        s_obs = (upper - values) / 1.959963984540054
+        observed = float(self.bound(values[None], upper[None], strata)[0])
+        rng = np.random.default_rng(seed)
+        rows = {}
+        for label in list(self.nuisances(design)) + [x for x in NULL_WORDS if x not in self.nuisances(design)]:
+            nuis, _, shared = label.partition(", ")
+            bars = null_barriers(nuis, thr, seed_of, strata, rng, sims)
+            s = np.empty((sims, len(values)))
+            for k in range(len(maps)):  # each job's noise drawn from its own map's jobs
+                s[:, strata == k] = rng.choice(s_obs[strata == k], (sims, int((strata == k).sum())))
+            bound = self.bound(*simulate_max(rng, bars, s, strata, shared == "shared episodes"), strata)
+            hits = int((bound < thr).sum())
+            lo, hi = wilson(hits, sims)
+            rows[label] = {"size": hits / sims, "lo": lo, "hi": hi, "in_size": label in self.nuisances(design),
+                           "p": (1 + int((bound <= observed).sum())) / (1 + sims),
+                           "words": NULL_WORDS[nuis] + (" (a shock common to a map's jobs)" if shared else "")}
+        worst = max((k for k in rows if rows[k]["in_size"]), key=lambda k: rows[k]["size"])
+        named = [{"null": v["words"], "p": v["p"], "excluded": bool(v["p"] <= 0.05)}
+                 for k, v in rows.items() if "," not in k]
+        return {"size": rows[worst]["size"], "lo": rows[worst]["lo"], "hi": rows[worst]["hi"], "sims": sims,
+                "worst": rows[worst]["words"], "observed_bound": observed, "nulls": named,
+                "largest_p_of_record_nulls": max(v["p"] for v in rows.values() if v["in_size"]),
+                "noise": {m: [float(np.min(s_obs[strata == k])), float(np.median(s_obs[strata == k])),
+                              float(np.max(s_obs[strata == k]))] for k, m in enumerate(maps)},
+                "by_null": rows}
+
     def simulate(self, design, effect, rng) -> dict:
         """One simulated study of ``design``: the null's least favourable point (``effect`` None) or at ``effect``."""
         n, m = design.units, design.strata
@@ -520,34 +688,14 @@ class ConnectedRule:
         nuis, _, shared = design.get("nuisance", "equal").partition(", ")
         jobs = n * m
         seed_of = np.tile(np.arange(n), m)
-        if effect is not None:
-            b = np.full(jobs, float(effect))
-        elif nuis == "equal":
-            b = np.full(jobs, thr)
-        elif nuis == "skewed":
-            b = thr * rng.lognormal(-0.5, 1.0, jobs)  # mean thr
-        elif nuis == "mixed":
-            b = np.where(rng.random(jobs) < 0.2, 0.25, max(0.0, (thr - 0.2 * 0.25) / 0.8))
-        elif nuis == "broken team":
-            b = np.where(seed_of == 0, thr * n, 0.0)
-        else:
-            raise ValueError(f"unknown nuisance {nuis!r}")
-        s = rng.choice(np.asarray(RECORDED_GAP_SE), jobs)
-        a = np.linspace(0, 1, ALPHAS)
+        strata = np.repeat(np.arange(m), n)
+        b = np.full((1, jobs), float(effect)) if effect is not None else \
+            null_barriers(nuis, thr, seed_of, strata, rng, 1)
+        s = rng.choice(np.asarray(RECORDED_GAP_SE), (1, jobs))
         frac = 0.5 if effect is None else float(design.get("power_better", 1.0))  # power: curves better than the line
-        better = np.where(rng.random(jobs) < frac, 1.0, 0.0)[:, None] * (-0.1 * 4 * a * (1 - a))
-        g = np.where(b[:, None] > 0, 0.0, better)  # a pair at 0: flat or better than the line
-        peak = rng.integers(1, ALPHAS - 1, jobs)
-        g[np.arange(jobs), peak] = np.maximum(g[np.arange(jobs), peak], b)  # the barrier: a narrow peak
-        z = rng.standard_normal((jobs, ALPHAS))
-        if shared == "shared episodes":  # every job of a map plays the same episode keys: a common shock per map
-            common = np.repeat(rng.standard_normal((m, ALPHAS)), n, axis=0)
-            z = np.sqrt(SHARED_RHO) * common + np.sqrt(1 - SHARED_RHO) * z
-        z = z * s[:, None]
-        z[:, [0, -1]] = 0.0  # the gap is 0 at the endpoints
-        mx = np.maximum((g + z).max(1), 0.0)
-        return {"values": mx, "upper": mx + 1.959963984540054 * s, "a": [f"a#{i}" for i in seed_of],
-                "b": [f"b#{i}" for i in seed_of], "strata": np.repeat(np.arange(m), n)}
+        mx, up = simulate_max(rng, b, s, strata, shared == "shared episodes", frac)
+        return {"values": mx[0], "upper": up[0], "a": [f"a#{i}" for i in seed_of],
+                "b": [f"b#{i}" for i in seed_of], "strata": strata}
 
     def nuisances(self, design):
         """The settings the design leaves open; the record's size is the worst of them."""
@@ -579,18 +727,25 @@ class ConnectedMeanT(ConnectedRule):
         and the mixed one with a shock common to a map's jobs: they play the same episode keys)."""
         return ["equal", "skewed", "mixed", "broken team", "mixed, shared episodes", "equal, shared episodes"]
 
+    def bound(self, values: np.ndarray, upper: np.ndarray, strata) -> np.ndarray:
+        """The statistic compared with the threshold, vectorised over studies: ``mean_bounds``."""
+        return mean_bounds(values, upper, strata)
+
     def decide(self, data: dict, design) -> "Verdict":
         """The verdict on ``data`` of a study of ``design`` (``studies.rules.Rule``)."""
         thr = float(design.get("threshold", THRESHOLD))
         n = teams_of(data["a"], data["b"], data["strata"])
-        se = (np.asarray(data["upper"], float) - np.asarray(data["values"], float)) / 1.959963984540054
-        t = connected_test(Jobs(data["a"], data["b"], data["values"], ses=se, strata=data["strata"]), thr)
-        det = {"teams": n, "upper_of_mean": t["upper"], "threshold": thr, "jobs": t["jobs"]}
+        v, up = np.asarray(data["values"], float), np.asarray(data["upper"], float)
+        est = float(v.mean()) if v.size else float("nan")
         if n < MIN_TEAMS:
-            return Verdict(self.name, f"too few teams ({n}; {MIN_TEAMS} needed)", False, t["estimate"], None, "", det)
+            return Verdict(self.name, f"too few teams ({n}; {MIN_TEAMS} needed)", False, est, None, "", {"teams": n})
+        if not (np.all(np.isfinite(v)) and np.all(np.isfinite(up))):  # a job without a plain max or its bound
+            return Verdict(self.name, "not shown (a job has no finite plain max or bound)", False, est, None, "",
+                           {"teams": n})
+        t = connected_test(Jobs(data["a"], data["b"], v, ses=(up - v) / 1.959963984540054, strata=data["strata"]), thr)
+        det = {"teams": n, "upper_of_mean": t["upper"], "threshold": thr, "jobs": t["jobs"]}
         return Verdict(self.name, "connected" if t["connected"] else "not shown", t["connected"], t["estimate"],
                        None, f"one-sided 95% team-jackknife bound of the mean {t['upper']:.3f}", det)
-
 
 @dataclass(frozen=True)
 class SeparatedRule:
@@ -609,6 +764,9 @@ class SeparatedRule:
         if n < MIN_TEAMS:
             return Verdict(self.name, f"too few teams ({n}; {MIN_TEAMS} needed)", False, float(j.values.mean()), None,
                            "", {"teams": n})
+        if not np.all(np.isfinite(j.values)):  # a job without a barrier
+            return Verdict(self.name, "not shown (a job has no finite barrier)", False, float("nan"), None, "",
+                           {"teams": n})
         g = group_ci(j, noise_floor="any")  # the jobs of a map share episode keys (team_jackknife)
         ok = bool(np.isfinite(g["lo"]) and g["lo"] > 0)
         return Verdict(self.name, "separated" if ok else "not shown", ok, g["estimate"], (g["lo"], g["hi"]),

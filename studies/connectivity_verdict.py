@@ -19,7 +19,8 @@ Verdict, in this order:
   record (``studies.rules.verdict``; ``python -m studies.calibrate`` writes the records);
 - supports: every connected group "connected" (every job's own upper bound of the plain max below the
   threshold; on designs where the mean-based rule holds, 8 seeds x 2 maps or 6 x 3 and more: the one-sided
-  95% team-jackknife bound of the mean plain max below it) and every separated group "separated" (its team-cluster 95% CI of the cross-fitted barrier
+  95% team-jackknife bound of the mean plain max below it; either rule's size re-simulated on the study's own
+  per-alpha noise at most the pass line, else "not shown (the rule is not calibrated on this study's noise)") and every separated group "separated" (its team-cluster 95% CI of the cross-fitted barrier
   above 0); refutes: a separated group is not; inconclusive: otherwise.
 """
 
@@ -48,9 +49,9 @@ def job_name(r: dict) -> str:
 
 def team_aggregate(rows: list[dict], metric: str = "barrier") -> list[dict]:
     """Per (pair group, env) and pooled per pair group: the mean of ``metric`` over the jobs with ``group_ci``
-    (teams resampled within map; one job: its own CI from ``METRIC_lo`` / ``_hi``). Rows without ``metric``
-    are left out. Returns dicts ``pair, env, jobs, mean, lo, hi, single_job, resampled, method``."""
-    rows = [r for r in rows if metric in r]
+    (teams resampled within map; one job: its own CI from ``METRIC_lo`` / ``_hi``). Rows without a finite
+    ``metric`` are left out. Returns dicts ``pair, env, jobs, mean, lo, hi, single_job, resampled, method``."""
+    rows = [r for r in rows if metric in r and np.isfinite(float(r[metric]))]
     out = []
     for p in dict.fromkeys(r["pair"] for r in rows):
         mine = [r for r in rows if r["pair"] == p]
@@ -100,7 +101,8 @@ def connected_tests(rows: list[dict], threshold: float, records: dict | None = N
     largest per-job upper bound), ``rule_upper`` (the bound the rule compared with the threshold: the mean's
     one-sided 95% team-jackknife bound under "connected (mean)", the largest per-job upper bound otherwise),
     ``jobs``, ``teams``, ``resampled``, ``design``, ``excludes_zero`` ("ENV: A x B" whose own CI of the
-    cross-fitted barrier excludes 0)."""
+    cross-fitted barrier excludes 0), ``own_noise`` (the rule's size on the study's own noise and the nulls its
+    bound excludes, ``ConnectedMeanT.own_noise``; None where the rule has no such check)."""
     out = {}
     for p in dict.fromkeys(r["pair"] for r in rows):
         mine = [r for r in rows if r["pair"] == p]
@@ -108,6 +110,7 @@ def connected_tests(rows: list[dict], threshold: float, records: dict | None = N
         upper = float(max(_upper(r) for r in mine))
         out[p] = {"connected": v.positive, "outcome": v.outcome, "estimate": v.estimate, "rule": v.rule,
                   "upper": upper, "rule_upper": float(v.details.get("upper_of_mean", upper)), "jobs": len(mine),
+                  "own_noise": v.details.get("own_noise"),
                   "teams": cx.teams_of([r["a"] for r in mine], [r["b"] for r in mine], [r["env"] for r in mine]),
                   "resampled": ("teams (seeds) within map: the mean's team jackknife" if v.rule == cx.CONNECTED_MEAN.name
                                 else "nothing: every job's own upper bound (episodes within the job)"),
@@ -115,6 +118,13 @@ def connected_tests(rows: list[dict], threshold: float, records: dict | None = N
                                             [r["env"] for r in mine], threshold).key(),
                   "excludes_zero": [job_name(r) for r in mine if r["barrier_lo"] > 0 or r["barrier_hi"] < 0]}
     return out
+
+
+def own_noise_words(test: dict) -> str:
+    """``; size on this study's noise: x [lo, hi] (...); excludes ... (p ...); does not exclude ...`` of one
+    group's connected test (empty when its rule has no check on the study's own noise)."""
+    c = test.get("own_noise")
+    return "" if not c else f"; {rules.own_noise_text(c)}; {rules.nulls_text(c)}"
 
 
 def excluding_zero(rows: list[dict], tests: dict) -> list[dict]:
@@ -230,7 +240,7 @@ def evaluate(rows: list[dict], connected, separated, threshold: float, require: 
                    f"{'yes' if a_ok else 'no'} ("
                    + ", ".join(f"{c}: {tests[c]['outcome']} by \"{tests[c]['rule']}\", mean {tests[c]['estimate']:.3f}, "
                                f"the rule's bound {tests[c]['rule_upper']:.3f}, largest per-job upper "
-                               f"{tests[c]['upper']:.3f}" for c in connected) + ")")
+                               f"{tests[c]['upper']:.3f}" + own_noise_words(tests[c]) for c in connected) + ")")
     reasons.append("(b) every separated group's team-cluster 95% CI above 0: " + ("yes" if b_ok else "no") + " ("
                    + ", ".join(f"{s}: {seps[s].text()}" for s in separated) + ")")
     if small:

@@ -37,6 +37,7 @@ import dataclasses
 import numpy as np
 
 from marl_common.stats import mean_ci
+from studies import checks
 from studies.rules import Design, Verdict, register
 
 MIN_SEEDS = 6  # the plans' minimum (RESTATED.md: "an interval over at least 6 seeds that chose nothing")
@@ -58,7 +59,8 @@ def _t(confidence: float, df: float) -> float:
 def crossed_ci(won, confidence: float = 0.95) -> tuple[float, float, float, float, float]:
     """(mean, lo, hi, se, df) of the grand mean of ``won`` [S seeds, E episodes] (every seed on the same
     episodes) with the crossed two-way variance of the module docstring (seeds and episodes both random)."""
-    x = np.asarray(won, np.float64)
+    x = checks.rates(won, "won", ndim=2, min_len=2)
+    checks.level(confidence)
     s, e = x.shape
     g = x.mean()
     r, c = x.mean(1), x.mean(0)
@@ -78,6 +80,40 @@ def crossed_ci(won, confidence: float = 0.95) -> tuple[float, float, float, floa
     return float(g), float(g - h), float(g + h), se, float(df)
 
 
+FAILED_SEED_ALPHA = 0.05  # family-wise level of the failed-seed check over a study's seeds
+FAILURES = {"5% of seeds failed at 0.5": (0.05, 0.5), "10% of seeds failed at 0.5": (0.10, 0.5)}  # (share, win)
+
+
+def _loo_p(w: np.ndarray) -> np.ndarray:
+    """w [..., n] seed means -> [..., n] one-sided (low) p of each seed against the others: its leave-one-out
+    (external) studentized residual (w_i - mean of the others) / (their sd sqrt(1 + 1 / (n - 1))), t on n - 2 df."""
+    from scipy import stats as sps
+
+    n = w.shape[-1]
+    tot, sq = w.sum(-1, keepdims=True), (w ** 2).sum(-1, keepdims=True)
+    m = (tot - w) / (n - 1)
+    var = np.maximum((sq - w ** 2 - (n - 1) * m ** 2) / (n - 2), 0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = (w - m) / np.sqrt(var * (1 + 1 / (n - 1)))
+    t = np.where(var > 1e-15, t, np.where(w < m - 1e-12, -np.inf, 0.0))
+    return sps.t.cdf(t, n - 2)
+
+
+def failed_seeds(w, alpha: float = FAILED_SEED_ALPHA) -> list[int]:
+    """Indices of failed seeds: a seed far below the others by ``_loo_p`` with Bonferroni over the n seeds (at
+    most ``alpha`` family-wise when the seeds are normal draws; tests/test_own_noise.py measures it). Fewer than
+    4 seeds: none (the others' spread needs 2 df)."""
+    w = checks.array(w, "w")
+    if w.size < 4:
+        return []
+    return [int(i) for i in np.flatnonzero(_loo_p(w) < alpha / w.size)]
+
+
+def _failed_words(w: np.ndarray, idx: list[int], arm: str = "") -> str:
+    return "; ".join(f"failed seed{' (' + arm + ')' if arm else ''}: #{i} at {w[i]:.3f} (the others' mean "
+                     f"{np.delete(w, i).mean():.3f}; leave-one-out t, Bonferroni over {w.size} seeds)" for i in idx)
+
+
 def _too_few(n: int, min_seeds: int) -> str | None:
     if n < 2:
         return f"no interval: {n} seed"
@@ -92,8 +128,15 @@ def decide(wins, target: float = TARGET, won=None, min_seeds: int = MIN_SEEDS, o
     the per-episode outcomes when every seed was scored on the same episodes (``marl eval``'s npz): the
     interval then allows seeds and episodes (``crossed_ci``); without it the t interval over seed means
     (right only when each seed had its own episodes). Fewer than ``min_seeds`` seeds: no verdict."""
-    one_sided = ONE_SIDED if one_sided is None else one_sided
-    w = np.asarray(wins if won is None else np.asarray(won, np.float64).mean(1), np.float64).ravel()
+    one_sided = ONE_SIDED if one_sided is None else checks.level(one_sided, "one_sided", lo=0.5)
+    target = checks.number(target, "target", lo=0.0, hi=1.0)
+    min_seeds = checks.count(min_seeds, "min_seeds", lo=2)
+    w = checks.rates(wins, "wins")
+    if won is not None:
+        won = checks.rates(won, "won", ndim=2)
+        if won.shape[0] != w.size:
+            raise ValueError(f"won must have one row per seed of wins ({w.size}), got {won.shape[0]} rows")
+        w = won.mean(1)
     out = {"n": int(w.size), "mean": float(w.mean()) if w.size else float("nan"), "target": target,
            "old_rule": bool(w.size >= 2 and (w[:2] >= target).all())}
     nan = float("nan")
@@ -110,8 +153,9 @@ def decide(wins, target: float = TARGET, won=None, min_seeds: int = MIN_SEEDS, o
         _, lo1, hi1 = mean_ci(w, 2 * one_sided - 1)  # its ends are the one-sided bounds
         unit = f"over {w.size} seed means (t; each seed on its own episodes)"
     verdict = "target met" if lo1 >= target else "target not met" if hi1 < target else "not shown"
+    failed = failed_seeds(w)
     return {**out, "mean": mean, "lo": lo, "hi": hi, "lower_one_sided": lo1, "upper_one_sided": hi1,
-            "verdict": verdict, "unit": unit}
+            "verdict": verdict, "unit": unit, "failed_seeds": failed, "failed_text": _failed_words(w, failed)}
 
 
 def unchanged(new, old, margin: float = MARGIN, min_seeds: int = MIN_SEEDS) -> dict:
@@ -120,7 +164,9 @@ def unchanged(new, old, margin: float = MARGIN, min_seeds: int = MIN_SEEDS) -> d
     mean(old) at ``2 ONE_SIDED - 1`` inside (-margin, +margin) is "unchanged"; its ``TWO_SIDED`` interval
     excluding 0 is "changed"; else "not shown". Seeds are the unit on both sides (recorded seeds are random
     too). Fewer than ``min_seeds`` new seeds or 2 old ones: no verdict."""
-    a, b = np.asarray(new, float).ravel(), np.asarray(old, float).ravel()
+    a, b = checks.rates(new, "new"), checks.rates(old, "old")
+    margin = checks.number(margin, "margin", lo=0.0, hi=1.0, lo_open=True)
+    min_seeds = checks.count(min_seeds, "min_seeds", lo=2)
     nan = float("nan")
     few = _too_few(a.size, min_seeds) or (None if b.size >= 2 else f"no interval: {b.size} old seed")
     if few:
@@ -133,7 +179,10 @@ def unchanged(new, old, margin: float = MARGIN, min_seeds: int = MIN_SEEDS) -> d
     h_eq, h_ch = _t(2 * ONE_SIDED - 1, df) * se, _t(TWO_SIDED, df) * se
     verdict = ("unchanged" if -margin < diff - h_eq and diff + h_eq < margin else
                "changed" if diff - h_ch > 0 or diff + h_ch < 0 else "not shown")
-    return {"diff": diff, "ci": [diff - h_eq, diff + h_eq], "ci_changed": [diff - h_ch, diff + h_ch], "df": df,
+    fa, fb = failed_seeds(a), failed_seeds(b)
+    return {"failed_seeds": {"new": fa, "old": fb},
+            "failed_text": "; ".join(x for x in (_failed_words(a, fa, "new"), _failed_words(b, fb, "old")) if x),
+            "diff": diff, "ci": [diff - h_eq, diff + h_eq], "ci_changed": [diff - h_ch, diff + h_ch], "df": df,
             "level": 2 * ONE_SIDED - 1, "level_changed": TWO_SIDED, "margin": margin, "verdict": verdict}
 
 
@@ -141,7 +190,9 @@ def paired(diffs, margin: float = MARGIN, min_seeds: int = MIN_SEEDS) -> dict:
     """A default against its alternative on the same seeds: ``diffs`` = per-seed win(default) - win(other).
     "better": the one-sided ``ONE_SIDED`` lower bound (t over seeds) > 0; "worse": the upper bound < 0;
     "equivalent": that interval (both ends: two one-sided tests) inside (-margin, +margin); else "not shown". Fewer than ``min_seeds`` seeds: no verdict."""
-    d = np.asarray(diffs, float).ravel()
+    d = checks.array(diffs, "diffs")
+    margin = checks.number(margin, "margin", lo=0.0, lo_open=True)
+    min_seeds = checks.count(min_seeds, "min_seeds", lo=2)
     nan = float("nan")
     few = _too_few(d.size, min_seeds)
     if few:
@@ -150,8 +201,11 @@ def paired(diffs, margin: float = MARGIN, min_seeds: int = MIN_SEEDS) -> dict:
     mean, lo, hi = mean_ci(d, 2 * ONE_SIDED - 1)
     verdict = ("better" if lo > 0 else "worse" if hi < 0 else
                "equivalent" if -margin < lo and hi < margin else "not shown")
+    # a failed seed in either arm is a difference far from the others on either side: both tails, alpha / 2 each
+    low, high = failed_seeds(d, FAILED_SEED_ALPHA / 2), failed_seeds(-d, FAILED_SEED_ALPHA / 2)
     return {"n": int(d.size), "mean": mean, "ci": [lo, hi], "level": 2 * ONE_SIDED - 1, "margin": margin,
-            "verdict": verdict}
+            "verdict": verdict, "failed_seeds": sorted(low + high),
+            "failed_text": "; ".join(x for x in (_failed_words(d, low, "difference far below"), _failed_words(d, high, "difference far above")) if x)}
 
 
 # -- simulation -------------------------------------------------------------------------------------
@@ -165,6 +219,114 @@ def _probit(rng, p, seeds: int, episodes: int, su: float, sv: float, v=None) -> 
     a = np.broadcast_to(a, (seeds,))[:, None]
     v = sv * rng.standard_normal((1, episodes)) if v is None else v
     return (a + su * rng.standard_normal((seeds, 1)) + v + rng.standard_normal((seeds, episodes))) > 0
+
+
+def _seed_rates(rng, p: np.ndarray, su: float, sv: float, episodes: int, block: int = 200) -> np.ndarray:
+    """p [sims, n] each seed's population win rate -> [sims, n] seed means over its own ``episodes`` (``_probit``'s
+    model vectorised over studies: seed effect su, each seed's episodes their own difficulty sv), in blocks."""
+    from scipy import stats as sps
+
+    a = sps.norm.ppf(np.clip(p, 1e-6, 1 - 1e-6)) * np.sqrt(1 + su ** 2 + sv ** 2)
+    out = np.empty(p.shape)
+    for i in range(0, len(p), block):
+        b = a[i:i + block, :, None]
+        z = b + su * rng.standard_normal(b.shape) + sv * rng.standard_normal(b.shape[:2] + (episodes,))
+        out[i:i + block] = ((z + rng.standard_normal(z.shape)) > 0).mean(-1)
+    return out
+
+
+def seed_sd_upper(w, episodes: int, sv: float, confidence: float = 0.95) -> float:
+    """The latent (probit) seed sd at the one-sided ``confidence`` upper bound of the seeds' spread: the
+    variance of n seed means on n - 1 df bounded by chi-square, less the binomial share p(1 - p) / E of one
+    seed's own episodes, carried to the probit scale by the slope phi(Phi^-1(p)) / sqrt(1 + sv^2)."""
+    from scipy import stats as sps
+
+    w = np.asarray(w, np.float64)
+    n, p = w.size, float(np.clip(w.mean(), 0.01, 0.99))
+    up = (n - 1) * w.var(ddof=1) / float(sps.chi2.ppf(1 - confidence, n - 1)) - p * (1 - p) / episodes
+    return float(np.sqrt(max(up, 0.0)) * np.sqrt(1 + sv ** 2) / sps.norm.pdf(sps.norm.ppf(p)))
+
+
+def _mixture(rng, sims: int, n: int, mean: float, share: float, low: float) -> np.ndarray:
+    """[sims, n] per-seed win rates: each seed failed (``low``) with probability ``share``, else at the level that
+    keeps the population mean at ``mean``."""
+    high = min((mean - share * low) / (1 - share), 1 - 1e-6)
+    return np.where(rng.random((sims, n)) < share, low, high)
+
+
+def _target_met(w: np.ndarray, target: float) -> np.ndarray:
+    """``decide``'s "target met" over seed means [sims, n] (own episodes): the one-sided ``ONE_SIDED`` t bound."""
+    n = w.shape[-1]
+    return w.mean(-1) - _t(2 * ONE_SIDED - 1, n - 1) * w.std(-1, ddof=1) / np.sqrt(n)
+
+
+def _unchanged_bounds(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``unchanged``'s equivalence interval (diff - h, diff + h) over studies: a [sims, n], b [sims, m]."""
+    from scipy import stats as sps
+
+    va, vb = a.var(-1, ddof=1) / a.shape[-1], b.var(-1, ddof=1) / b.shape[-1]
+    diff, se = a.mean(-1) - b.mean(-1), np.sqrt(va + vb)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        df = np.where(va + vb > 0, (va + vb) ** 2 / (va ** 2 / (a.shape[-1] - 1) + vb ** 2 / (b.shape[-1] - 1)),
+                      a.shape[-1] + b.shape[-1] - 2.0)
+    h = sps.t.ppf(0.5 + (2 * ONE_SIDED - 1) / 2, df) * se
+    return diff - h, diff + h
+
+
+def _rate(hits: np.ndarray) -> dict:
+    from studies.rules import wilson
+
+    lo, hi = wilson(int(hits.sum()), hits.size)
+    return {"size": float(hits.mean()), "lo": lo, "hi": hi}
+
+
+def own_noise_check(claim: str, data, design: Design, sims: int, seed: int = 0) -> dict | None:
+    """A seed-mean rule's size on the study's own noise (issue 53; ``TargetRule.own_noise``,
+    ``UnchangedRule.own_noise``): each nuisance of the record with the seed sd raised to the study's own 95% upper
+    bound (``seed_sd_upper``) simulated under the null (vectorised, ``sims`` studies each; the size: the worst),
+    and the rare-failure mixtures (``FAILURES``) named with their size and the p at which the study rejects them.
+    None on a shared-episode design (the simulation here draws each seed its own episodes)."""
+    if _shared_episodes(design) or claim not in ("target met", "unchanged"):
+        return None
+    rng = np.random.default_rng(seed)
+    e = _episodes(design)
+    margin = float(design.get("margin", MARGIN))
+    target = float(design.get("target", TARGET))
+    if claim == "target met":
+        w = np.asarray(data, np.float64)
+        w = w.mean(1) if w.ndim == 2 else w
+        arms, observed = [w], float(_target_met(w[None], target)[0])
+    else:
+        arms = [np.asarray(x, np.float64) for x in data]
+        observed = float(np.max(np.abs(_unchanged_bounds(arms[0][None], arms[1][None]))))
+
+    def stat(p_arms, su_arms, sv):
+        ws = [_seed_rates(rng, p, su, sv, e) for p, su in zip(p_arms, su_arms)]
+        if claim == "target met":
+            lb = _target_met(ws[0], target)
+            return lb >= target, lb >= observed
+        lo, hi = _unchanged_bounds(*ws)
+        return (-margin < lo) & (hi < margin), np.maximum(np.abs(lo), np.abs(hi)) <= observed
+
+    base = [target] if claim == "target met" else [0.9 + margin, 0.9]
+    rows = {}
+    for label, (su0, sv) in NUISANCES.items():
+        su = [max(su0, seed_sd_upper(x, e, sv)) for x in arms]
+        hits, _ = stat([np.full((sims, x.size), m) for x, m in zip(arms, base)], su, sv)
+        rows[label] = {**_rate(hits), "su": su, "in_size": True}
+    su0, sv = NUISANCES["measured"]
+    for label, (share, low) in FAILURES.items():  # the failures in the (new) arm; the mean at the null's point
+        su = [max(su0, seed_sd_upper(x, e, sv)) for x in arms]
+        mean = target if claim == "target met" else 0.9 - margin
+        p = [_mixture(rng, sims, arms[0].size, mean, share, low)] + [np.full((sims, x.size), 0.9) for x in arms[1:]]
+        hits, beyond = stat(p, su, sv)
+        rows[label] = {**_rate(hits), "su": su, "in_size": False, "p": (1 + int(beyond.sum())) / (1 + sims)}
+    worst = max((k for k in rows if rows[k]["in_size"]), key=lambda k: rows[k]["size"])
+    return {"size": rows[worst]["size"], "lo": rows[worst]["lo"], "hi": rows[worst]["hi"], "sims": sims,
+            "worst": f"{worst}, seed sd at the study's 95% upper bound ({', '.join(f'{x:.3f}' for x in rows[worst]['su'])})",
+            "nulls": [{"null": k + f" (size {v['size']:.3f})", "p": v["p"], "excluded": bool(v["p"] <= 0.05)}
+                      for k, v in rows.items() if not v["in_size"]],
+            "by_null": rows}
 
 
 def _nuisance(design: Design) -> tuple[float, float]:
@@ -198,6 +360,10 @@ class TargetRule:
         d = decide(x.mean(1) if x.ndim == 2 else x, target, won=won)
         ci = None if not np.isfinite(d["lo"]) else (d["lo"], d["hi"])
         return Verdict(self.name, d["verdict"], d["verdict"] == self.claim, d["mean"], ci, d["unit"], d)
+
+    def own_noise(self, data, design: Design, sims: int = 2000, seed: int = 0) -> dict | None:
+        """The size on the study's own noise (``own_noise_check``; "target met" on own-episode designs)."""
+        return own_noise_check(self.claim, data, design, sims, seed) if self.crossed else None
 
     def simulate(self, design: Design, effect, rng):
         """One simulated study of ``design``: the null's least favourable point (``effect`` None) or at ``effect``."""
@@ -296,6 +462,10 @@ class UnchangedRule:
         ci = None if not np.isfinite(d[key][0]) else tuple(d[key])
         return Verdict(self.name, d["verdict"], d["verdict"] == self.claim, d["diff"], ci,
                        f"{level:.1%} Welch over {np.size(new)} new and {np.size(old)} old seeds", d)
+
+    def own_noise(self, data, design: Design, sims: int = 2000, seed: int = 0) -> dict | None:
+        """The size on the study's own noise (``own_noise_check``; "unchanged" on own-episode designs)."""
+        return own_noise_check(self.claim, data, design, sims, seed)
 
     def simulate(self, design: Design, effect, rng):
         """One simulated study of ``design``: the null's least favourable point (``effect`` None) or at ``effect``."""

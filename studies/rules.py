@@ -23,10 +23,13 @@ from typing import Any, Callable, Protocol
 import numpy as np
 
 from marl_common.stats import wilson_ci
+from studies import checks
 
 MAX_SIZE = 0.05  # the nominal size every positive verdict is held to
 SIZE_TOLERANCE = 0.005  # "within simulation error": the size CI's half-width must be <= this
 NO_RECORD = "no calibrated rule for this design"
+NOT_CALIBRATED_HERE = "not shown (the rule is not calibrated on this study's noise)"
+OWN_NOISE_SIMS = 2000  # simulated studies of a rule's size on a study's own noise (Wilson half-width ~0.01 at 0.05)
 RECORDS_FILE = "records.json"  # inside the studies package (``python -m studies.calibrate`` writes it)
 
 
@@ -85,7 +88,12 @@ class Verdict:
         """``outcome: estimate [lo, hi] over ...`` (no interval: the outcome and the estimate)."""
         est = "" if not np.isfinite(self.estimate) else f" {self.estimate:.{digits}f}"
         ci = "" if self.interval is None else f" [{self.interval[0]:.{digits}f}, {self.interval[1]:.{digits}f}] {self.unit}"
-        return f"{self.outcome}:{est}{ci}" if est or ci else self.outcome
+        own = f"; {own_noise_text(self.details['own_noise'], digits)}" if "own_noise" in self.details else ""
+        if "own_noise" in self.details and self.details["own_noise"].get("nulls") and "failed_text" in self.details:
+            own += f"; {nulls_text(self.details['own_noise'])}"
+        if "failed_text" in self.details:  # the seed-mean rules' failed-seed check
+            own += "; " + (self.details["failed_text"] or "no failed seed (leave-one-out t, Bonferroni over the seeds)")
+        return (f"{self.outcome}:{est}{ci}" if est or ci else self.outcome) + own
 
 
 class Rule(Protocol):
@@ -121,7 +129,11 @@ def register(rule: Rule) -> Rule:
 
 def wilson(k: int, n: int) -> tuple[float, float]:
     """Wilson score 95% interval of k successes in n (simulation error of a rate): the suite's one Wilson,
-    ``marl_common.stats.wilson_ci``."""
+    ``marl_common.stats.wilson_ci``. ``n`` >= 1 trials, ``k`` in [0, n] (no trials give no interval)."""
+    n = checks.count(n, "n", lo=1)
+    k = checks.count(k, "k", lo=0)
+    if k > n:
+        raise ValueError(f"k must be at most n ({n}), got {k}")
     return wilson_ci(k, n)
 
 
@@ -207,12 +219,33 @@ def record_for(rule_name: str, design: Design, records: dict | None = None) -> d
 def verdict(rule_name: str, data: Any, design: Design, records: dict | None = None) -> Verdict:
     """The rule's verdict on ``data`` when (rule, design) has a passing calibration record; otherwise a
     non-positive ``NO_RECORD`` verdict carrying the rule's numbers in ``details['uncalibrated']``."""
-    rule = RULES[rule_name]
+    rule = RULES[checks.choice(rule_name, "rule_name", RULES)]
+    if not isinstance(design, Design):
+        raise ValueError(f"design must be a studies.rules.Design, got {type(design).__name__}")
     v = rule.decide(data, design)
     if record_for(rule_name, design, records) is None:
         return dataclasses.replace(v, outcome=NO_RECORD, positive=False,
                                    details={**v.details, "uncalibrated": v.outcome, "design": design.key()})
-    return v
+    own = getattr(rule, "own_noise", None)  # the size on the study's own noise, where the rule can estimate it
+    check = own(data, design) if own is not None else None
+    if check is None:
+        return v
+    if v.positive and check["size"] > MAX_SIZE + SIZE_TOLERANCE:
+        return dataclasses.replace(v, outcome=NOT_CALIBRATED_HERE, positive=False,
+                                   details={**v.details, "own_noise": check, "uncalibrated": v.outcome})
+    return dataclasses.replace(v, details={**v.details, "own_noise": check})
+
+
+def own_noise_text(check: dict, digits: int = 3) -> str:
+    """``size on this study's noise: x [lo, hi]`` (worst null, simulated studies) of a rule's ``own_noise``."""
+    return (f"size on this study's noise: {check['size']:.{digits}f} [{check['lo']:.{digits}f}, {check['hi']:.{digits}f}]"
+            f" (worst null: {check['worst']}; {check['sims']} simulated studies; pass line {MAX_SIZE + SIZE_TOLERANCE:g})")
+
+
+def nulls_text(check: dict) -> str:
+    """The composite nulls named: ``excludes 20% of pairs at 0.25 (p 0.02); does not exclude ... (p 0.15)``."""
+    return "; ".join(f"{'excludes' if n['excluded'] else 'does not exclude'} {n['null']} (p {n['p']:.3f})"
+                     for n in check.get("nulls", []))
 
 
 Simulator = Callable[[Design, "float | None", np.random.Generator], Any]

@@ -45,6 +45,7 @@ from marl_common import stats
 from marl_common.stats import aggregate  # the old verdict's per-pair IQM table
 from marl.analysis.report.export import iqm_ci_text
 from probes.registry import PROBES
+from studies.rules import NOT_CALIBRATED_HERE, nulls_text, own_noise_text
 from studies.connectivity_verdict import (REQUIRE_WIN, check_preconditions, connected_tests, evaluate,  # noqa: F401
                                           excluding_zero, team_aggregate, verdict)
 from sweeps.schema import INIT_FROM
@@ -238,11 +239,25 @@ def write_rows(sweep: dict, rows: list[dict], echo=None, endpoints=(), out: Path
                "and the upper end of its own 95% CI; connected when every job's upper end is below "
                f"{threshold:g} and the group has at least 3 teams (studies.connectivity, rule \"connected\"; its "
                "calibration: `python -m studies.calibrate`). Resampled: the column says."), "",
-              "| pair group | role | jobs | teams | resampled | mean max barrier | largest per-job upper bound | outcome |",
-              "|---|---|---|---|---|---|---|---|"]
+              "| pair group | role | jobs | teams | resampled | mean max barrier | largest per-job upper bound | outcome "
+              "| size on this study's noise |",
+              "|---|---|---|---|---|---|---|---|---|"]
     for p, t in tests.items():
+        own = t.get("own_noise")
         lines.append(f"| {p} | {role(p)} | {t['jobs']} | {t['teams']} | {t['resampled']} | {f3(t['estimate'])} | "
-                     f"{f3(t['upper'])} | {t['outcome']} |")
+                     f"{f3(t['upper'])} | {t['outcome']} | "
+                     + (f"{own['size']:.3f} [{own['lo']:.3f}, {own['hi']:.3f}]" if own else "-") + " |")
+    owns = {p: t["own_noise"] for p, t in tests.items() if t.get("own_noise")}
+    if owns:
+        lines += ["", ("Size on this study's noise (issue 53): the rule's design as the study has it (its maps and "
+                       "jobs per map) simulated with each job's per-alpha noise drawn from the study's own jobs on "
+                       "that map, (max_hi - max) / 1.96, under each null of its calibration record; above the pass "
+                       "line the outcome is \"" + NOT_CALIBRATED_HERE + "\". The nulls: the p at which the study's "
+                       "bound rejects each family (the share of simulated bounds at or below it)."), ""]
+        lines += [f"- {p}: {own_noise_text(c)}; {nulls_text(c)}; the largest p over the record's nulls "
+                  f"{c['largest_p_of_record_nulls']:.3f} (descriptive: no rule decides on it); the study's per-alpha noise (min / median / max "
+                  "per map): " + ", ".join(f"{m} {a:.4f} / {b:.4f} / {c_:.4f}" for m, (a, b, c_) in c["noise"].items())
+                  for p, c in owns.items()]
     if ev["preconditions"]:
         lines += ["", "## Preconditions (every team the verdict reads; [report] require sets a history's minimum)", "",
                   ("Each team's greedy win rate at its own endpoint (alpha 0 or 1), the mean over the probe jobs it is "

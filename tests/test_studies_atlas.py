@@ -100,13 +100,15 @@ def test_recorded_noise_is_the_raw_files():
 
 
 def test_recorded_study_verdicts_and_records():
-    """The restated verdicts from the raw files: the size trend not shown, compute supported at N = 8 only
-    (Holm over 5 sizes); the committed records pass for both designs."""
+    """The restated verdicts from the raw files: the size trend not shown; compute, the rule's own reading
+    supported at N = 8 only (Holm over 5 sizes), is "not shown" since issue 53: its size on this study's noise
+    (the seed variance at its 95% upper bound) is above the pass line; the committed records pass for both designs."""
     meas = atlas.measures(RAW, RECIPE)
     v = rules.verdict("grows_with_n", atlas.study_data(meas, atlas.RECORDED_SIZES, 256), atlas.ATLAS_TREND)
     assert v.outcome == "not shown" and v.interval[0] < 0 < v.interval[1]
     c = rules.verdict("grows_with_compute", atlas.compute_data(meas, atlas.COMPUTE_SIZES), atlas.ATLAS_COMPUTE)
-    assert c.outcome == "not shown at N = 4, 16, 32, 64; supported at N = 8"
+    assert c.outcome == rules.NOT_CALIBRATED_HERE and c.details["uncalibrated"] == "not shown at N = 4, 16, 32, 64; supported at N = 8"
+    assert c.details["own_noise"]["size"] > rules.MAX_SIZE + rules.SIZE_TOLERANCE
     recs = json.loads((Path(atlas.__file__).parent / "records.json").read_text())["records"]
     keys = {atlas.ATLAS_TREND.key(), atlas.ATLAS_COMPUTE.key()}
     mine = {r["rule"]: r for r in recs if r["rule"] in ("grows_with_n", "grows_with_compute") and r["design"] in keys}

@@ -233,11 +233,12 @@ def _job(env, pair, a, b, barrier, mx, half=0.02, win=(0.9, 0.9)):
 
 
 def _study(sep_mu=0.3, sep_u=(0.02, -0.01, 0.03, -0.04), con_max=(0.010, 0.015, 0.012, 0.008)):
-    """Two maps; "c x d": c#s x d#s (4 jobs a map, cross-fitted ~0, max ``con_max``); "h x h": the 6 pairs of 4 teams,
+    """Two maps; "c x d": c#s x d#s (4 jobs a map, cross-fitted ~0, max ``con_max``, per-alpha noise like the
+    record's, 0.034 / 1.96: the rule's size on a study's own noise holds); "h x h": the 6 pairs of 4 teams,
     barrier sep_mu + u_i + u_j (a team effect)."""
     rows = []
     for env in ("m1", "m2"):
-        rows += [_job(env, "c x d", f"c#{s}", f"d#{s}", 0.002 * (s - 1.5), m) for s, m in enumerate(con_max)]
+        rows += [_job(env, "c x d", f"c#{s}", f"d#{s}", 0.002 * (s - 1.5), m, half=0.034) for s, m in enumerate(con_max)]
         rows += [_job(env, "h x h", f"h#{i}", f"h#{j}", sep_mu + sep_u[i] + sep_u[j], sep_mu + sep_u[i] + sep_u[j] + 0.01)
                  for i in range(4) for j in range(i + 1, 4)]
     return rows
