@@ -278,7 +278,7 @@ def liveness_table(names=FAMILY_STUDIES_LIVE) -> str:
         for n, r in rows.items():
             f = lambda k: f"{r[k]}/{r['cells']} ({r[k] / r['cells']:.2f})"
             lines.append(f"| {name} | {n} | {r['budget']} | {r['cells']} | {f('D0')} | {f('pa_le0')} | {f('sh_le0')} | "
-                         f"{f('sh_eq')} | {live[n]['text']} |")
+                         f"{f('sh_eq')} | {live[n]['text'] if 'not measured' not in live[n]['text'] else 'not measured'} |")
     text = "\n".join(lines) + "\n"
     write_atomic(RESULTS / "atlas_liveness.md", text)
     print(text)
