@@ -267,7 +267,9 @@ def liveness_table(names=FAMILY_STUDIES_LIVE) -> str:
              "The search raw files hold only each method's best latent per instance, so from them: the share of "
              "(seed x instance) cells where D = per-agent - shared is exactly 0, where each search's re-evaluated "
              "return is not above zero-shot's (gain <= 0: B latents tried and none better than z = 0), and where the "
-             "shared search's return equals zero-shot's exactly. The variance ratio needs the new evaluations.", "",
+             "shared search's return equals zero-shot's exactly. The variance ratio needs the new evaluations "
+             "(`bench/atlas.py liveness` on each study's runs; the runs are not on this machine). Measured directly on "
+             "small LBF checkpoints trained here: atlas_latent_plan.md, \"Results of the cheapest diagnostic\".", "",
              "| study | N | searched B | cells | D = 0 | per-agent gain <= 0 | shared gain <= 0 | shared = zero-shot | "
              "precondition (latent_live) |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
     for name in names:
