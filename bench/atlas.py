@@ -3,6 +3,8 @@ trained at one small N (issue 26). Plan: bench/results/atlas_PLAN.md; recipe: be
 
     python bench/atlas.py train  --root runs/atlas          # P (all seeds, one run), L per seed, MLP P
     python bench/atlas.py search --root runs/atlas [--sizes 8 16] [--seeds 0 1 2]
+    python bench/atlas.py liveness --root runs/atlas        # L's latent liveness per (N, seed): the precondition
+    python bench/atlas.py liveness-table                    # atlas_liveness.md: every study's liveness by size
     python bench/atlas.py report --root runs/atlas          # bench/results/atlas.{md,json,png}
     python bench/atlas.py cost   [--sizes 8 64 200] [--entity-k 0 8]  # bench/results/atlas_cost.{md,json}
     python bench/atlas.py profile [--sizes 8 64 200]        # FLOPs/bytes table in atlas_cost.md (entity_profile.py)
@@ -176,6 +178,115 @@ def search(recipe: dict, root: Path, sizes, seeds) -> None:
             print(f"  wrote {path} ({wall:.0f} s)", flush=True)
 
 
+FAMILY_STUDIES_LIVE = ("atlas", "atlas_smax", "atlas_lbf", "atlas_rware")  # the studies atlas_liveness.md reads
+LIVENESS_INSTANCES = 16  # instances per training seed of the liveness measure (cells per size: seeds x 16)
+
+
+def liveness_path(n: int, s: int) -> Path:
+    """The liveness raw file of (N, training seed)."""
+    return RAW / f"liveness_N{n}_s{s}.json"
+
+
+def liveness(recipe: dict, root: Path, sizes, seeds) -> None:
+    """Every (N, seed): L's liveness (``marl.analysis.search.measure_liveness``: 16 shared latents x 4 episodes
+    and zero-shot x 4 on 16 instances of the study's search seed, greedy as the searches act), one raw file each
+    (``liveness_N{n}_s{seed}.json``, skipped when it exists with the same L)."""
+    import envs
+    from marl.analysis.search import measure_liveness
+    from marl.core.team import resize
+    from marl.runs.loader import load_team
+
+    RAW.mkdir(parents=True, exist_ok=True)
+    r = runs(recipe, root)
+    for n in sizes:
+        env = envs.make(env_of(recipe, n))
+        for s in seeds:
+            path = liveness_path(n, s)
+            loaded = load_team(str(r[f"L{s}"]))
+            lid = team_id(loaded.team)
+            if path.exists() and json.loads(path.read_text()).get("L_id") == lid:
+                print(f"N={n} seed {s}: {path} exists (the same L)", flush=True)
+                continue
+            t0 = time.time()
+            m = measure_liveness(env, resize(loaded.team, env.spec, f"L seed {s}"), LIVENESS_INSTANCES,
+                                 seed=recipe["search_seed"], width=recipe["population"])
+            out = {"N": n, "env": env.spec.name, "seed": s, "L": loaded.source, "L_id": lid, "wall_s": time.time() - t0,
+                   **{k: v.tolist() if isinstance(v, np.ndarray) else v for k, v in m.items()}}
+            path.write_text(json.dumps(out) + "\n")
+            print(f"  wrote {path} ({out['wall_s']:.0f} s)", flush=True)
+
+
+def liveness_by_size(recipe: dict, sizes) -> dict:
+    """Per N: ``studies.liveness.precondition`` on the cells of every seed's liveness file pooled (seeds x
+    instances), or, when a seed's file is missing, the precondition failed as not measured."""
+    from studies.liveness import NOT_SHOWN, precondition
+
+    out = {}
+    for n in sizes:
+        paths = [liveness_path(n, s) for s in recipe["seeds"]]
+        if not all(p.exists() for p in paths):
+            miss = sum(not p.exists() for p in paths)
+            out[n] = {"live": False, "outcome": NOT_SHOWN, "text": f"{NOT_SHOWN} (not measured: {miss} of {len(paths)} "
+                                                                 "seeds' liveness files missing; `bench/atlas.py liveness`)"}
+            continue
+        rs = [json.loads(p.read_text()) for p in paths]
+        out[n] = precondition(np.concatenate([r["latent"] for r in rs]), np.concatenate([r["zero"] for r in rs]))
+    return out
+
+
+def raw_liveness(recipe: dict) -> dict:
+    """Per N, what the search raw files say about liveness (they hold each method's best latent per instance,
+    not per-latent per-episode returns): over seeds x instances, the share of cells where D = 0 exactly, where
+    each search's re-evaluated return is <= zero-shot's (gain <= 0, within 1e-6), and where the shared
+    search's re-evaluated return equals zero-shot's exactly."""
+    pa, sh = recipe["per_agent"], recipe["shared"]
+    out = {}
+    for path in sorted(RAW.glob("N*_s*.json")):
+        r = json.loads(path.read_text())
+        m = r["methods"]
+        z = np.asarray(m["zero-shot"]["reeval"], np.float64)
+        a, c = np.asarray(m[pa]["reeval"], np.float64), np.asarray(m[sh]["reeval"], np.float64)
+        tol = 1e-6 * (1 + np.abs(z))
+        row = out.setdefault(r["N"], {"cells": 0, "D0": 0, "pa_le0": 0, "sh_le0": 0, "sh_eq": 0, "budget": r["budget"]})
+        row["cells"] += z.size
+        row["D0"] += int((a == c).sum())
+        row["pa_le0"] += int((a - z <= tol).sum())
+        row["sh_le0"] += int((c - z <= tol).sum())
+        row["sh_eq"] += int((c == z).sum())
+    return dict(sorted(out.items()))
+
+
+def liveness_table(names=FAMILY_STUDIES_LIVE) -> str:
+    """bench/results/atlas_liveness.md: per (family, size), the liveness precondition where liveness files
+    exist (``bench/atlas.py liveness``), and beside it what the committed search raw files allow."""
+    from marl_common.files import write_atomic
+
+    lines = ["# Latent liveness per ATLAS family and size (generated by bench/atlas.py liveness-table)", "",
+             "Precondition (studies.liveness, rule latent_live; calibration: verdict_calibration.md): per size, K = 16 "
+             "shared latents x 4 episodes and zero-shot x 4 on 16 instances per training seed, pooled over seeds. "
+             "The search raw files hold only each method's best latent per instance, so from them: the share of "
+             "(seed x instance) cells where D = per-agent - shared is exactly 0, where each search's re-evaluated "
+             "return is not above zero-shot's (gain <= 0: B latents tried and none better than z = 0), and where the "
+             "shared search's return equals zero-shot's exactly. The variance ratio needs the new evaluations "
+             "(`bench/atlas.py liveness` on each study's runs; the runs are not on this machine). Measured directly on "
+             "small LBF checkpoints trained here: atlas_latent_plan.md, \"Results of the cheapest diagnostic\".", "",
+             "| study | N | searched B | cells | D = 0 | per-agent gain <= 0 | shared gain <= 0 | shared = zero-shot | "
+             "precondition (latent_live) |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+    for name in names:
+        recipe = tomllib.loads((Path(__file__).parent / f"{name}.toml").read_text())
+        use_results(recipe, RESULTS)
+        rows = raw_liveness(recipe)
+        live = liveness_by_size(recipe, rows)
+        for n, r in rows.items():
+            f = lambda k: f"{r[k]}/{r['cells']} ({r[k] / r['cells']:.2f})"
+            lines.append(f"| {name} | {n} | {r['budget']} | {r['cells']} | {f('D0')} | {f('pa_le0')} | {f('sh_le0')} | "
+                         f"{f('sh_eq')} | {live[n]['text'] if 'not measured' not in live[n]['text'] else 'not measured'} |")
+    text = "\n".join(lines) + "\n"
+    write_atomic(RESULTS / "atlas_liveness.md", text)
+    print(text)
+    return text
+
+
 # -- report ---------------------------------------------------------------------------------------
 
 def t_ci(x) -> tuple[float, float, float]:
@@ -334,6 +445,8 @@ def report(recipe: dict, root: Path) -> None:
     if not recipe.get("stochastic"):
         pre["determinism (best seen == re-evaluated)"] = not meas["determinism_failures"]
     out["preconditions"] = {k: bool(v) for k, v in pre.items()}
+    live_by = liveness_by_size(recipe, sizes)  # every verdict at N needs the latent space shown live at N
+    out["liveness"] = {str(n): v for n, v in live_by.items()}
     eq = recipe.get("equivalence_margin")
     des = study_designs(recipe, meas)
     b_main = des["b_main"]
@@ -366,6 +479,8 @@ def report(recipe: dict, root: Path) -> None:
         if eq:
             dm = entry["D_over_M"]
             entry["verdict"] = st.lead_verdict((dm["mean"], dm["lo"], dm["hi"]), eq) if entry["margin_positive"] else "no margin"
+            if not live_by[n]["live"]:
+                entry["verdict"] = live_by[n]["outcome"]
         lr = entry["log_gain_ratio"]
         lr_txt = _cfmt(lr) if isinstance(lr, dict) else "undefined (a gain <= 0)"
         dp = 1 if abs(entry["P"][0]) >= 10 else 3
@@ -400,6 +515,14 @@ def report(recipe: dict, root: Path) -> None:
     comp_txt = v_compute.outcome if v_compute else "not measured here (no size searched to B >= 1024)"
     if failed:
         size_txt = comp_txt = f"precondition failed ({'; '.join(failed)})"
+    dead = lambda ns: [n for n in ns if not live_by[n]["live"]]
+    for ns, which in ((slope_sizes, "size"), (sizes_b or {}, "compute")):
+        if dead(ns):
+            by = {}
+            for n in dead(ns):
+                by.setdefault(live_by[n]["outcome"], []).append(str(n))
+            txt = "; ".join(f"{o} at N = {', '.join(v)}" for o, v in by.items()) + " (the numbers: Preconditions)"
+            size_txt, comp_txt = (txt, comp_txt) if which == "size" else (size_txt, txt)
     sl = v_size.details
     out["verdicts"] = {
         "lead grows with N": {"verdict": size_txt, "rule": "grows_with_n", "design": design.key(),
@@ -422,6 +545,8 @@ def report(recipe: dict, root: Path) -> None:
                  f"({recipe['reeval']} episodes per instance), never the best seen during search."
                  if recipe.get("stochastic") else ""), ""]
     lines += ["## Preconditions", ""] + [f"- {k}: **{'holds' if v else 'FAILED'}**" for k, v in pre.items()]
+    lines += ["- the latent space is live at each size (studies.liveness, rule latent_live, on every seed's liveness "
+              "cells pooled; every verdict at a size needs it):"] + [f"  - N = {n}: {live_by[n]['text']}" for n in sizes]
     if comp:
         if "entity_within_or_above_mlp" in out:
             lines += [f"- entity P within or above the MLP P's interval (reported, not blocking): "
@@ -842,7 +967,7 @@ def cost_child(recipe: dict, n: int, entity_k: int = 0) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("step", choices=["train", "search", "report", "calibrate", "families", "cost", "cost-child", "profile"])
+    ap.add_argument("step", choices=["train", "search", "liveness", "liveness-table", "report", "calibrate", "families", "cost", "cost-child", "profile"])
     ap.add_argument("--sims", type=int, help="calibrate: simulated studies per rate (default: studies.rules.sims_for())")
     ap.add_argument("--recipe", default=str(RECIPE))
     ap.add_argument("--root", default="runs/atlas")
@@ -860,6 +985,10 @@ def main() -> None:
         train(recipe, root)
     elif a.step == "search":
         search(recipe, root, a.sizes or recipe["sizes"], a.seeds or recipe["seeds"])
+    elif a.step == "liveness":
+        liveness(recipe, root, a.sizes or recipe["sizes"], a.seeds or recipe["seeds"])
+    elif a.step == "liveness-table":
+        liveness_table()
     elif a.step == "report":
         report(recipe, root)
     elif a.step == "calibrate":

@@ -202,7 +202,9 @@ def search(ref: str | Path, *, out: str | Path | None = None, echo: Callable[[st
     differences); with ``out`` also writes summary.json, curves.csv, curves.png, table.txt, pairwise.csv.
     ``settings``: ``instances``, ``budget``, ``methods``, ``per_agent``, ``source``, ``population``,
     ``sigma``, ``repeats``, ``reeval``, ``seed``, ``random_policy``, ``env`` (another team size for a
-    size-agnostic run), ``entity_k`` (act with the k-nearest entity actor) (``marl.analysis.search.search_run``)."""
+    size-agnostic run), ``entity_k`` (act with the k-nearest entity actor), ``liveness`` (default True: the summary's
+    ``liveness`` holds the latent space's liveness data, ``studies.liveness.precondition`` reads it)
+    (``marl.analysis.search.search_run``)."""
     from marl.analysis.search import search_run
 
     return search_run(ref, out=out, echo=echo, **settings)

@@ -49,6 +49,10 @@ def _cmd_search(args) -> int:
                          repeats=args.repeats, reeval=args.reeval, seed=args.seed, random_policy=args.random_policy,
                          env=args.env, entity_k=args.entity_k, out=args.out, echo=print)
     print(table(summary))
+    if "liveness" in summary:
+        from studies.liveness import precondition
+
+        print(precondition(summary["liveness"]["latent"], summary["liveness"]["zero"])["text"])
     for w in summary.get("warnings", []):
         print(f"marl: warning: {w}", file=sys.stderr)
     print(f"wrote {args.out}/{', '.join(OUTPUT_FILES)} (every paired difference: pairwise.csv, table.txt)")

@@ -10,5 +10,7 @@ the records (``studies/records.json``, shipped with the package, and ``bench/res
 Modules: ``rules`` (the framework), ``calibrate`` (``python -m studies.calibrate``), ``fresh_seeds``
 ("target met", "better" / "worse" / "equivalent", "unchanged" / "changed"), ``connectivity`` (team-cluster
 statistics and the "connected", "separated", "precondition" rules), ``connectivity_verdict`` (the probe
-report's verdict), ``barrier_calibration`` (the per-job barrier estimators' calibration).
+report's verdict), ``barrier_calibration`` (the per-job barrier estimators' calibration), ``atlas`` (the
+ATLAS study's "grows_with_n" / "grows_with_compute"), ``liveness`` (is a latent space live: "latent_live", the
+precondition of every latent-search verdict).
 """

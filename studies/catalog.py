@@ -5,4 +5,5 @@ RULE_MODULES = (
     "studies.atlas",
     "studies.fresh_seeds",
     "studies.connectivity",
+    "studies.liveness",
 )

@@ -227,3 +227,25 @@ def test_raw_files_of_two_trainings_never_mix(tmp_path):
     assert "no digest" in atlas.mixed_trainings(recipe)
     with pytest.raises(SystemExit, match="records no team digest"):
         atlas.check_same_teams(f, ids)
+
+
+def test_liveness_by_size_pools_seeds_and_fails_an_inert_or_unmeasured_size(tmp_path):
+    """The per-size liveness precondition of the report: the seeds' liveness files pooled (3 seeds x 16
+    instances, a calibrated design); an inert size (every latent returns zero-shot's return) fails as inert
+    with its numbers, a size without its files fails as not measured, a live size passes."""
+    from studies.liveness import INERT, NOT_SHOWN
+
+    recipe = {**_study(tmp_path), "seeds": [0, 1, 2]}
+    rng = np.random.default_rng(1)
+    for s in recipe["seeds"]:
+        base = rng.normal(0, 1, (16, 1, 1))
+        live = base + rng.normal(0, 1, (16, 16, 1)) + 0.3 * rng.normal(0, 1, (16, 16, 4))
+        inert = base + 0.3 * rng.normal(0, 1, (16, 16, 4))
+        for n, lat in ((2, live), (4, inert)):
+            zero = base[:, 0] + 0.3 * rng.normal(0, 1, (16, 4))
+            atlas.liveness_path(n, s).write_text(json.dumps({"latent": lat.tolist(), "zero": zero.tolist()}))
+    got = atlas.liveness_by_size(recipe, [2, 4, 8])
+    assert got[2]["live"] and got[2]["outcome"] == "live"
+    assert not got[4]["live"] and got[4]["outcome"] == INERT and "variance ratio" in got[4]["text"]
+    assert "/48 instances" in got[4]["text"]  # 3 seeds x 16 instances, pooled
+    assert not got[8]["live"] and got[8]["outcome"] == NOT_SHOWN and "not measured: 3 of 3" in got[8]["text"]

@@ -266,6 +266,11 @@ def test_search_run_summary_and_files(latent_team, tmp_path, monkeypatch):
     assert (s["instances"], s["budget"], s["population"], s["sigma"], s["reeval_episodes"], s["repeats"], s["seed"],
             s["per_agent"]) == (2, 4, 4, 0.5, 1, 1, 0, "random-per-agent")
     assert s["comparisons"]["zero-shot - source (reeval)"][0] == 0.0  # L at z = 0 acts as P
+    # the liveness measure on the same instances: zero-shot there is the zero-shot row's episode (noise-free MPE)
+    liv = s["liveness"]
+    assert np.shape(liv["latent"]) == (2, 16, 4) and np.shape(liv["zero"]) == (2, 4)
+    np.testing.assert_allclose(np.asarray(liv["zero"]).mean(), s["methods"]["zero-shot"]["reeval"][0], rtol=1e-5)
+    np.testing.assert_array_equal(np.ptp(np.asarray(liv["zero"]), axis=1), 0.0)
     assert all((tmp_path / "out" / f).stat().st_size > 0 for f in OUTPUT_FILES)
     assert json.loads((tmp_path / "out" / "summary.json").read_text())["comparisons"] == s["comparisons"]
     assert search_run(lat, instances=2, budget=4, population=4, reeval=1, methods=["random-per-agent"],
@@ -415,3 +420,32 @@ def test_one_instance_prints_no_zero_width_interval():
     assert not re.search(r"\[\s*(-?\d+\.\d+),\s*\1\]", text1)
     lo, hi = s["methods"]["zero-shot"]["reeval"][1:]
     assert f"[{lo:8.3f}, {hi:8.3f}]" in table({**s, "instances": 4}) and "no CI" not in table({**s, "instances": 4})
+
+
+def test_liveness_precondition_fails_on_an_inert_latent_and_holds_on_a_live_one(latent_team):
+    """The liveness measure on a team (K latents x E episodes and zero-shot on the search's instances, one
+    program): the latent weights zeroed (the latent reaches no action) fail the precondition, "inert" with its
+    numbers, greedy (noise-free episodes) and sampled (episode noise); the fixture's live latent passes."""
+    from marl.analysis.search import measure_liveness
+    from studies import liveness as lv
+
+    env, team = latent_team
+    inert = team.replace(params=jax.tree_util.tree_map_with_path(
+        lambda path, x: jnp.zeros_like(x) if "latent" in jax.tree_util.keystr(path) else x, team.params))
+    inst, k, e = 16, 8, 2
+    records = {f"latent_live::{lv.liveness_design(inst, k, e, e).key()}": {"passes": True}}
+    m = measure_liveness(env, team, inst, latents=k, episodes=e, width=8)
+    assert m["latent"].shape == (inst, k, e) and m["zero"].shape == (inst, e)
+    live = lv.precondition(m["latent"], m["zero"], records)
+    assert live["live"] and live["text"].startswith("latent space live"), live["text"]
+    for greedy in (True, False):
+        dead = measure_liveness(env, inert, inst, latents=k, episodes=e, greedy=greedy, width=8)
+        out = lv.precondition(dead["latent"], dead["zero"], records)
+        assert not out["live"] and out["text"].startswith(lv.INERT + ":"), out["text"]
+        if greedy:  # noise-free: every latent returns exactly what zero-shot returns on its instance
+            np.testing.assert_array_equal(dead["latent"], np.broadcast_to(dead["zero"][:, :1, None], (inst, k, e)))
+            assert f"0/{inst} instances" in out["text"] and "noise-free" in out["text"]
+        else:  # sampled actions: episode noise, the latent's share of it estimated near 0
+            assert np.ptp(dead["zero"]) > 0 and "variance ratio" in out["text"]
+    # without a calibration record for the design, no "live": the line says so
+    assert lv.precondition(m["latent"], m["zero"], {})["text"].startswith(lv.NOT_SHOWN)

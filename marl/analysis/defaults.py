@@ -15,3 +15,5 @@ SEARCH_SIGMA = 0.5  # initial CMA-ES step size (the latent box is [-1, 1])
 SEARCH_REPEATS = 1  # episodes per candidate
 SEARCH_REEVAL = 16  # fresh episodes to re-evaluate each best latent
 SEARCH_SEED = 0  # picks the instances and the search noise
+LIVENESS_LATENTS = 16  # K independent latents per instance for the liveness measure (studies.liveness)
+LIVENESS_EPISODES = 4  # E episodes per latent, and zero-shot episodes, for the liveness measure

@@ -42,7 +42,8 @@ half-width 1.0 about a third of the coordinates of every draw land on the bounda
 Modules: ``methods`` (the method names), ``strategies`` (the methods as ask/tell strategies), ``loop``
 (the jitted search, episodes on fixed instances, re-evaluation), ``compare`` (all methods on the same
 instances, and the statistics), ``output`` (table, files, figure), ``driver`` (``search_run``: a
-checkpoint in, the summary out). The names below are this package's; importing it loads no jax until
+checkpoint in, the summary out), ``liveness`` (``measure_liveness``: K random latents x E episodes and
+zero-shot on the search's instances, the data of ``studies.liveness``'s precondition). The names below are this package's; importing it loads no jax until
 one that needs it is used (``marl --help`` reads ``METHODS`` and ``PER_AGENT``).
 """
 
@@ -57,10 +58,11 @@ _MODULE_OF = {
                     "marl.analysis.search.compare"),
     **dict.fromkeys(("check_search_args", "search_run"), "marl.analysis.search.driver"),
     **dict.fromkeys(("FitnessFn", "FixedResetEnv", "check_search_memory", "Programs", "SearchResult", "episode_fitness", "episode_return",
-                     "generations", "reevaluate", "reevaluate_scored", "run_search", "run_search_compiled", "scorer",
+                     "generations", "instance_keys", "reevaluate", "reevaluate_scored", "run_search", "run_search_compiled", "scorer",
                      "search_ask", "search_init", "search_tell"), "marl.analysis.search.loop"),
     **dict.fromkeys(("BASELINES", "FAMILIES", "FIXED", "OUTPUT_FILES", "SHARED", "family", "headline", "method_table",
                      "pairwise_rows", "plot_curves", "table", "write_outputs"), "marl.analysis.search.output"),
+    "measure_liveness": "marl.analysis.search.liveness",
     **dict.fromkeys(("Strategy", "fixed_strategy", "make_strategy"), "marl.analysis.search.strategies"),
 }
 __all__ = ["DEFAULT_PER_AGENT", "MATCHED_SHARED", "METHODS", "PER_AGENT", "RANDOM_POLICY", "SOURCE", *_MODULE_OF]

@@ -16,7 +16,7 @@ import numpy as np
 
 from marl_common.errors import UserError
 from envs import Env
-from marl.analysis.search.loop import Programs, check_search_memory, reevaluate_scored, run_search_compiled, scorer
+from marl.analysis.search.loop import Programs, check_search_memory, instance_keys, reevaluate_scored, run_search_compiled, scorer
 from marl.analysis.search.methods import MATCHED_SHARED, RANDOM_POLICY, SOURCE
 from marl.analysis.search.strategies import fixed_strategy, make_strategy
 from marl_common.stats import mean_ci
@@ -76,7 +76,7 @@ def search_methods(env: Env, team: Team, methods, num_instances: int, budget: in
     check_search_memory(env, team, num_instances, pop * repeats, reeval_episodes)  # before anything compiles
     d, n = team.network.latent_dim, team.spec.num_agents
     base = jax.random.PRNGKey(seed)
-    instance_keys = jax.random.split(jax.random.fold_in(base, 0), num_instances)
+    ikeys = instance_keys(seed, num_instances)
     k_search = jax.random.fold_in(base, 1)
     k_reeval = jax.random.fold_in(base, 2)  # fresh episode keys, shared by all methods
     out = {}
@@ -90,7 +90,7 @@ def search_methods(env: Env, team: Team, methods, num_instances: int, budget: in
             make_strategy(method, n, d, pop, sigma)
         b = 1 if fixed else budget
         m = 1 if fixed or method == "sampling" else repeats
-        score = scorer(env, tm, instance_keys, strat.greedy, programs, width=pop)
+        score = scorer(env, tm, ikeys, strat.greedy, programs, width=pop)
         c0, t0 = programs.compile_s, time.perf_counter()
         res = jax.block_until_ready(run_search_compiled(strat, score, k_search, num_instances, b, m, n, programs))
         compile_s = programs.compile_s - c0

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
 import envs
 from marl_common.errors import UserError
 from marl_common.preflight import check_count, check_number, check_seed
 from marl.analysis.search.compare import check_latent_dim, check_latent_team, check_source, search_methods, summarize
-from marl.analysis.search.loop import check_search_memory
+from marl.analysis.search.liveness import measure_liveness
+from marl.analysis.search.loop import Programs, check_search_memory
 from marl.analysis.search.methods import DEFAULT_PER_AGENT, METHODS, PER_AGENT
 from marl.analysis.search.output import OUTPUT_FILES, write_outputs
 from marl.core.team import resize, with_entity_k
@@ -44,7 +47,7 @@ def search_run(ref: str | Path | CheckpointRef, *, instances: int = D.SEARCH_INS
                population: int = D.SEARCH_POPULATION, sigma: float = D.SEARCH_SIGMA, repeats: int = D.SEARCH_REPEATS,
                reeval: int = D.SEARCH_REEVAL, seed: int = D.SEARCH_SEED,
                random_policy: bool = False, env: str | None = None, entity_k: int | None = None,
-               out: str | Path | None = None, echo=print) -> dict:
+               liveness: bool = True, out: str | Path | None = None, echo=print) -> dict:
     """Latent search on the checkpoint ``ref`` (``RUN[/checkpoints/STEP][#SEED]`` of a latent-conditioned
     run): every method in ``methods`` spends ``budget`` episodes (population x repeats per generation) on
     each of ``instances`` fixed instances; the best latent per instance is re-evaluated on ``reeval``
@@ -52,7 +55,10 @@ def search_run(ref: str | Path | CheckpointRef, *, instances: int = D.SEARCH_INS
     ``source``: ``RUN[#SEED]`` of the policy P the latent run was fine-tuned from (adds its greedy row on
     the same instances and keys); ``env``: search in this env instead of the run's, e.g.
     ``"mpe:simple_spread:128"`` for a run trained at N = 8 (out of distribution; the run, and the source,
-    must have a shared size-agnostic actor: ``marl.core.team.resize``); ``random_policy``: adds the ``random-policy`` row (uniform random legal
+    must have a shared size-agnostic actor: ``marl.core.team.resize``); ``liveness``: also measure the latent
+    space's liveness on the same instances (``liveness.measure_liveness``: D.LIVENESS_LATENTS latents x
+    D.LIVENESS_EPISODES episodes and zero-shot; the summary's ``liveness``, the data of ``studies.liveness``,
+    whose line ``marl search`` prints); ``random_policy``: adds the ``random-policy`` row (uniform random legal
     actions on the same instances and keys: the floor); ``seed`` picks the instances and the search noise.
 
     Returns ``summarize``'s dict plus run, source, instances, budget, population, sigma, reeval_episodes,
@@ -90,10 +96,14 @@ def search_run(ref: str | Path | CheckpointRef, *, instances: int = D.SEARCH_INS
     check_search_memory(search_env, team, instances, population * repeats, reeval)
     echo(f"search {info['run']} @ update {info['step']} ({team.spec.name}, N={team.num_agents}, "
          f"d={team.network.latent_dim}): {instances} instances, budget {budget}")
+    programs = Programs()  # the episode program compiles once, for the search and the liveness measure
     results = search_methods(search_env, team, methods, instances, budget, seed=seed, pop=population, sigma=sigma,
                              reeval_episodes=reeval, repeats=repeats, source=p_team, random_policy=random_policy,
-                             log=echo)
+                             log=echo, programs=programs)
     summary = summarize(results, per_agent=per_agent)
+    if liveness:
+        liv = measure_liveness(search_env, team, instances, seed=seed, width=population, programs=programs)
+        summary["liveness"] = {k: v.tolist() if isinstance(v, np.ndarray) else v for k, v in liv.items()}
     summary.update(run=info, source=p_info, env=team.spec.name, num_agents=team.num_agents,
                    trained_env=loaded.team.spec.name, entity_k=team.network.entity_k, instances=instances, budget=budget, population=population,
                    sigma=sigma, reeval_episodes=reeval, repeats=repeats, seed=seed)

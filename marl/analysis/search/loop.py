@@ -189,6 +189,11 @@ def check_search_memory(env, team, instances: int, per_generation: int, reeval: 
                  f"episodes at once", "use fewer --instances, or a smaller --population / --reeval")
 
 
+def instance_keys(seed: int, num_instances: int) -> jax.Array:
+    """The instances (reset keys) of a search with ``seed``: the same for every method and measure of it."""
+    return jax.random.split(jax.random.fold_in(jax.random.PRNGKey(seed), 0), num_instances)
+
+
 class FixedResetEnv:
     """``env`` whose reset ignores its key and always starts the instance ``instance_key``."""
 
