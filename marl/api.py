@@ -186,8 +186,8 @@ def lineage(run: str | Path) -> list[dict]:
     """The chain of checkpoints a run was started from, newest first: one dict per link with ``run``,
     ``step``, ``algo``, ``share_actor``, ``seed``, ``env_steps``, ``machines`` (the update ranges it trained
     on each machine fingerprint, ``marl.runs.fingerprint.history``, each with ``where``, one phrase for it; a
-    range with ``host`` None: not recorded) and ``mixed`` (whether those fingerprints differ: not one machine's numbers bit for bit), or
-    ``missing`` (the reason, for a parent whose folder is gone)."""
+    range with ``host`` None: not recorded) and ``mixed`` (whether those fingerprints differ: not one
+    machine's numbers bit for bit), or ``missing`` (the reason, for a parent whose folder is gone)."""
     from marl.runs import checkpoint as ckpt
     from marl.runs import fingerprint, layout
 

@@ -136,7 +136,8 @@ def test_runs_without_a_fingerprint_are_unknown_not_different():
     assert fp.machine_kind(None) is None and fp.machine_kind(old_host) is None and fp.describe(None) == "unknown machine"
     assert fp.changes({**old_host, "cpus": 4}, now) == ["cpus 4 -> 2"]  # a key both record does count
     other = {**now, "isa": ["avx2"], "xla_flags": "--xla_cpu_max_isa=AVX2", "packages": {"numpy": "1"}}
-    assert fp.changes(other, {**now, "packages": {"numpy": "2"}}) == ["isa +avx512f", "xla_flags --xla_cpu_max_isa=AVX2 -> none", "numpy 1 -> 2"]
+    assert fp.changes(other, {**now, "packages": {"numpy": "2"}}) == [
+        "isa +avx512f", "xla_flags --xla_cpu_max_isa=AVX2 -> none", "numpy 1 -> 2"]
     assert fp.machine_kind(other) != fp.machine_kind(now) and fp.machine_kind({**now, "jax": "9"}) == fp.machine_kind(now)
     # a resume from an earlier step drops the ranges after it, and a range on the same machine grows
     rows = fp.extend(fp.extend([], other, 0, 4), now, 4, 10)
