@@ -1,6 +1,6 @@
 """The throughput cost of pinning XLA's CPU instruction set (``XLA_FLAGS=--xla_cpu_max_isa=ISA``), issue 58.
 
-    python bench/isa_cost.py [--isa AVX2] [--repeats 4] [--env smax:3m] [--out bench/results/isa_cost.json]
+    python bench/isa_cost.py [--isa AVX2] [--repeats 4] [--env smax:3m] [--out bench/results/cross_machine/isa_cost.json]
 
 Each measurement is one fresh process (XLA reads its flags when it starts) timing ``bench/throughput.py``'s
 training chunk (JaxMARL's SMAX MAPPO settings, 1 seed, compile excluded). The two arms alternate (AB, BA,
@@ -51,7 +51,7 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=4)
     p.add_argument("--env", default="smax:3m")
     p.add_argument("--chunks", type=int, default=2)
-    p.add_argument("--out", default=str(ROOT / "bench" / "results" / "isa_cost.json"))
+    p.add_argument("--out", default=str(ROOT / "bench" / "results" / "cross_machine" / "isa_cost.json"))
     a = p.parse_args()
     sys.path.insert(0, str(ROOT))
     arms = {"default": os.environ.get("XLA_FLAGS", ""), "pinned": f"--xla_cpu_max_isa={a.isa}"}
