@@ -144,6 +144,11 @@ def test_runs_without_a_fingerprint_are_unknown_not_different():
     assert fp.extend(rows, now, 2, 8) == [{"updates": [0, 2], "host": other}, {"updates": [2, 8], "host": now}]
     assert fp.extend(rows, now, 6, 12) == [{"updates": [0, 4], "host": other}, {"updates": [4, 12], "host": now}]
     assert fp.mixed(rows) and "updates 0-4 on AMD EPYC (avx2)" in fp.across_note("r", rows)
+    # a run folder the suite wrote before fingerprints: its lineage names an unknown machine, and a resume says nothing
+    old_run = Path(__file__).resolve().parent / "data" / "format1_run"
+    link = api.lineage(old_run)[0]
+    assert link["machines"] == [{"updates": [0, 1], "host": None, "where": "unknown machine"}] and not link["mixed"]
+    assert api.machine_notice(old_run) is None
 
 
 def test_train_seconds_counts_each_chunk_once_across_a_resume(unstopped, tmp_path):
