@@ -82,6 +82,9 @@ def train(config: TrainConfig | str | Path | None = None, out: str | Path | None
             echo(f"run {out} is already done ({cfg.num_updates} updates); nothing to train")
             return out
     echo(_describe(out, cfg))
+    notice = machine_notice(out) if resume else None
+    if notice:
+        echo(notice)
     progress = _in_notebook() if progress is None else progress
     train_run(cfg, out, resume=resume, init_from=init_from, progress=progress, devices=devices, log=tuple(log))
     echo(f"saved {out}")
@@ -128,12 +131,34 @@ def resume(run: str | Path, *, fallback: bool = False, progress: bool | None = N
     done = ref.step is None and bool(last) and last[-1] >= cfg.num_updates  # train_run says so, changes nothing
     if not done:
         echo(_describe(ref.run, cfg))
+        notice = machine_notice(ref.run, ref.step)
+        if notice:
+            echo(notice)
     progress = _in_notebook() if progress is None else progress
     train_run(cfg, ref.run, resume=True, resume_step=ref.step, fallback=fallback, progress=progress,
               devices=devices, log=tuple(log), allow_log_gap=allow_log_gap)
     if not done:
         echo(f"saved {ref.run}")
     return ref.run
+
+
+def machine_notice(run: str | Path, step: int | None = None) -> str | None:
+    """The one line a resume of ``run`` from ``step`` (default latest) says when this process's machine
+    fingerprint differs from the one that step was trained on (``marl/runs/fingerprint.py``): the run trains
+    on, not bit for bit as the original machine would. None when they agree, when the step recorded no
+    fingerprint (an older run: unknown, not different), or when there is no readable step."""
+    from marl.runs import checkpoint as ckpt
+    from marl.runs import fingerprint, layout
+
+    available = layout.steps(Path(run))
+    k = step if step is not None else (available[-1] if available else None)
+    if k not in available:
+        return None
+    try:
+        meta = ckpt.read_meta(Path(run), k)
+    except UserError:  # a damaged step: the resume names it (or --fallback passes it)
+        return None
+    return fingerprint.resume_notice(run, k, meta, fingerprint.fingerprint())
 
 
 def _describe(out: Path, cfg: TrainConfig) -> str:
@@ -144,18 +169,22 @@ def _describe(out: Path, cfg: TrainConfig) -> str:
 
 def lineage(run: str | Path) -> list[dict]:
     """The chain of checkpoints a run was started from, newest first: one dict per link with ``run``,
-    ``step``, ``algo``, ``share_actor``, ``seed``, ``env_steps`` (and ``missing``: the reason, for a
-    parent whose folder is gone)."""
+    ``step``, ``algo``, ``share_actor``, ``seed``, ``env_steps``, ``machines`` (the update ranges it trained
+    on each machine fingerprint, ``marl.runs.fingerprint.history``, each with ``where``, one phrase for it; a
+    range with ``host`` None: not recorded) and ``mixed`` (whether those fingerprints differ: not one
+    machine's numbers bit for bit), or ``missing`` (the reason, for a parent whose folder is gone)."""
     from marl.runs import checkpoint as ckpt
-    from marl.runs import layout
+    from marl.runs import fingerprint, layout
 
     ref = layout.parse_ref(run)
     chain, seen = [], set()
     while True:
         step = layout.resolve_step(ref)
         meta = ckpt.read_meta(ref.run, step)
+        machines = [{**m, "where": fingerprint.describe(m.get("host"))} for m in fingerprint.history(meta)]
         chain.append({"run": str(ref.run), "step": step, "algo": meta["algo"], "share_actor": meta["share_actor"],
-                      "seed": meta["seed"], "env_steps": meta["env_steps"]})
+                      "seed": meta["seed"], "env_steps": meta["env_steps"], "machines": machines,
+                      "mixed": fingerprint.mixed(machines)})
         parent = meta.get("parent")
         if not parent or str(ref.run) in seen:
             return chain

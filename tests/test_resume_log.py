@@ -71,26 +71,84 @@ def test_chunk_aligned_stop_resumes_row_for_row(unstopped, tmp_path):
     out = tmp_path / "aligned"
     train_run(_cfg(10), out, progress=False, stop_after_chunks=2)
     assert layout.steps(out)[-1] == 4 and len(_rows(out)) == 4
-    api.resume(out)
+    said = []
+    api.resume(out, echo=said.append)
     assert _rows(out) == _rows(unstopped)
-
-
-def test_resume_on_another_host_warns_once(unstopped, tmp_path, capsys, monkeypatch):
-    # a CPU run's numbers depend on the CPUs XLA sees: a resume with another count is said, not hidden
+    # resumed on the machine it started on: no notice, and one range of updates on one fingerprint
     from marl.runs import checkpoint as ckpt
 
+    assert not any("notice" in x for x in said), said
+    machines = ckpt.read_meta(out, 10)["machines"]
+    assert [m["updates"] for m in machines] == [[0, 10]] and machines[0]["host"]["cpu"]
+
+
+def test_resume_on_another_machine_says_so_once_and_lineage_keeps_both(unstopped, tmp_path, capsys, monkeypatch):
+    # issue 58: the first chunks record another machine (a fingerprint put in place of this one's while they
+    # train); the resume here trains on, says in one line that the continuation is not the original machine's bit
+    # for bit, and the run's lineage keeps both machines; eval and report list the run as trained across them
+    from marl.runs import checkpoint as ckpt
+    from marl.runs import fingerprint
+
+    real = fingerprint.fingerprint()
+    other = {**real, "cpu": "Intel Xeon", "isa": [f for f in real["isa"] if not f.startswith("avx512")], "cpus": 64}
     out = tmp_path / "moved"
-    train_run(_cfg(10), out, progress=False, stop_after_chunks=2)
-    meta = ckpt.read_meta(out, layout.steps(out)[-1])
-    assert meta["host"] == ckpt.host() and meta["host"]["cpus"] >= 1
-    real = ckpt.host()
-    monkeypatch.setattr(ckpt, "host", lambda: {**real, "cpus": real["cpus"] + 1})
+    with monkeypatch.context() as m:
+        m.setattr(fingerprint, "fingerprint", lambda: other)
+        train_run(_cfg(10), out, progress=False, stop_after_chunks=2)
+    meta = ckpt.read_meta(out, 4)
+    assert meta["host"] == other and meta["machines"] == [{"updates": [0, 4], "host": other}]
     capsys.readouterr()
     assert main(["train", "--resume", str(out), "--quiet"]) == 0
-    warn = [x for x in capsys.readouterr().err.splitlines() if "another host" in x]
-    assert len(warn) == 1 and f"cpus {real['cpus']} -> {real['cpus'] + 1}" in warn[0], warn
-    assert ckpt.read_meta(out, layout.steps(out)[-1])["host"]["cpus"] == real["cpus"] + 1
-    assert _rows(out) == _rows(unstopped)  # the same host in fact: still row for row
+    said = [x for x in capsys.readouterr().out.splitlines() if "bit for bit" in x]
+    assert len(said) == 1 and said[0].startswith("marl: notice: ") and "cpu Intel Xeon -> " in said[0], said
+    assert "cpus 64 -> " in said[0] and "not be bit for bit what the original machine" in said[0]
+    last = ckpt.read_meta(out, layout.steps(out)[-1])
+    assert last["machines"] == [{"updates": [0, 4], "host": other}, {"updates": [4, 10], "host": real}]
+    link = api.lineage(out)[0]
+    assert link["mixed"] and [m["host"] for m in link["machines"]] == [other, real]
+    assert main(["lineage", str(out)]) == 0
+    shown = capsys.readouterr().out
+    assert "trained across machine kinds" in shown and "updates 0-4 on Intel Xeon" in shown, shown
+    assert "updates 4-10 on " + real["cpu"] in shown
+    assert any(str(out) in w and "across machine kinds" in w for w in api.report(out).warnings)
+    said = []
+    api.evaluate(out, episodes=2, save=False, echo=said.append)
+    assert [x for x in said if x.startswith("note: ")] == [f"note: {fingerprint.across_note(out, last['machines'])}"]
+    assert not any("across machine" in w for w in api.report(unstopped).warnings)
+    assert _rows(out) == _rows(unstopped)  # the same machine in fact: still row for row
+
+
+def test_runs_without_a_fingerprint_are_unknown_not_different():
+    # a checkpoint from before issue 58 (no machines; no host, or the old four-key host) resumes, evaluates and
+    # reports without a notice: what it did not record is unknown, never a difference
+    from marl.runs import fingerprint as fp
+
+    now = {"arch": "x86_64", "cpu": "AMD EPYC", "isa": ["avx2", "avx512f"], "cpus": 2, "backend": "cpu",
+           "accelerator": "cpu", "devices": 1, "jax": "0.10.2", "jaxlib": "0.10.2", "xla_flags": "", "packages": {}}
+    old_host = {"jax": "0.10.2", "backend": "cpu", "devices": 1, "cpus": 2}
+    for meta in ({"update": 6}, {"update": 6, "host": old_host}):
+        rows = fp.history(meta)
+        assert rows == [{"updates": [0, 6], "host": meta.get("host")}]
+        assert fp.resume_notice("r", 6, meta, now) is None
+        grown = fp.extend(rows, now, 6, 10)
+        assert grown[-1] == {"updates": [6, 10], "host": now} and not fp.mixed(grown)
+        assert fp.across_note("r", grown) is None
+    assert fp.machine_kind(None) is None and fp.machine_kind(old_host) is None and fp.describe(None) == "unknown machine"
+    assert fp.changes({**old_host, "cpus": 4}, now) == ["cpus 4 -> 2"]  # a key both record does count
+    other = {**now, "isa": ["avx2"], "xla_flags": "--xla_cpu_max_isa=AVX2", "packages": {"numpy": "1"}}
+    assert fp.changes(other, {**now, "packages": {"numpy": "2"}}) == [
+        "isa +avx512f", "xla_flags --xla_cpu_max_isa=AVX2 -> none", "numpy 1 -> 2"]
+    assert fp.machine_kind(other) != fp.machine_kind(now) and fp.machine_kind({**now, "jax": "9"}) == fp.machine_kind(now)
+    # a resume from an earlier step drops the ranges after it, and a range on the same machine grows
+    rows = fp.extend(fp.extend([], other, 0, 4), now, 4, 10)
+    assert fp.extend(rows, now, 2, 8) == [{"updates": [0, 2], "host": other}, {"updates": [2, 8], "host": now}]
+    assert fp.extend(rows, now, 6, 12) == [{"updates": [0, 4], "host": other}, {"updates": [4, 12], "host": now}]
+    assert fp.mixed(rows) and "updates 0-4 on AMD EPYC (avx2)" in fp.across_note("r", rows)
+    # a run folder the suite wrote before fingerprints: its lineage names an unknown machine, and a resume says nothing
+    old_run = Path(__file__).resolve().parent / "data" / "format1_run"
+    link = api.lineage(old_run)[0]
+    assert link["machines"] == [{"updates": [0, 1], "host": None, "where": "unknown machine"}] and not link["mixed"]
+    assert api.machine_notice(old_run) is None
 
 
 def test_train_seconds_counts_each_chunk_once_across_a_resume(unstopped, tmp_path):

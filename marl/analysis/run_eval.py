@@ -28,6 +28,7 @@ from marl_common.stats import mean_ci, wilson_ci
 from marl.core.evaluation import evaluate
 from marl_common.files import save_npz, write_json
 from marl.runs.layout import CheckpointRef, load_config, parse_ref, resolve_step, steps as run_steps
+from marl.runs import fingerprint
 from marl.runs.loader import load_actors, run_env
 from marl.analysis.defaults import EPISODES, EVAL_SEED
 from marl_common.preflight import check_count, check_output, check_seed, load_npz
@@ -162,6 +163,9 @@ def evaluate_run(ref, *, episodes: int = EPISODES, greedy: bool = True, eval_see
         echo(f"{ref.run} at update {step} ({meta['env_steps']:,} env steps), {episodes} "
              f"{'greedy' if greedy else 'sampled'} episodes per seed ({'each seed its own' if own_episodes else 'the same for every seed'}); "
              f"95% CIs over the seed's {episodes} episodes (return: t; win rate: Wilson)")
+        across = fingerprint.across_note(ref.run, fingerprint.history(meta))
+        if across:
+            echo(f"note: {across}")
         rows, outs = [], []
         for s in seeds:
             res = jax.device_get(fn(jax.tree.map(lambda x: x[s], actor_params), episode_key(eval_seed, s, own_episodes)))

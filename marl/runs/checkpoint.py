@@ -12,7 +12,6 @@ import dataclasses
 import hashlib
 import json
 import logging
-import os
 import sys
 import threading
 from importlib import metadata as importlib_metadata
@@ -278,30 +277,15 @@ def restore_checked(run: Path, step: int, abstract_state, meta: dict | None = No
     check_finite([getattr(state, f) for f in GUARDED_FIELDS], where, seeds)
     return state, meta
 
-def host() -> dict:
-    """What a run's numbers depend on besides its config and keys: the jax version, the backend, its device
-    count and, on CPU, how many CPUs the process may use. XLA on CPU partitions its work by that count, so
-    float results differ with it: the same tiny lbf training on 1 and on 2 CPUs gave other parameters
-    (112 of 132 arrays; on 2 CPUs twice, identical; bench/results/atlas_jumanji_RUNNING.md, session 13)."""
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return {"jax": jax.__version__, "backend": jax.default_backend(), "devices": jax.device_count(), "cpus": cpus}
 
-
-def host_change(meta: dict) -> str | None:
-    """How this process's ``host()`` differs from the one a checkpoint was written on (None: the same, or a
-    checkpoint that did not record it)."""
-    then, now = meta.get("host"), host()
-    if not then:
-        return None
-    diff = [f"{k} {then.get(k)} -> {now[k]}" for k in now if then.get(k) != now[k]]
-    return ", ".join(diff) or None
-
-
-def make_meta(config: TrainConfig, spec: EnvSpec, update: int, parent: dict | None) -> dict:
-    """The checkpoint's ``meta`` dict: env spec, network, algorithm, update, versions, the ``host`` it was
-    trained on and ``parent`` (where a warm start came from, or None)."""
+def make_meta(config: TrainConfig, spec: EnvSpec, update: int, parent: dict | None, host: dict,
+              machines: list[dict]) -> dict:
+    """The checkpoint's ``meta`` dict: env spec, network, algorithm, update, versions, the ``host`` fingerprint
+    of the process that saved it, ``machines`` (the update ranges trained on each fingerprint:
+    ``marl/runs/fingerprint.py``) and ``parent`` (where a warm start came from, or None)."""
     return {
-        "host": host(),
+        "host": host,
+        "machines": machines,
         "env_spec": spec.to_dict(),
         "network": dataclasses.asdict(config.network),
         "algo": config.algo,

@@ -22,7 +22,7 @@ from marl.core.config import TrainConfig
 from marl.core.team import tile
 from marl.core.trainer import NONFINITE, Trainer, TrainState, critic_kind, seed_keys
 from marl.runs import checkpoint as ckpt
-from marl.runs import metrics_log
+from marl.runs import fingerprint, metrics_log
 from marl.runs.layout import (CKPT_DIR, CONFIG_FILE, DISCARDED_DIR, START_FILE, check_new_run_place, check_own_files,
                               load_config, parse_ref, set_aside, steps)
 from marl.runs.loader import load_state
@@ -287,11 +287,13 @@ class _Programs:
 
 @dataclasses.dataclass(frozen=True)
 class _Start:
-    """Where training starts: the (sharded) states, the parent record and the seeds already diverged."""
+    """Where training starts: the (sharded) states, the parent record, the seeds already diverged and the
+    machines the run trained on so far (a resume's ``fingerprint.history``; empty for a new run)."""
 
     state: TrainState
     parent: dict | None
     diverged: dict
+    machines: list = dataclasses.field(default_factory=list)  # fingerprint.history up to the start
 
 
 def _train_locked(config: TrainConfig, out: Path, opts: TrainOptions, lock: RunLock) -> Path:
@@ -322,10 +324,6 @@ def _resume(trainer: Trainer, config: TrainConfig, out: Path, opts: TrainOptions
     step, state, meta = _resume_point(out, opts.resume_step, sharding.abstract(programs.abstract, programs.seeds_on),
                                       opts.fallback, note, config)
     parent = meta.get("parent")
-    changed = ckpt.host_change(meta)
-    if changed:
-        note(f"marl: warning: resuming {out} from step {step} on another host ({changed}): it trains on, but its "
-             f"numbers will not be those of an unstopped run (XLA's float results depend on these)")
     diverged = {int(k): v for k, v in (meta.get("diverged") or {}).items()}
     state = sharding.shard(jax.tree.map(jnp.asarray, state), programs.seeds_on)
     moved = set_aside(out, step)
@@ -336,7 +334,7 @@ def _resume(trainer: Trainer, config: TrainConfig, out: Path, opts: TrainOptions
         (out / DONE_FILE).unlink(missing_ok=True)  # it trains on (an extended or an earlier step)
     if load_config(out) != config:  # a safe change asked for on resume (e.g. more total_steps)
         config.to_toml(out / CONFIG_FILE)
-    return _Start(state, parent, diverged)
+    return _Start(state, parent, diverged, fingerprint.history(meta))
 
 
 def _restart(trainer: Trainer, config: TrainConfig, out: Path, opts: TrainOptions, programs: _Programs) -> _Start:
@@ -385,6 +383,7 @@ def _run_chunks(trainer: Trainer, config: TrainConfig, out: Path, opts: TrainOpt
     old_handler = signal.signal(signal.SIGTERM, stop)
     mngr = None
     start_update = int(np.asarray(state.update).reshape(-1)[0])
+    host = fingerprint.fingerprint()  # where this process trains its chunks
     upc = config.updates_per_chunk
     # chunks go on from the state's own update (a resume from a step that is not a chunk boundary, e.g.
     # a finished run extended, runs its chunks from there); the checkpoint cadence counts chunks as an
@@ -433,7 +432,8 @@ def _run_chunks(trainer: Trainer, config: TrainConfig, out: Path, opts: TrainOpt
                     opts.note(msg)
                 bar.advance(update, metrics, time.time() - t0, time.time() - t_start)
                 if (c + 1) % config.checkpoint_every == 0 or update >= config.num_updates:
-                    meta = ckpt.make_meta(config, trainer.spec, update, parent)
+                    meta = ckpt.make_meta(config, trainer.spec, update, parent, host,
+                                          fingerprint.extend(start.machines, host, start_update, update))
                     if diverged:
                         meta["diverged"] = {str(s): u for s, u in sorted(diverged.items())}
                     ckpt.save(mngr, update, state, meta)

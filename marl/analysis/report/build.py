@@ -56,6 +56,25 @@ class Report:
         return sorted({r.task for r in self.runs})
 
 
+def across_machines(runs) -> tuple[str, ...]:
+    """One warning per run whose latest checkpoint was trained across machine fingerprints
+    (``marl.runs.fingerprint.across_note``); runs without a readable checkpoint are not listed."""
+    from marl.runs import checkpoint as ckpt
+    from marl.runs import fingerprint
+    from marl.runs.layout import steps
+
+    out = []
+    for r in runs:
+        last = steps(r.path)
+        try:
+            note = fingerprint.across_note(r.path, fingerprint.history(ckpt.read_meta(r.path, last[-1]))) if last else None
+        except UserError:
+            note = None
+        if note:
+            out.append(note)
+    return tuple(out)
+
+
 def build_report(paths, group_by: list[str] | None = None, metric: str = "return", source: str = "auto",
                  num_boot: int = stats.DEFAULT_BOOT, seed: int = 0, marl_eval: bool = False) -> Report:
     """Read the runs below ``paths`` and compute every table of the report (see ``Report``).
@@ -85,5 +104,5 @@ def build_report(paths, group_by: list[str] | None = None, metric: str = "return
                   normalised=normed, curves=curve_rows, final=final, improvement=poi, profiles=prof,
                   per_run=per_run(runs), marl_eval=export.data if export else None,
                   marl_eval_runs=tuple(export.runs) if export else (),
-                  warnings=tuple(skipped) + tuple(r.note for r in runs if r.note)
+                  warnings=tuple(skipped) + tuple(r.note for r in runs if r.note) + across_machines(runs)
                   + (tuple(export.warnings) if export else ()))
