@@ -181,7 +181,8 @@ def bad_inputs(root: Path, ref: Path) -> dict:
         finally:
             for k, v in saved.items():
                 os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
-        ok = code == 2 and len(lines) == 1 and lines[0].startswith("marl: error: ") and c["expect"] in lines[0]
+        expect = c["expect"].format(**paths)  # an expected line may name the case's files
+        ok = code == 2 and len(lines) == 1 and lines[0].startswith("marl: error: ") and expect in lines[0]
         row = by_class.setdefault(c["class"], [0, 0, 0, set()])
         row[0] += ok
         row[1] += 1

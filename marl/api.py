@@ -2,7 +2,8 @@
 
 Every ``marl`` subcommand parses its arguments and calls one of these; bench scripts and notebooks call
 them too. Bad input raises ``marl_common.errors.UserError`` with a one-line message (the CLI prints it and
-exits 2). Probes are ``probes.api`` (a layer above this one), sweeps ``sweeps.api``.
+exits 2); an argument of the wrong type too, naming it (``marl_common.argcheck.checked``). Probes are
+``probes.api`` (a layer above this one), sweeps ``sweeps.api``.
 
     import marl
     run = marl.train(env="smax:3m", total_steps=20_000, out="runs/nb")   # -> Path of the run folder
@@ -15,6 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
+from marl_common.argcheck import checked
 from marl_common.compile_cache import enable_compilation_cache
 from marl_common.errors import UserError
 from marl.analysis import defaults
@@ -41,6 +43,7 @@ def _quiet(_msg: str) -> None:
     pass
 
 
+@checked
 def make_config(config: TrainConfig | str | Path | None = None, overrides: dict | list | None = None) -> TrainConfig:
     """A validated TrainConfig: ``config`` (a TrainConfig, a TOML path, or None for the defaults) with
     ``overrides`` applied (``{"lr": 1e-3, "network.hidden": 64}`` or ``["lr=1e-3"]``)."""
@@ -50,11 +53,13 @@ def make_config(config: TrainConfig | str | Path | None = None, overrides: dict 
     return config.with_overrides(overrides) if overrides else config
 
 
+@checked
 def default_out(config: TrainConfig, label: str | None = None) -> Path:
     """``runs/<env>-<label or algo>``: where a run goes when no folder is named."""
     return Path(f"runs/{config.env.replace(':', '-')}-{label or config.algo}")
 
 
+@checked
 def train(config: TrainConfig | str | Path | None = None, out: str | Path | None = None, *,
           init_from: str | None = None, resume_if_exists: bool = False, progress: bool | None = None,
           devices: int | None = None, log: tuple[str, ...] = (), echo: Callable[[str], None] = _quiet,
@@ -87,6 +92,7 @@ def train(config: TrainConfig | str | Path | None = None, out: str | Path | None
     return out
 
 
+@checked
 def resume_config(run: str | Path, overrides: dict | list | None = None,
                   config: TrainConfig | str | Path | None = None) -> TrainConfig:
     """The saved config of ``run`` (or ``config`` in its place) with ``overrides`` applied; a change of any
@@ -124,6 +130,7 @@ def resume_config(run: str | Path, overrides: dict | list | None = None,
     return cfg
 
 
+@checked
 def resume(run: str | Path, *, fallback: bool = False, progress: bool | None = None, devices: int | None = None,
            log: tuple[str, ...] = (), echo: Callable[[str], None] = _quiet, overrides: dict | list | None = None,
            config: TrainConfig | str | Path | None = None, allow_log_gap: bool = False) -> Path:
@@ -157,6 +164,7 @@ def _describe(out: Path, cfg: TrainConfig) -> str:
             f"{cfg.num_seeds} seed(s), {cfg.num_updates} updates of {cfg.steps_per_update} env steps")
 
 
+@checked
 def lineage(run: str | Path) -> list[dict]:
     """The chain of checkpoints a run was started from, newest first: one dict per link with ``run``,
     ``step``, ``algo``, ``share_actor``, ``seed``, ``env_steps`` (and ``missing``: the reason, for a
@@ -182,6 +190,7 @@ def lineage(run: str | Path) -> list[dict]:
             return chain
 
 
+@checked
 def evaluate(ref: str | Path, *, episodes: int = defaults.EPISODES, greedy: bool = True, eval_seed: int = defaults.EVAL_SEED,
              all_steps: bool = False, json_path: str | Path | None = None, save: bool = True,
              absolute: bool = False, echo: Callable[[str], None] = _quiet, own_episodes: bool = False):
@@ -204,6 +213,7 @@ def evaluate(ref: str | Path, *, episodes: int = defaults.EPISODES, greedy: bool
                         json_path=json_path, save=save, echo=echo, own_episodes=own_episodes)
 
 
+@checked
 def load(ref: str | Path):
     """The team of one checkpoint (``RUN[/checkpoints/STEP][#SEED]``), its env and where it came from."""
     from marl.runs.loader import load as load_ref
@@ -211,6 +221,7 @@ def load(ref: str | Path):
     return load_ref(str(ref))
 
 
+@checked
 def search(ref: str | Path, *, out: str | Path | None = None, echo: Callable[[str], None] = _quiet, **settings) -> dict:
     """Inference-time latent search on a latent-conditioned checkpoint: every method spends the same
     budget on the same instances and episode keys; returns the summary (per-method rows, curves, paired
@@ -223,7 +234,9 @@ def search(ref: str | Path, *, out: str | Path | None = None, echo: Callable[[st
     return search_run(ref, out=out, echo=echo, **settings)
 
 
-def report(paths, out: str | Path | None = None, *, group_by: list[str] | None = None, metric: str = "return",
+@checked
+def report(paths: str | Path | list | tuple, out: str | Path | None = None, *, group_by: list[str] | None = None,
+           metric: str = "return",
            source: str = "auto", num_boot: int | None = None, seed: int = 0, marl_eval_json: str | Path | None = None,
            echo: Callable[[str], None] = _quiet):
     """Aggregate runs (folders, or folders holding runs) over seeds and tasks: IQM with stratified bootstrap

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 
 def _cmd_sweep(args) -> int:
-    from sweeps.runner import check_out, describe, describe_executor, load_sweep, plan, plan_probes, run_sweep, select
+    from sweeps.runner import describe, describe_executor, load_sweep, plan, plan_probes, run_sweep, select
 
     if args.out is not None:
         from marl_common.preflight import check_output
@@ -15,7 +15,9 @@ def _cmd_sweep(args) -> int:
     sweep = load_sweep(args.file)
     runs = plan(sweep, args.out, args.overrides or [])
     jobs = plan_probes(sweep, runs)  # bad pairs and unequal budgets are refused before anything trains
-    check_out(runs)
+    if args.estimate or args.dry_run:  # the run's own checks first (sweeps.runner.prepare): a preview accepts what it does
+        described = describe_executor(runs, sweep, jobs, args.executor, only=args.only, address=args.address,
+                                      max_jobs=args.jobs)
     if args.estimate:
         from sweeps.estimate import estimate, lines
 
@@ -30,7 +32,7 @@ def _cmd_sweep(args) -> int:
         if args.only is None:
             for j in jobs:
                 print(f"probe {j.stratum} {j.pair}: {j.label} -> {j.out}")
-        for line in describe_executor(runs, sweep, jobs, args.executor, only=args.only, address=args.address):
+        for line in described:
             print(line)
         steps = sum(r.total_steps * r.config.num_seeds for r in shown)
         print(f"{len(shown)} run(s), {steps:,} env steps in all (every seed); "
