@@ -66,6 +66,8 @@ SWEEPS = {  # name -> sweep file text (each is refused)
     "env_size_huge": 'out = "x"\nenvs = ["jumanji:rware_small:999999999999999999999"]\n',
     "env_size_contra": 'out = "x"\nenvs = ["jumanji:lbf_6x6:2"]\n[config]\nnum_agents = 3\n',
     "env_size_contra_env": 'out = "x"\nenvs = ["mpe:simple_spread:4"]\n[env."mpe:simple_spread:4"]\nnum_agents = 5\n',
+    "env_size_contra_grid": 'out = "x"\nenvs = ["mpe:simple_spread:4"]\n[grid]\nnum_agents = [4, 6]\n',
+    "env_size_fixed": 'out = "x"\nenvs = ["smax:3m"]\n[config]\nnum_agents = 3\n',
 }
 
 

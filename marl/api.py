@@ -235,7 +235,8 @@ def search(ref: str | Path, *, out: str | Path | None = None, echo: Callable[[st
 
 
 @checked
-def report(paths: str | Path | list | tuple, out: str | Path | None = None, *, group_by: list[str] | None = None,
+def report(paths: str | Path | list[str | Path] | tuple[str | Path, ...], out: str | Path | None = None, *,
+           group_by: list[str] | None = None,
            metric: str = "return",
            source: str = "auto", num_boot: int | None = None, seed: int = 0, marl_eval_json: str | Path | None = None,
            echo: Callable[[str], None] = _quiet):
