@@ -100,6 +100,8 @@ class Calibrations:
         return self.folder / f"{kind}-{hashlib.sha256(text.encode()).hexdigest()[:24]}.json"
 
     def get(self, kind: str, key: str, measure) -> tuple[float, float]:
+        """(compile s, seconds) of the program ``kind`` (``"train"``, ``"team"``) of shape ``key`` on this
+        machine: this estimate's own answer, else the kept one, else ``measure()`` (kept for next time)."""
         path = self._path(kind, key)
         if path in self.seen:  # a shape this estimate has already measured or read
             return self.seen[path]
