@@ -284,7 +284,10 @@ def lines(est: Estimate) -> list[str]:
     out.append(f"estimate on this machine, one run at a time: {stages}probes {_hms(est.total_s - train - evals)}, "
                f"total {_hms(est.total_s)} ({how or 'nothing to measure'}: another load changes it; "
                f"this estimate took {est.spent_s:.0f} s)")
-    return out
+    if est.measured and est.spent_s > est.total_s / 10:  # compiles dominate a short sweep's calibration
+        out.insert(-1, f"note: this estimate cost {est.spent_s / max(est.total_s, 1e-9):.0%} of the time it predicts (mostly "
+                   f"compiling); the next estimate of these program shapes reads the kept calibrations")
+    return out  # the total stays the last line
 
 
 _RUN_LINE = re.compile(r"^(?P<run>\S+): (?P<updates>\d+) updates x (?P<s>[0-9.]+) s \+ compile (?P<compile>[0-9.]+) s = ")
