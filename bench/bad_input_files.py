@@ -56,6 +56,18 @@ SWEEPS = {  # name -> sweep file text (each is refused)
                       '[report]\nout = "/elsewhere/summary"\n',
     "report_out_up": _PLAIN + 'histories = ["shared", "happo"]\n[[pairs]]\na = "shared"\nb = "happo"\n'
                      '[report]\nout = "../up"\n',
+    # a [report] out onto another output of the sweep: a run folder, a probe job's folder (not made yet)
+    "report_out_run": _PLAIN + 'histories = ["shared", "happo"]\n[[pairs]]\na = "shared"\nb = "happo"\n'
+                      '[report]\nout = "smax-3m/shared"\n',
+    "report_out_probe": _PLAIN + 'histories = ["shared", "happo"]\n[[pairs]]\na = "shared"\nb = "happo"\n'
+                        '[report]\nout = "smax-3m/probes/shared-s0_vs_happo-s0"\n',
+    # team sizes in env names: out of range, and contradicting num_agents (marl train refuses each)
+    "env_size_zero": 'out = "x"\nenvs = ["jumanji:lbf_6x6:0"]\n',
+    "env_size_huge": 'out = "x"\nenvs = ["jumanji:rware_small:999999999999999999999"]\n',
+    "env_size_contra": 'out = "x"\nenvs = ["jumanji:lbf_6x6:2"]\n[config]\nnum_agents = 3\n',
+    "env_size_contra_env": 'out = "x"\nenvs = ["mpe:simple_spread:4"]\n[env."mpe:simple_spread:4"]\nnum_agents = 5\n',
+    "env_size_contra_grid": 'out = "x"\nenvs = ["mpe:simple_spread:4"]\n[grid]\nnum_agents = [4, 6]\n',
+    "env_size_fixed": 'out = "x"\nenvs = ["smax:3m"]\n[config]\nnum_agents = 3\n',
 }
 
 

@@ -1,6 +1,7 @@
 """Fault injection on tiny smax:3m runs (2 seeds, 4 updates, checkpoints at 2 and 4): counts for issue 15.
 
     python bench/fault_injection.py [--kills 8] [--stops 6] [--flips 40] [--out bench/results/faults.md]
+    python bench/fault_injection.py --only bad-inputs --out bench/results/bad_inputs.md   # the bad-input cases alone
 
 - kills: SIGKILL at a random moment after the first checkpoint, or the moment a checkpoint write is
   seen in progress; each run is resumed and compared bit for bit (every array, metrics.jsonl) with an
@@ -164,8 +165,9 @@ def snapshot(folder: Path) -> dict:
 
 
 def bad_inputs(root: Path, ref: Path) -> dict:
-    """Per class of ``tests/data/bad_inputs.toml``: {class: [clear, tried, tracebacks, subcommands]}, and
-    whether every file was left as it was (``"untouched"``)."""
+    """Per class of ``tests/data/bad_inputs.toml``: {class: [clear, tried, tracebacks, subcommands, exit 70,
+    accepted]}, and whether every file was left as it was (``"untouched"``). ``accepted``: exit 0, a bad input
+    taken as good (wrongly accepted); exit 70: an internal error."""
     paths = make_bad_input_files(root, ref)  # the same files tests/test_faults.py makes
     cases = tomllib.loads(BAD_INPUTS.read_text())["case"]
     before = snapshot(root)
@@ -181,12 +183,15 @@ def bad_inputs(root: Path, ref: Path) -> dict:
         finally:
             for k, v in saved.items():
                 os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
-        ok = code == 2 and len(lines) == 1 and lines[0].startswith("marl: error: ") and c["expect"] in lines[0]
-        row = by_class.setdefault(c["class"], [0, 0, 0, set()])
+        expect = c["expect"].format(**paths)  # an expected line may name the case's files
+        ok = code == 2 and len(lines) == 1 and lines[0].startswith("marl: error: ") and expect in lines[0]
+        row = by_class.setdefault(c["class"], [0, 0, 0, set(), 0, 0])
         row[0] += ok
         row[1] += 1
-        row[2] += code == "traceback" or code == 70 or any("Traceback" in ln for ln in lines)
+        row[2] += code == "traceback" or any("Traceback" in ln for ln in lines)
         row[3].add(c["call"] if "call" in c else c["argv"][0])
+        row[4] += code == 70
+        row[5] += code == 0
         if not ok:
             print("NOT CLEAR:", c.get("argv") or c["call"], code, "\n".join(lines)[:300])
         now = snapshot(root)
@@ -197,6 +202,21 @@ def bad_inputs(root: Path, ref: Path) -> dict:
     return {"classes": by_class, "untouched": changed == 0, "changed": changed}
 
 
+def bad_input_lines(bad: dict) -> list[str]:
+    """The bad-input summary row (a row of the faults table) and the per-class table."""
+    rows = bad["classes"].values()
+    clear, tried, tracebacks, internal, accepted = (sum(v[i] for v in rows) for i in (0, 1, 2, 4, 5))
+    lines = [f"| bad inputs (tests/data/bad_inputs.toml, also run by tests/test_faults.py) | {clear} of {tried} one "
+             f"`marl: error:` line and exit 2; {internal} exit 70; {tracebacks} tracebacks; {accepted} wrongly accepted "
+             f"(exit 0); every file unchanged: {bad['untouched']} |",
+             "Bad inputs by class:", "",
+             "| class | cases | one line, exit 2 | exit 70 | tracebacks | wrongly accepted | subcommands |",
+             "|---|---|---|---|---|---|---|"]
+    for name, (ok, n, tb, cmds, internal, accepted) in sorted(bad["classes"].items()):
+        lines.append(f"| {name} | {n} | {ok} | {internal} | {tb} | {accepted} | {', '.join(sorted(cmds))} |")
+    return lines
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--kills", type=int, default=8)
@@ -204,10 +224,20 @@ def main() -> None:
     p.add_argument("--flips", type=int, default=40)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default=str(ROOT / "bench" / "results" / "faults.md"))
+    p.add_argument("--only", choices=("bad-inputs",), help="run only this part (the bad-input cases) and write its table")
     args = p.parse_args()
     rng = random.Random(args.seed)
     root = Path(tempfile.mkdtemp(prefix="marl-faults-"))
     ref = train_run(CFG, root / "ref", progress=False)
+    if args.only == "bad-inputs":
+        bad = bad_inputs(root, ref)
+        table = bad_input_lines(bad)
+        lines = ["# Bad inputs (bench/fault_injection.py --only bad-inputs)", "", "| fault | outcome |", "|---|---|",
+                 table[0], "", *table[1:]]
+        Path(args.out).write_text("\n".join(lines) + "\n")
+        print("\n".join(lines))
+        shutil.rmtree(root, ignore_errors=True)
+        return
     rows = []
     trials = [(f"kill{i}", signal.SIGKILL, "write" if i % 2 == 0 else "random") for i in range(args.kills)]
     trials += [(f"stop{i}", signal.SIGTERM if i % 2 == 0 else signal.SIGINT, "early" if i % 3 == 0 else "random")
@@ -235,8 +265,6 @@ def main() -> None:
     ev = subprocess.run([sys.executable, "-m", "marl_cli.main", "eval", str(root / "div"), "--episodes", "4"], env=ENV,
                         capture_output=True, text=True)
     bad = bad_inputs(root, ref)
-    clear, tried = (sum(v[i] for v in bad["classes"].values()) for i in (0, 1))
-    tracebacks = sum(v[2] for v in bad["classes"].values())
 
     kills = [r for r in rows if r["signal"] == "SIGKILL" and r.get("sent")]
     stops = [r for r in rows if r["signal"] != "SIGKILL" and r.get("sent")]
@@ -255,11 +283,7 @@ def main() -> None:
              f"{dm['unchanged']} loaded unchanged (file or bytes never read), {dm['UNDETECTED']} loaded changed |",
              f"| lr=1e3 divergence (issue item 1) | exit {div.returncode}, checkpoints {div_steps} kept; "
              f"`{div.stderr.strip().splitlines()[-1][:150] if div.stderr.strip() else ''}`; eval exit {ev.returncode} |",
-             f"| bad inputs (tests/data/bad_inputs.toml, also run by tests/test_faults.py) | {clear} of {tried} one "
-             f"`marl: error:` line and exit 2; {tracebacks} tracebacks; every file unchanged: {bad['untouched']} |", "",
-             "Bad inputs by class:", "", "| class | cases | one line, exit 2 | tracebacks | subcommands |", "|---|---|---|---|---|"]
-    for name, (ok, n, tb, cmds) in sorted(bad["classes"].items()):
-        lines.append(f"| {name} | {n} | {ok} | {tb} | {', '.join(sorted(cmds))} |")
+             bad_input_lines(bad)[0], "", *bad_input_lines(bad)[1:]]
     lines += ["", "Per interruption:", "",
              "| trial | signal | when | in write | steps before | exit | last stderr line | resumed bit for bit |",
              "|---|---|---|---|---|---|---|---|"]

@@ -7,7 +7,8 @@ Importing the package imports nothing heavy: ``envs.catalog`` (the family regist
 """
 
 _LAZY = {"Env": "envs.adapter", "EnvSpec": "envs.base", "EnvState": "envs.base", "EpisodeInfo": "envs.base",
-         "TimeStep": "envs.base", "make": "envs.registry", "names": "envs.registry"}
+         "TimeStep": "envs.base", "make": "envs.registry", "names": "envs.registry",
+         "check_name": "envs.registry"}
 
 
 def __getattr__(name):

@@ -145,6 +145,39 @@ def split_size(name: str) -> tuple[str, str]:
     return (base, size) if base in sized_names() else (name, "")
 
 
+# The largest team a name (``:N``) or ``num_agents`` may ask for: parsed and bounded here, once, before any
+# env library sees the number (a 21-digit size reached jumanji's generator as an overflowing integer).
+MAX_TEAM = 4096
+
+
+def team_size(name: str, num_agents=None) -> int | None:
+    """The team size the env ``name`` asks for (``:N`` on a sized scenario) and ``num_agents`` (None or 0:
+    not set) together, parsed once and bounded to [1, ``MAX_TEAM``]: None when neither sets one (the
+    scenario's own). A size that is not an integer in range, one on a scenario of fixed size, or a name
+    and ``num_agents`` that disagree (``jumanji:lbf_6x6:2`` with ``num_agents=3``) is a one-line UserError
+    naming both. ``name`` must be a known env (``parse``)."""
+    import numbers
+
+    from marl_common.errors import UserError
+
+    fam, scenario, size = parse(name)
+    if size and not (size.isdigit() and 1 <= int(size) <= MAX_TEAM):
+        raise UserError(f"bad team size in {name!r}: use {fam.name}:{scenario}:N with an integer N in [1, {MAX_TEAM}]")
+    if num_agents is not None and num_agents != 0:
+        if isinstance(num_agents, bool) or not isinstance(num_agents, numbers.Integral) or \
+                not 1 <= num_agents <= MAX_TEAM:
+            raise UserError(f"num_agents must be an integer in [1, {MAX_TEAM}] (0: the scenario's own), "
+                            f"got {num_agents!r}")
+        if scenario not in fam.sized:
+            raise UserError(f"{fam.name}:{scenario} has a fixed team size; num_agents applies only to "
+                            f"{', '.join(sized_names())}")
+        if size and int(size) != num_agents:
+            raise UserError(f"env {name} names a team of {int(size)} but num_agents = {num_agents}: set the team "
+                            f"size once (drop num_agents, or write {fam.name}:{scenario}:{num_agents})")
+        return int(num_agents)
+    return int(size) if size else None
+
+
 def unknown_env_hint(name: str) -> str:
     """The hint after "unknown environment NAME": the closest known names, else where the list is."""
     from marl_common.errors import did_you_mean

@@ -5,9 +5,9 @@ from __future__ import annotations
 import importlib
 
 from marl_common.errors import UserError
-from envs.catalog import names, parse, sized_names, unknown_env_hint
+from envs.catalog import names, parse, team_size, unknown_env_hint
 
-__all__ = ["make", "names", "unknown_env"]
+__all__ = ["check_name", "make", "names", "unknown_env"]
 
 
 def unknown_env(name: str) -> UserError:
@@ -15,26 +15,22 @@ def unknown_env(name: str) -> UserError:
     return UserError(f"unknown environment {name!r}{unknown_env_hint(name)}")
 
 
+def check_name(name: str, num_agents=None) -> int | None:
+    """The env ``name`` (with ``num_agents``) checked without building it: a known env, and its team size
+    parsed once, bounded and agreeing (``envs.catalog.team_size``, returned); a one-line UserError otherwise."""
+    try:
+        parse(name)
+    except KeyError:
+        raise unknown_env(name) from None
+    return team_size(name, num_agents)
+
+
 def make(name: str, **kwargs):
     """``make("smax:3m")``, ``make("mpe:simple_spread", num_agents=8)``, ``make("mpe:simple_spread:8")`` or
     ``make("jumanji:lbf:3")``: the family's module (``Family.module``) builds it, imported here on first use."""
-    try:
-        fam, scenario, size = parse(name)
-    except KeyError:
-        raise unknown_env(name) from None
-    if size:
-        if not size.isdigit():
-            raise UserError(f"bad team size in {name!r}: use {fam.name}:{scenario}:N with an integer N")
-        kwargs.setdefault("num_agents", int(size))
-    num_agents = kwargs.pop("num_agents", None)
+    num_agents = check_name(name, kwargs.pop("num_agents", None))  # before any library sees the size
+    fam, scenario, _ = parse(name)
     if kwargs:
         raise UserError(f"{name} takes {'only num_agents' if scenario in fam.sized else 'no options'} "
                         f"(got {', '.join(kwargs)})")
-    if num_agents is not None:
-        if scenario not in fam.sized:
-            raise UserError(f"{fam.name}:{scenario} has a fixed team size; num_agents applies only to "
-                            f"{', '.join(sized_names())}")
-        num_agents = int(num_agents)
-        if num_agents < 1:
-            raise UserError(f"num_agents must be >= 1, got {num_agents}")
     return importlib.import_module(fam.module).make(scenario, fam.scenarios[scenario], num_agents)

@@ -2,8 +2,9 @@
 
 Every ``marl`` subcommand parses its arguments and calls one of these; bench scripts and notebooks call
 them too. Bad input raises ``marl_common.errors.UserError`` with a one-line message (the CLI prints it and
-exits 2). Probes are ``probes.api`` (a layer above this one), sweeps ``sweeps.runner`` (``load_sweep``, ``plan``,
-``plan_probes``, ``run_sweep``: docs/api.md).
+exits 2); an argument of the wrong type too, naming it (``marl_common.argcheck.checked``). Probes are
+``probes.api`` (a layer above this one), sweeps ``sweeps.runner`` (``load_sweep``, ``plan``, ``plan_probes``,
+``run_sweep``: docs/api.md).
 
     import marl
     run = marl.train(env="smax:3m", total_steps=20_000, out="runs/nb")   # -> Path of the run folder
@@ -16,6 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
+from marl_common.argcheck import checked
 from marl_common.compile_cache import enable_compilation_cache
 from marl_common.errors import UserError
 from marl.analysis import defaults
@@ -42,6 +44,7 @@ def _quiet(_msg: str) -> None:
     pass
 
 
+@checked
 def make_config(config: TrainConfig | str | Path | None = None, overrides: dict | list | None = None) -> TrainConfig:
     """A validated TrainConfig: ``config`` (a TrainConfig, a TOML path, or None for the defaults) with
     ``overrides`` applied (``{"lr": 1e-3, "network.hidden": 64}`` or ``["lr=1e-3"]``)."""
@@ -51,11 +54,13 @@ def make_config(config: TrainConfig | str | Path | None = None, overrides: dict 
     return config.with_overrides(overrides) if overrides else config
 
 
+@checked
 def default_out(config: TrainConfig, label: str | None = None) -> Path:
     """``runs/<env>-<label or algo>``: where a run goes when no folder is named."""
     return Path(f"runs/{config.env.replace(':', '-')}-{label or config.algo}")
 
 
+@checked
 def train(config: TrainConfig | str | Path | None = None, out: str | Path | None = None, *,
           init_from: str | None = None, resume_if_exists: bool = False, progress: bool | None = None,
           devices: int | None = None, log: tuple[str, ...] = (), echo: Callable[[str], None] = _quiet,
@@ -91,6 +96,7 @@ def train(config: TrainConfig | str | Path | None = None, out: str | Path | None
     return out
 
 
+@checked
 def resume_config(run: str | Path, overrides: dict | list | None = None,
                   config: TrainConfig | str | Path | None = None) -> TrainConfig:
     """The saved config of ``run`` (or ``config`` in its place) with ``overrides`` applied; a change of any
@@ -112,6 +118,7 @@ def resume_config(run: str | Path, overrides: dict | list | None = None,
     return cfg
 
 
+@checked
 def resume(run: str | Path, *, fallback: bool = False, progress: bool | None = None, devices: int | None = None,
            log: tuple[str, ...] = (), echo: Callable[[str], None] = _quiet, overrides: dict | list | None = None,
            config: TrainConfig | str | Path | None = None, allow_log_gap: bool = False) -> Path:
@@ -167,6 +174,7 @@ def _describe(out: Path, cfg: TrainConfig) -> str:
             f"{cfg.num_seeds} seed(s), {cfg.num_updates} updates of {cfg.steps_per_update} env steps")
 
 
+@checked
 def lineage(run: str | Path) -> list[dict]:
     """The chain of checkpoints a run was started from, newest first: one dict per link with ``run``,
     ``step``, ``algo``, ``share_actor``, ``seed``, ``env_steps``, ``machines`` (the update ranges it trained
@@ -196,6 +204,7 @@ def lineage(run: str | Path) -> list[dict]:
             return chain
 
 
+@checked
 def evaluate(ref: str | Path, *, episodes: int = defaults.EPISODES, greedy: bool = True, eval_seed: int = defaults.EVAL_SEED,
              all_steps: bool = False, json_path: str | Path | None = None, save: bool = True,
              absolute: bool = False, echo: Callable[[str], None] = _quiet, own_episodes: bool = False):
@@ -218,6 +227,7 @@ def evaluate(ref: str | Path, *, episodes: int = defaults.EPISODES, greedy: bool
                         json_path=json_path, save=save, echo=echo, own_episodes=own_episodes)
 
 
+@checked
 def load(ref: str | Path):
     """The team of one checkpoint (``RUN[/checkpoints/STEP][#SEED]``), its env and where it came from."""
     from marl.runs.loader import load as load_ref
@@ -225,6 +235,7 @@ def load(ref: str | Path):
     return load_ref(str(ref))
 
 
+@checked
 def search(ref: str | Path, *, out: str | Path | None = None, echo: Callable[[str], None] = _quiet, **settings) -> dict:
     """Inference-time latent search on a latent-conditioned checkpoint: every method spends the same
     budget on the same instances and episode keys; returns the summary (per-method rows, curves, paired
@@ -239,7 +250,10 @@ def search(ref: str | Path, *, out: str | Path | None = None, echo: Callable[[st
     return search_run(ref, out=out, echo=echo, **settings)
 
 
-def report(paths, out: str | Path | None = None, *, group_by: list[str] | None = None, metric: str = "return",
+@checked
+def report(paths: str | Path | list[str | Path] | tuple[str | Path, ...], out: str | Path | None = None, *,
+           group_by: list[str] | None = None,
+           metric: str = "return",
            source: str = "auto", num_boot: int | None = None, seed: int = 0, marl_eval_json: str | Path | None = None,
            echo: Callable[[str], None] = _quiet):
     """Aggregate runs (folders, or folders holding runs) over seeds and tasks: IQM with stratified bootstrap

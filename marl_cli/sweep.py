@@ -6,8 +6,12 @@ from __future__ import annotations
 
 
 def _cmd_sweep(args) -> int:
-    from sweeps.runner import check_out, describe, describe_executor, load_sweep, plan, plan_probes, run_sweep, select
+    from sweeps.runner import describe, describe_executor, load_sweep, plan, plan_probes, run_sweep, select
 
+    if args.recalibrate and not args.estimate:
+        from marl_common.errors import UserError
+
+        raise UserError("--recalibrate applies only with --estimate")
     if args.out is not None:
         from marl_common.preflight import check_output
 
@@ -15,12 +19,17 @@ def _cmd_sweep(args) -> int:
     sweep = load_sweep(args.file)
     runs = plan(sweep, args.out, args.overrides or [])
     jobs = plan_probes(sweep, runs)  # bad pairs and unequal budgets are refused before anything trains
-    check_out(runs)
+    if args.estimate or args.dry_run:  # the run's own checks first (sweeps.runner.prepare): a preview accepts what it does
+        described = describe_executor(runs, sweep, jobs, args.executor, only=args.only, address=args.address,
+                                      max_jobs=args.jobs, extra=_own_options(args))
     if args.estimate:
-        from sweeps.estimate import estimate, lines
+        from sweeps.estimate import Calibrations, estimate, lines
 
         shown = select(runs, args.only) if args.only is not None else runs
-        for line in lines(estimate(shown, jobs if args.only is None else [], echo=print)):
+        everything = args.only is None  # --only trains its runs and stops: no eval, probes or reports
+        est = estimate(shown, jobs if everything else [], echo=print, cache=Calibrations(recalibrate=args.recalibrate),
+                       evaluation=sweep.get("eval") if everything and "eval" in sweep else None)
+        for line in lines(est):
             print(line)
         return 0
     if args.dry_run:
@@ -30,8 +39,7 @@ def _cmd_sweep(args) -> int:
         if args.only is None:
             for j in jobs:
                 print(f"probe {j.stratum} {j.pair}: {j.label} -> {j.out}")
-        for line in describe_executor(runs, sweep, jobs, args.executor, only=args.only, address=args.address,
-                                      extra=_own_options(args)):
+        for line in described:
             print(line)
         steps = sum(r.total_steps * r.config.num_seeds for r in shown)
         print(f"{len(shown)} run(s), {steps:,} env steps in all (every seed); "
@@ -60,8 +68,12 @@ def add_parser(subparsers) -> None:
     p.add_argument("--out", help="root folder of the run folders (default: the file's `out`)")
     p.add_argument("--dry-run", action="store_true", help="print the plan (runs, env steps, probe jobs) and stop")
     p.add_argument("--estimate", action="store_true",
-                   help="each run's and probe job's expected time on this machine, from a short measured calibration "
-                        "of the sweep's own programs (compiles, trains nothing, writes no file), and stop")
+                   help="each run's, [eval] stage's and probe job's expected time on this machine, from a short measured "
+                        "calibration of the sweep's own programs (compiles, trains nothing; the calibrations are kept "
+                        "per program shape and machine in the suite's cache folder, so the next estimate is instant), "
+                        "and stop")
+    p.add_argument("--recalibrate", action="store_true",
+                   help="with --estimate: measure every program again instead of reading the kept calibrations")
     p.add_argument("--quiet", action="store_true", help="plain status lines instead of the live table")
     from sweeps.registry import EXECUTORS
 

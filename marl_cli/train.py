@@ -30,7 +30,7 @@ def _cmd_train(args) -> int:
     if args.history:
         from sweeps.histories import history_config
 
-        cfg, init_from = history_config(args.history, build_config(args), args.init_from)
+        cfg, init_from = history_config(args.history, build_config(args), args.init_from, given=config_flags(args))
     else:
         cfg = build_config(args)
     out = args.out if args.out is not None else api.default_out(cfg, args.history)  # '' is refused, never the default

@@ -209,21 +209,53 @@ def _links_between(root: Path, path: Path) -> Path | None:
     return None
 
 
+def claims(path, what: str, *, kind: str = "file", writes: tuple[str, ...] = (), whole: bool = False) -> tuple:
+    """The places one output of a command takes, for ``check_output``'s ``taken`` (checked against every
+    other place the same command writes): the file or folder (``kind``) ``path`` itself, with ``whole``
+    everything under it too (a run folder, a probe's folder), and each file named in ``writes`` inside it,
+    each with the words that name its writer (``--out's report.md``). Another output may share a folder
+    that is not ``whole``, never a file."""
+    p = Path(path)
+    return ((p, what, "whole" if whole else kind), *((p / name, f"{what}'s {name}", "file") for name in writes))
+
+
+def _same_place(a: Path, b: Path) -> bool:
+    return Path(os.path.realpath(a)) == Path(os.path.realpath(b))
+
+
+def _check_taken(p: Path, what: str, kind: str, writes: tuple[str, ...], taken) -> None:
+    """Refuse ``p`` (and, for a folder, its ``writes``) where it is a place another output of the same command
+    takes (``claims``): one line naming both. Two outputs may share a folder (each writing its own files)."""
+    mine = [(p, kind), *((p / n, "file") for n in writes)]
+    for q, owner, mode in taken:
+        for m, mkind in mine:
+            inside = mode == "whole" and Path(os.path.realpath(q)) in Path(os.path.realpath(m)).parents
+            if (_same_place(m, q) and not (mode == mkind == "folder")) or inside:
+                where = f"lies inside {owner} {q}" if inside else (f"is {owner} ({q})" if m == p else f"{m} is {owner}")
+                raise UserError(f"{what} {p} {where}, which this command also writes: one would replace the other; "
+                                f"name a {kind} apart from it")
+
+
 def check_output(path, what: str, *, kind: str = "file", suffixes: tuple[str, ...] = (), writes: tuple[str, ...] = (),
-                 outcome_of: Path | None = None, root=None) -> Path:
+                 outcome_of: Path | None = None, root=None, taken=()) -> Path:
     """The one rule for a place a command writes (``kind`` "file" or "folder"); returns ``Path(path)``.
 
     Refused, each with one line: an empty name; a path that is a symbolic link; a place inside a run
     folder (its own files, ``checkpoints/``, or the run folder itself), except, with ``outcome_of=RUN``,
     eval's outcome files directly in ``RUN/eval/`` (not through a link); a place outside ``root`` (links
-    and ``..`` followed; no link on the way down from it); a file of another kind in the way: for a file,
+    and ``..`` followed; no link on the way down from it); a place another output of the same command
+    takes (``taken``: ``claims`` of the places checked before it, e.g. the report's own files for its
+    ``--marl-eval-json``), named with it; a file of another kind in the way: for a file,
     an existing one whose suffix is not in ``suffixes`` or, for ``.json``, that does not hold JSON; for a
     folder, an entry named in ``writes`` that is not a plain file. Then the place must be writable
     (``check_out_file`` / ``check_out_dir``)."""
     text = str(path) if path is not None else ""
+    if not isinstance(path, (str, os.PathLike)) and path is not None:
+        raise UserError(f"{what} must be a path (a str or pathlib.Path), got {type(path).__name__} {path!r}")
     if not text.strip():
         raise UserError(f"{what} is empty; name a {kind} (e.g. {what} results/x{suffixes[0] if suffixes else ''})")
     p = Path(text)
+    _check_taken(p, what, kind, writes, taken)
     if p.is_symlink():
         raise UserError(f"{what} {p} is a symbolic link (to {os.readlink(p)}); name the place itself, not a link to it")
     if root is not None:

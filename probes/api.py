@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import probes.defaults as defaults
+from marl_common.argcheck import checked
 from marl_common.compile_cache import enable_compilation_cache
 
 enable_compilation_cache()  # the `marl` command's persistent compile cache (MARL_COMPILATION_CACHE=0 opts out)
@@ -26,9 +27,10 @@ def _shown(report: dict, quiet: bool) -> dict:
     return report
 
 
-def barrier(ref_a: str, ref_b: str, out: str | Path, *, alphas=defaults.ALPHAS, episodes: int = defaults.EPISODES,
-            align: bool = False, greedy: bool = True, boot: int = defaults.BOOT, eval_seed: int = defaults.EVAL_SEED,
-            team_batch: int = defaults.TEAM_BATCH, quiet: bool = True, command: str | None = None) -> dict:
+@checked
+def barrier(ref_a: str, ref_b: str, out: str | Path, *, alphas: str | int | list | tuple = defaults.ALPHAS,
+            episodes: int = defaults.EPISODES, align: bool = False, greedy: bool = True, boot: int = defaults.BOOT,
+            eval_seed: int = defaults.EVAL_SEED, team_batch: int = defaults.TEAM_BATCH, quiet: bool = True, command: str | None = None) -> dict:
     """Return (and win rate) along theta(alpha) = (1 - alpha) A + alpha B on common episodes, and the barrier
     (cross-fitted headline, max, midpoint) with bootstrap CIs; ``alphas``: an odd count or a list holding
     0, 0.5 and 1; ``align``: also B permutation-aligned to A."""
@@ -42,6 +44,7 @@ def barrier(ref_a: str, ref_b: str, out: str | Path, *, alphas=defaults.ALPHAS, 
                                 team_batch=team_batch, command=command), quiet)
 
 
+@checked
 def teams(ref_a: str, ref_b: str, out: str | Path, *, episodes: int = defaults.EPISODES, greedy: bool = True,
           boot: int = defaults.BOOT, eval_seed: int = defaults.EVAL_SEED, team_batch: int = defaults.TEAM_BATCH,
           seat_ids: bool = False, max_perms: int = defaults.MAX_PERMS, quiet: bool = True,
@@ -56,6 +59,7 @@ def teams(ref_a: str, ref_b: str, out: str | Path, *, episodes: int = defaults.E
                               seat_ids=seat_ids, max_perms=max_perms, command=command), quiet)
 
 
+@checked
 def weights(ref_a: str, ref_b: str | None, out: str | Path, *, reference: str | None = None, quiet: bool = True,
             command: str | None = None) -> dict:
     """Per-layer L2 distances and cosine similarities of actor parameters within and across teams (and of

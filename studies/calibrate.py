@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from marl_common.errors import UserError, run_guarded
-from marl_common.preflight import check_output
+from marl_common.preflight import check_output, claims
 from marl_common.files import write_atomic, write_json
 from studies import rules
 from studies.catalog import RULE_MODULES
@@ -120,9 +120,11 @@ def main(argv=None) -> int:
     out = Path(args.out) if args.out else default_out()
     if out is None:
         raise UserError("--out is needed outside a checkout of the repository (no results folder next to the package)")
+    taken = ()  # the places checked so far: no output of this command replaces another (--records onto OUT.json)
     for place, what, suffix in ((out.with_suffix(".md"), "--out", ".md"), (out.with_suffix(".json"), "--out", ".json"),
                                 (Path(args.records), "--records", ".json")):
-        check_output(place, what, suffixes=(suffix,))  # the one output rule, before any simulation
+        check_output(place, what, suffixes=(suffix,), taken=taken)  # the one output rule, before any simulation
+        taken += claims(place, f"{what}'s {place.name}")
     t = time.time()
     modules = load_modules()
     ran, failed = [], []

@@ -43,6 +43,8 @@ HISTORY_SPECS = (
     History("happo", "happo", False, False, "HAPPO from scratch, independent actors"),
 )
 HISTORIES = tuple(h.name for h in HISTORY_SPECS)
+# config keys every history sets itself: a value for them from a flag, a config file or a sweep layer contradicts it
+HISTORY_KEYS = ("algo", "share_actor")
 SOURCE = "shared"
 
 
@@ -55,14 +57,25 @@ def get_history(name: str) -> History:
 
 
 def history_config(name: str, base: TrainConfig, init_from: str | None = None,
-                   check_source: bool = True) -> tuple[TrainConfig, str | None]:
+                   check_source: bool = True, given: dict | None = None) -> tuple[TrainConfig, str | None]:
     """(the history's TrainConfig, the checkpoint to start from or None).
 
     Histories that continue S need ``init_from`` (a shared-actor run, ``RUN[/checkpoints/STEP][#SEED]``);
     histories from scratch refuse one. ``check_source=False`` skips reading S (the sweep runner plans
-    continuations before S exists, and gives them S's own env and network).
+    continuations before S exists, and gives them S's own env and network). ``given``: the config keys the
+    caller set explicitly (``marl train``'s flags); an ``algo`` or ``share_actor`` there, or one in ``base``
+    away from its default, that differs from the history's is a contradiction, refused in one line.
     """
     h = get_history(name)
+    fixed = {"algo": h.algo, "share_actor": h.share_actor}
+    default = TrainConfig()
+    for key in HISTORY_KEYS:
+        set_to = getattr(base, key)  # as parsed ("false" on the command line is False)
+        if set_to != fixed[key] and (key in (given or {}) or set_to != getattr(default, key)):
+            actors = "a shared actor" if h.share_actor else "separate actors"
+            raise UserError(f"--history {h.name} trains {h.algo} with {actors}, "
+                            f"but {key} = {set_to!r} was given: drop {'--algo/' if key == 'algo' else '--no-share/'}{key} "
+                            f"(the history sets it) or drop --history")
     if h.from_shared and not init_from:
         raise UserError(f"history {h.name!r} starts from the shared history's checkpoint S: "
                         f"pass --init-from RUN (a run trained with --history shared)")

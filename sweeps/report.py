@@ -43,6 +43,7 @@ from marl_common.errors import UserError, did_you_mean
 from marl_common.files import save_figure, write_atomic, write_dict_csv, write_json
 from marl_common import stats
 from marl_common.stats import aggregate  # the old verdict's per-pair IQM table
+from marl.analysis.report import OWN_FILES
 from marl.analysis.report.export import iqm_ci_text
 from probes.registry import PROBES
 from studies.rules import NOT_CALIBRATED_HERE, nulls_text, own_noise_text
@@ -142,7 +143,7 @@ def training_report(sweep: dict, runs, echo=print) -> Path:
         if ev["absolute"]:
             api.evaluate(r.out, eval_seed=seed, absolute=True)
     api.report([r.out for r in runs], out=out, group_by=report_keys(sweep, runs), source="eval", echo=echo,
-               marl_eval_json=out / "marl_eval.json" if ev["absolute"] else None)
+               marl_eval_json=out / MARL_EVAL_JSON if ev["absolute"] else None)
     return out / "report.md"
 
 
@@ -155,18 +156,24 @@ def check_groups(rep: dict, groups) -> None:
                             f"{did_you_mean(p, groups, 'groups')}")
 
 
+MARL_EVAL_JSON = "marl_eval.json"  # the training report's marl-eval export, with [eval] absolute = true
 REPORT_FILES = ("summary.md", "summary.json", "pairs.csv", "aggregate.csv", "connectivity.png")
 
 
-def report_dir(sweep: dict, root) -> Path:
+def report_dir(sweep: dict, root, runs=(), jobs=()) -> Path:
     """Where a sweep's probe report goes: ``[report] out`` read relative to the sweep's root folder (``--out``,
     else the file's ``out``), which it must stay inside, under the one output rule (``check_output``):
-    a sweep file never names a place outside the folder the sweep was told to write in."""
-    from marl_common.preflight import check_output
+    a sweep file never names a place outside the folder the sweep was told to write in, nor one the sweep's
+    other outputs take (``runs``' folders, ``jobs``' probe folders, the training report's files), checked
+    when the sweep is planned, before those folders exist."""
+    from marl_common.preflight import check_output, claims
 
+    taken = [c for r in runs for c in claims(r.out, f"the run folder of {r.name}", whole=True)]
+    taken += [c for j in jobs for c in claims(j.out, "a probe job's folder", whole=True)]
+    taken += claims(Path(root) / "report", "the training report", kind="folder", writes=(*OWN_FILES, MARL_EVAL_JSON))
     out = Path(str(sweep["report"]["out"]))
     return check_output(out if out.is_absolute() else Path(root) / out, "sweep [report] out", kind="folder",
-                        writes=REPORT_FILES, root=root)
+                        writes=REPORT_FILES, root=root, taken=taken)
 
 
 def write_report(sweep: dict, jobs, echo=None, out: Path | None = None) -> Path:

@@ -41,8 +41,8 @@ from marl.core import algos
 from marl.core.config import TrainConfig, flatten, split_override
 from marl.runs.lock import folder_state
 import probes.defaults as probe_defaults
-from sweeps.histories import HISTORIES, SOURCE, get_history, history_config
-from sweeps.schema import (HISTORY_KEYS, INIT_FROM, load_sweep, resources,  # noqa: F401  (load_sweep: the runner's API)
+from sweeps.histories import HISTORIES, HISTORY_KEYS, SOURCE, get_history, history_config
+from sweeps.schema import (INIT_FROM, load_sweep, resources,  # noqa: F401  (load_sweep: the runner's API)
                            variant_order)
 
 PROBE_DEFAULTS = probe_defaults.SWEEP
@@ -303,7 +303,7 @@ def plan_probes(sweep: dict, runs: list[PlannedRun]) -> list[ProbeJob]:
         if "report" in sweep:  # inside the sweep's root, by the one output rule, before anything trains
             from sweeps.report import report_dir
 
-            report_dir(sweep, runs[0].root)
+            report_dir(sweep, runs[0].root, runs, jobs)
     if not sweep.get("allow_unequal_budgets", False):
         for (env, point, name), (ba, bb) in budgets.items():
             if ba != bb:
@@ -440,16 +440,36 @@ def executor_options(runs: list[PlannedRun], sweep: dict | None, jobs: list[Prob
     return spec, options
 
 
+def prepare(runs: list[PlannedRun], sweep: dict | None, jobs: list[ProbeJob] | None, executor: str, max_jobs: int = 1,
+            progress: bool = True, address: str | None = None, only: str | None = None, extra: dict | None = None):
+    """Every check of the sweep's input before anything runs, the one list that the real run and ``--dry-run``
+    both pass through (so a dry run accepts exactly what the run accepts): the executor and its options
+    (``--jobs``), the output places, every run folder's state, ``--only`` and the sources it needs.
+    Returns (executor spec, options, folder states by run name, the runs to train)."""
+    spec, options = executor_options(runs, sweep, jobs, executor, max_jobs, progress, address, only, extra)
+    check_out(runs)
+    states = {r.name: folder_state(r.out, r.config) for r in runs}  # every folder checked before anything trains
+    todo = select(runs, only) if only is not None else runs
+    for r in todo:
+        src = source_of(r, runs)
+        if only is not None and src is not None and src not in todo and states[src.name] != "done":
+            raise UserError(f"run {r.name} starts from {src.name}, which is not done; run --only {src.name} first "
+                            f"(a SLURM array: make this task depend on that one)")
+    return spec, options, states, todo
+
+
 def describe_executor(runs: list[PlannedRun], sweep: dict | None, jobs: list[ProbeJob] | None, executor: str,
-                      only: str | None = None, address: str | None = None, extra: dict | None = None) -> list[str]:
-    """``--dry-run``: what the executor would submit (the SLURM executor: its sbatch scripts), writing nothing."""
-    spec, options = executor_options(runs, sweep, jobs, executor, address=address, only=only, extra=extra)
+                      only: str | None = None, address: str | None = None, max_jobs: int = 1,
+                      extra: dict | None = None) -> list[str]:
+    """``--dry-run``: the sweep's input checked as the real run checks it (``prepare``), then what the executor
+    would submit (the SLURM executor: its sbatch scripts), writing nothing. Only what the machine offers
+    (``Executor.check``: SLURM's commands, a reachable Ray cluster) is left to the real run, so that a plan can
+    be previewed where it is not submitted."""
+    spec, options, states, todo = prepare(runs, sweep, jobs, executor, max_jobs, address=address, only=only,
+                                          extra=extra)
     if not spec.describes:
         return []
-    ex = spec.load()
-    states = {r.name: folder_state(r.out, r.config) for r in runs}
-    todo = select(runs, only) if only is not None else runs
-    return ex.describe(_tasks(runs, todo, states, write=False), options)
+    return spec.load().describe(_tasks(runs, todo, states, write=False), options)
 
 
 def run_sweep(runs: list[PlannedRun], progress: bool = True, echo=print, sweep: dict | None = None,
@@ -461,16 +481,8 @@ def run_sweep(runs: list[PlannedRun], progress: bool = True, echo=print, sweep: 
     run by this driver, or as the executor's final job where it ``runs_report``. ``only`` trains just the
     named runs (their sources must be done) and stops there. ``extra``: the values of the executor's own options
     (``ExecutorSpec.options``). Returns the run folders trained or skipped."""
-    spec, options = executor_options(runs, sweep, jobs, executor, max_jobs, progress, address, only, extra)
+    spec, options, states, todo = prepare(runs, sweep, jobs, executor, max_jobs, progress, address, only, extra)
     ex = spec.load()
-    check_out(runs)
-    states = {r.name: folder_state(r.out, r.config) for r in runs}  # every folder checked before anything trains
-    todo = select(runs, only) if only is not None else runs
-    for r in todo:
-        src = source_of(r, runs)
-        if only is not None and src is not None and src not in todo and states[src.name] != "done":
-            raise UserError(f"run {r.name} starts from {src.name}, which is not done; run --only {src.name} first "
-                            f"(a SLURM array: make this task depend on that one)")
     ex.check(options)  # e.g. Ray missing or its cluster unreachable: refused before anything runs
     tasks = _tasks(runs, todo, states)
     for r in todo:

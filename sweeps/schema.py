@@ -18,7 +18,7 @@ import typing
 from marl_common.errors import UserError, did_you_mean
 from marl_common.preflight import check_number
 from marl.core.config import NetworkConfig, TrainConfig, field_types, flatten, read_toml, suggest
-from sweeps.histories import HISTORY_SPECS, get_history
+from sweeps.histories import HISTORY_KEYS, HISTORY_SPECS, get_history
 
 # top-level key -> what it must be ("table", "list of str", ...)
 TOP = {"out": str, "envs": "names", "histories": "names", "config": dict, "env": dict, "history": dict,
@@ -44,8 +44,6 @@ RESOURCE_KEYS = {"num_cpus": (int, float), "num_gpus": (int, float), "retries": 
 RESOURCE_DEFAULTS = {"num_cpus": 1, "num_gpus": 0, "retries": 2, "time": 60, "setup": []}
 RESOURCE_NUMBERS = ("num_cpus", "num_gpus", "retries", "time")
 INIT_FROM = "init_from"  # [variants.NAME] init_from = "OTHER": a warm-start edge between variants
-# config keys every history sets itself (a sweep with histories refuses them in any layer)
-HISTORY_KEYS = ("algo", "share_actor")
 
 
 def _type_name(t) -> str:

@@ -198,3 +198,54 @@ def test_one_boolean_reading_for_config_values_and_environment_variables():
     assert enable_compilation_cache({"MARL_COMPILATION_CACHE": "", "MARL_CACHE_DIR": "/nowhere"}) is not None  # empty: on
     with pytest.raises(UserError, match="JAX_ENABLE_X64=Y is not supported"):
         check_platform({"JAX_ENABLE_X64": "Y"})
+
+
+def _public(module) -> list:
+    import inspect
+
+    return [f for name, f in vars(module).items() if inspect.isfunction(f) and not name.startswith("_")
+            and getattr(f, "__module__", None) == module.__name__]
+
+
+def test_every_public_api_function_names_an_argument_of_the_wrong_type():
+    """Each public function of ``marl.api`` and ``probes.api``, fed a wrong type in each argument in turn (the
+    others of a right type), raises one ``UserError`` naming the function and the argument (issue 56: a bare
+    TypeError from deep inside before), before any work; every parameter is annotated, so none is missed."""
+    import inspect
+    import typing
+
+    import marl.api
+    import probes.api
+    from marl.core.config import TrainConfig
+
+    class Wrong:
+        def __repr__(self):
+            return "<wrong>"
+
+    def fitting(t):  # a value of the annotated type (what the other arguments get)
+        for a in typing.get_args(t) or (t,):
+            if a is type(None):
+                return None
+        a = (typing.get_args(t) or (t,))[0]
+        a = typing.get_origin(a) or a
+        return {str: "x", Path: Path("x"), int: 1, float: 1.0, bool: True, TrainConfig: TrainConfig(), dict: {},
+                list: [], tuple: ()}.get(a, print)
+
+    functions = _public(marl.api) + _public(probes.api)
+    assert {f.__name__ for f in functions} >= {"train", "resume", "evaluate", "search", "report", "barrier", "weights"}
+    tried = 0
+    for f in functions:
+        sig, hints = inspect.signature(f), typing.get_type_hints(f)
+        params = [p for p in sig.parameters.values() if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)]
+        assert all(p.name in hints for p in params), (f.__name__, [p.name for p in params if p.name not in hints])
+        for p in params:
+            kwargs = {q.name: fitting(hints[q.name]) for q in params if q.default is q.empty}
+            kwargs[p.name] = Wrong()
+            with pytest.raises(UserError, match=rf"^{f.__name__}\(\): {p.name} must be .*, got Wrong <wrong>$"):
+                f(**kwargs)
+            tried += 1
+    assert tried >= 60
+    with pytest.raises(UserError, match=r"report\(\): marl_eval_json must be a str, a Path or None, got int 123"):
+        marl.api.report("x", marl_eval_json=123)
+    with pytest.raises(UserError, match="unexpected keyword argument 'budgett'"):
+        marl.api.search("x", budgett=3)

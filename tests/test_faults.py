@@ -407,9 +407,31 @@ def test_bad_inputs_one_line_exit_2_nothing_modified(tiny_run, tmp_path, capsys,
             code, lines = run_case(c, paths)  # the same runner bench/fault_injection.py uses
         what = c.get("argv") or c["call"]
         assert code == 2 and len(lines) == 1 and lines[0].startswith("marl: error: "), (what, code, lines)
-        assert c["expect"] in lines[0], (what, lines[0])
+        assert c["expect"].format(**paths) in lines[0], (what, lines[0])
         assert _snapshot(tmp_path) == before, what  # every case leaves every file as it was, lock.log included
     assert not new.exists()
+
+
+def test_dry_run_and_estimate_refuse_what_the_run_refuses(tiny_run, tmp_path, monkeypatch):
+    """Every refused ``marl sweep`` input of tests/data/bad_inputs.toml is refused with the same line by the real
+    run, ``--dry-run`` and ``--estimate`` (issue 56: ``--executor slurm --jobs 0 --dry-run`` was accepted, and a
+    sweep printed a plan that ``marl train`` refuses); nothing is written by any of them."""
+    paths = make_bad_input_files(tmp_path, tiny_run)
+    cases = [c for c in tomllib.loads(BAD_INPUTS.read_text())["case"] if c.get("argv", [""])[0] == "sweep"]
+    assert len(cases) >= 40
+    before = _snapshot(tmp_path)
+    for c in cases:
+        argv = [a for a in c["argv"] if a not in ("--dry-run", "--estimate")]
+        lines = set()
+        for mode in ([], ["--dry-run"], ["--estimate"]):
+            with monkeypatch.context() as m:
+                for k, v in c.get("env", {}).items():
+                    m.setenv(k, v)
+                code, out = run_case({**c, "argv": argv + mode}, paths)
+            assert code == 2 and len(out) == 1 and c["expect"].format(**paths) in out[0], (argv, mode, code, out)
+            lines.add(out[0])
+        assert len(lines) == 1, (argv, lines)
+        assert _snapshot(tmp_path) == before, argv
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders (/proc cases above cover it)")

@@ -111,6 +111,38 @@ def test_sweep_report_out_is_read_below_the_sweeps_out(tmp_path):
     assert not root.exists()
 
 
+def test_no_output_replaces_another_of_the_same_command(tiny_run, tmp_path):
+    """The one output rule covers every file a command writes (issue 56): ``marl report --marl-eval-json`` on one
+    of the report's own files (or its folder) is refused in one line naming both, before anything is written;
+    a sweep's ``[report] out`` in a run folder or a probe folder that does not exist yet is refused at planning."""
+    import types
+
+    import marl
+    from marl.analysis.report import OWN_FILES
+    from sweeps.report import report_dir
+
+    out = tmp_path / "R"
+    for target in ("report.md", "marl_eval_runs.csv", "runs.csv", "final.png", "."):
+        with pytest.raises(UserError, match=r"--marl-eval-json .* is --out\S* .*which this command also writes"):
+            marl.report(tiny_run, out=out, marl_eval_json=out / target)
+        assert not out.exists()
+    out.mkdir()
+    (out / "report.md").write_text("kept\n")  # an earlier report: its own file is not replaced either
+    with pytest.raises(UserError, match="report.md"):
+        marl.report(tiny_run, out=out, marl_eval_json=out / "sub" / ".." / "report.md")
+    assert (out / "report.md").read_text() == "kept\n" and set(OWN_FILES) >= {"report.md", "marl_eval_runs.csv"}
+    root = tmp_path / "study"
+    runs = [types.SimpleNamespace(out=root / "smax-3m" / "shared", name="smax-3m/shared")]
+    jobs = [types.SimpleNamespace(out=root / "smax-3m" / "probes" / "shared-s0_vs_happo-s0")]
+    for place, owner in (("smax-3m/shared", "the run folder of smax-3m/shared"),
+                         ("smax-3m/shared/summary", "the run folder of smax-3m/shared"),
+                         ("smax-3m/probes/shared-s0_vs_happo-s0", "a probe job's folder")):
+        with pytest.raises(UserError, match=f"sweep \\[report\\] out .* {owner}"):
+            report_dir({"report": {"out": place}}, root, runs, jobs)
+    assert report_dir({"report": {"out": "report"}}, root, runs, jobs) == root / "report"  # beside the training report
+    assert not root.exists()
+
+
 def _marl(*args, **kw):
     code = "import sys, runpy; sys.argv[0] = 'marl'; runpy.run_module('marl_cli.main', run_name='__main__')"
     return subprocess.Popen([sys.executable, "-c", code, *map(str, args)], cwd=ROOT, **kw)

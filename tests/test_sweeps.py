@@ -708,11 +708,13 @@ def test_estimate_lines_parse_back_to_their_runs():
     assert parse_probes("probe smax:3m a x b: a#0 vs b#0: many teams") == {}
 
 
-def test_estimate_measures_the_sweeps_own_programs_and_writes_nothing(tmp_path, capsys):
+def test_estimate_measures_the_sweeps_own_programs_and_writes_nothing(tmp_path, capsys, monkeypatch):
     """``--estimate``: one calibration per distinct program (the two lr grid points share one), a line per run
-    and probe job with its measured seconds, the total; no run folder or file is made."""
+    and probe job with its measured seconds, the total; no run folder or file is made (but the calibration
+    cache, here a fresh one)."""
     from sweeps.estimate import COST_KEYS, _cost_key, teams_played
 
+    monkeypatch.setenv("MARL_CACHE_DIR", str(tmp_path / "cache" / "jax"))
     f = _write(tmp_path, SWEEP.replace("REPORT", "rep"))
     assert main(["sweep", str(f), "--out", str(tmp_path / "o"), "--estimate"]) == 0
     out = capsys.readouterr().out.splitlines()
@@ -726,3 +728,48 @@ def test_estimate_measures_the_sweeps_own_programs_and_writes_nothing(tmp_path, 
     assert "network" in COST_KEYS
     job = plan_probes(load_sweep(f), runs)[0]
     assert teams_played(job, 3) == (3, 4)  # alphas = 3, no align, no team probes; 4 episodes
+
+
+def test_estimate_covers_eval_and_keeps_its_calibrations_per_shape_and_machine(tmp_path, capsys, monkeypatch, tiny_run):
+    """Issue 56: ``--estimate`` left out the ``[eval]`` stage and measured everything again each time (314 s to
+    predict a 3 min 32 s sweep). Now an ``[eval]`` row per run (every kept checkpoint of every seed, and the
+    absolute metric), and the calibrations are kept per program shape and machine: a second estimate measures
+    nothing and prints the same figures; another machine (or --recalibrate) measures again. Timings faked."""
+    import sweeps.estimate as est
+    from tests.conftest import tiny_config
+
+    calls = []
+    monkeypatch.setattr(est, "time_updates", lambda cfg: calls.append("train") or (3.0, 0.5))
+    monkeypatch.setattr(est, "time_team", lambda cfg, episodes: calls.append(("team", episodes)) or (2.0, 0.25))
+    monkeypatch.setenv("MARL_CACHE_DIR", str(tmp_path / "cache" / "jax"))
+    f = _write(tmp_path, EVAL_SWEEP)
+    argv = ["sweep", str(f), "--out", str(tmp_path / "o"), "--estimate"]
+    assert main(argv) == 0
+    first = capsys.readouterr().out.splitlines()
+    assert calls == ["train", ("team", 4)]  # the two lr points share one program; eval's team program once
+    runs = plan(load_sweep(f), tmp_path / "o")
+    assert [est.saved_steps(r.config) for r in runs] == [[1, 2]] * 2 and all(r.config.num_seeds == 2 for r in runs)
+    evals = [ln for ln in first if ln.startswith("eval ")]
+    # a run: 4 teams (2 checkpoints x 2 seeds) x 0.25 s + compile 2 s = 3 s, + absolute: 2 s + 2 seeds x 10 x 0.25 s
+    # = 7 s, so 10 s;
+    # its training: compile 3 s + 2 updates x 0.5 s = 4 s
+    assert len(evals) == 2 and all("4 teams x 4 episodes" in ln and "absolute" in ln and ln.endswith("= 0m10s")
+                                   for ln in evals), evals
+    assert "training 0m08s, eval 0m20s, probes 0m00s, total 0m28s (2 calibration(s) measured now" in first[-1]
+    assert not (tmp_path / "o").exists()
+    calls.clear()
+    assert main(argv) == 0  # the same sweep again: nothing measured, the same figures
+    second = capsys.readouterr().out.splitlines()
+    assert calls == [] and not any(ln.startswith("calibrating") for ln in second)
+    assert [ln for ln in second if " = " in ln] == [ln for ln in first if " = " in ln]
+    assert "(2 read from the cache (--recalibrate measures again)" in second[-1]
+    assert main(argv + ["--recalibrate"]) == 0 and calls == ["train", ("team", 4)]
+    assert main([*argv[:-1], "--dry-run", "--recalibrate"]) == 2
+    assert "--recalibrate applies only with --estimate" in capsys.readouterr().err
+    calls.clear()
+    monkeypatch.setattr(est, "machine_key", lambda: {"cpu": "another machine"})
+    assert main(argv) == 0 and calls == ["train", ("team", 4)]  # other machine, other calibrations
+    capsys.readouterr()
+    # the kept checkpoints the [eval] stage counts are those a run keeps (the session's tiny run), and retention
+    assert est.saved_steps(layout.load_config(tiny_run)) == layout.steps(tiny_run)
+    assert est.saved_steps(tiny_config(keep_last=1, keep_every=2, updates_per_chunk=1, total_steps=8 * 16 * 5)) == [2, 4, 5]

@@ -13,6 +13,7 @@ import pytest
 from studies import connectivity as cx
 from studies import fresh_seeds as fs
 from studies import rules
+from marl_common.errors import UserError
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -103,6 +104,11 @@ def test_calibrate_command_merges_records_and_exits_nonzero_on_a_failing_row(tmp
     assert set(kept) == {"other", "always (test)"} and not kept["always (test)"]["passes"]
     md = (tmp_path / "cal.md").read_text()
     assert "| always (test) (yes) | any\\|seedx3\\|" in md and "**no**" in md and (tmp_path / "cal.json").exists()
+    # --records onto the command's own OUT.json: refused naming both, before any simulation (issue 56's one output rule)
+    before = recs.read_text()
+    with pytest.raises(UserError, match=r"--records .*records.json is --out's records.json"):
+        calibrate.main(["--rule", "always (test)", "--sims", "50", "--records", str(recs), "--out", str(tmp_path / "records")])
+    assert recs.read_text() == before and not (tmp_path / "records.md").exists()
 
 
 def _job(env, pair, a, b, barrier, mx, half=0.02, win=(0.9, 0.9)):

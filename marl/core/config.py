@@ -31,7 +31,6 @@ MAX_WIDTH = 16_384  # network.hidden, network.critic_hidden, network.latent_dim
 MAX_COUNT = 1 << 20  # num_envs, rollout_len, minibatches, updates_per_chunk, checkpoint_every, keep_*
 MAX_SEEDS = 4096  # num_seeds (vmapped together), num_latents
 MAX_EPOCHS = 10_000
-MAX_AGENTS = 4096  # num_agents
 
 
 def _check(cond: bool, msg: str) -> None:
@@ -149,7 +148,7 @@ class TrainConfig:
     def __post_init__(self):
         _check_finite(self)
         # the env's names and capabilities as data: reading a config imports no jax or jaxmarl
-        from envs.catalog import (capabilities, entity_layout_names, has_entity_layout, names, sized_names, split_size,
+        from envs.catalog import (capabilities, entity_layout_names, has_entity_layout, names, split_size, team_size,
                                   unknown_env_hint)
 
         # the name exactly (a sized scenario may add a team size ":N"): "smax:3m_junk" or "smax:3m:x" is no env
@@ -171,8 +170,10 @@ class TrainConfig:
         _check(self.reward in REWARDS, f"reward must be one of {REWARDS}, got {self.reward!r}")
         _check(not (self.reward == "agent" and not capabilities(self.env).per_agent_reward),
                f"reward=agent needs per-agent rewards, which {self.env} does not have (its reward is shared): use reward=team")
-        _check(0 <= self.num_agents <= MAX_AGENTS, f"num_agents must be in [0, {MAX_AGENTS}], got {self.num_agents}")
-        _check(self.num_agents == 0 or base in sized_names(), f"num_agents applies only to {', '.join(sized_names())}")
+        try:  # the team size of the name and num_agents: parsed once, bounded, the two agreeing
+            team_size(self.env, self.num_agents)
+        except UserError as e:
+            raise UserError(f"bad config: {e}") from None
         _check(0 <= self.seed <= SEED_MAX, f"seed must be an integer in [0, {SEED_MAX}] (2^32 - 1: a larger seed "
                                             f"would give the key of a smaller one), got {self.seed}")
         for name, hi in (("num_seeds", MAX_SEEDS), ("num_envs", MAX_COUNT), ("rollout_len", MAX_COUNT),

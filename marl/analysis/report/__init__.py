@@ -26,7 +26,8 @@ from pathlib import Path
 
 from marl_common import stats
 from marl.analysis.report.build import Report, build_report
-from marl.analysis.report.export import (MARL_EVAL_DIFFERS, TABLE_FILES, layout_warnings, marl_eval_data, marl_eval_iqm,
+from marl.analysis.report.export import (MARL_EVAL_DIFFERS, MARL_EVAL_RUNS, TABLE_FILES, layout_warnings, marl_eval_data,
+                                         marl_eval_iqm,
                                          markdown_lines, summary_lines, write_csv, write_tables)
 from marl.analysis.report.figures import FIGURE_FILES, write_figures
 from marl.analysis.report.runs import (FINAL_FRACTION, METRICS, SPECIAL_KEYS, Run, check_keys, eval_scores, find_runs,
@@ -39,18 +40,22 @@ __all__ = ["FINAL_FRACTION", "METRICS", "SPECIAL_KEYS", "TABLE_FILES", "Report",
            "train_scores", "write_csv", "write_figures", "write_report", "write_tables"]
 
 
+OWN_FILES = ("report.md", *TABLE_FILES, *FIGURE_FILES, MARL_EVAL_RUNS)  # what a report writes in its --out
+
+
 def write_report(paths, out, group_by: list[str] | None = None, metric: str = "return", source: str = "auto",
                  num_boot: int = stats.DEFAULT_BOOT, marl_eval_json=None, seed: int = 0, echo=print) -> dict:
     """The whole report (``build_report``) written to ``out``: report.md, the CSV tables, the figures and,
     with ``marl_eval_json``, marl-eval's JSON there. ``echo`` gets the summary, marl-eval layout warnings
     and the list of files. Returns {runs, final, improvement, files}."""
     from marl_common.files import write_atomic, write_json
-    from marl_common.preflight import check_output
+    from marl_common.preflight import check_output, claims
 
     # the output places first (the one output rule): nothing is read or written before they are known good
-    check_output(out, "--out", kind="folder", writes=("report.md", *TABLE_FILES, *FIGURE_FILES))
-    if marl_eval_json is not None:
-        check_output(marl_eval_json, "--marl-eval-json", suffixes=(".json",))
+    check_output(out, "--out", kind="folder", writes=OWN_FILES)
+    if marl_eval_json is not None:  # never one of the report's own files (nor its folder)
+        check_output(marl_eval_json, "--marl-eval-json", suffixes=(".json",),
+                     taken=claims(out, "--out", kind="folder", writes=OWN_FILES))
     report = build_report(paths, group_by, metric, source, num_boot, seed, marl_eval=bool(marl_eval_json))
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)

@@ -4,10 +4,12 @@ reference to the summary, with the command's argument checks and one-line errors
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
 import envs
+from marl_common.argcheck import checked
 from marl_common.errors import UserError
 from marl_common.preflight import check_count, check_number, check_seed
 from marl.analysis.search.compare import check_latent_dim, check_latent_team, check_source, search_methods, summarize
@@ -42,12 +44,14 @@ def check_search_args(methods, per_agent: str, *, instances: int, budget: int, p
     check_seed(seed, "--seed")
 
 
-def search_run(ref: str | Path | CheckpointRef, *, instances: int = D.SEARCH_INSTANCES, budget: int = D.SEARCH_BUDGET, methods=METHODS,
+@checked
+def search_run(ref: str | Path | CheckpointRef, *, instances: int = D.SEARCH_INSTANCES, budget: int = D.SEARCH_BUDGET,
+               methods: list | tuple = METHODS,
                per_agent: str = DEFAULT_PER_AGENT, source: str | Path | CheckpointRef | None = None,
                population: int = D.SEARCH_POPULATION, sigma: float = D.SEARCH_SIGMA, repeats: int = D.SEARCH_REPEATS,
                reeval: int = D.SEARCH_REEVAL, seed: int = D.SEARCH_SEED,
                random_policy: bool = False, env: str | None = None, entity_k: int | None = None,
-               liveness: bool = True, out: str | Path | None = None, echo=print) -> dict:
+               liveness: bool = True, out: str | Path | None = None, echo: Callable[[str], None] = print) -> dict:
     """Latent search on the checkpoint ``ref`` (``RUN[/checkpoints/STEP][#SEED]`` of a latent-conditioned
     run): every method in ``methods`` spends ``budget`` episodes (population x repeats per generation) on
     each of ``instances`` fixed instances; the best latent per instance is re-evaluated on ``reeval``
@@ -71,6 +75,8 @@ def search_run(ref: str | Path | CheckpointRef, *, instances: int = D.SEARCH_INS
     from marl_common.preflight import check_output
 
     methods = list(methods)
+    if env is not None:
+        envs.check_name(env)  # the name and its team size, before the run is read
     check_search_args(methods, per_agent, instances=instances, budget=budget, population=population,
                       reeval=reeval, repeats=repeats, sigma=sigma, seed=seed)
     if out is not None:
