@@ -461,3 +461,19 @@ def test_marl_eval_install_pins_resolve_on_this_python():
     if r.returncode and any(s in r.stderr for s in ("Failed to establish", "Temporary failure", "Network is unreachable")):
         pytest.skip("no package index reachable from here")
     assert r.returncode == 0 and "the pins resolve" in r.stdout, r.stderr[-2000:]
+
+
+def test_marl_eval_json_help_states_what_it_needs(tmp_path, capsys):
+    """The help of --marl-eval-json says what the export really needs: a greedy evaluation on evenly spaced
+    steps (the final checkpoint alone, as a plain `marl eval RUN` writes, is one) and `marl eval RUN --absolute`;
+    not `--all-steps`, which the export does without."""
+    run = fake_run(tmp_path / "r", eval_steps=[10])  # `marl eval RUN` then `marl eval RUN --absolute`
+    assert main(["report", str(run), "--out", str(tmp_path / "rep"), "--boot", "50",
+                 "--marl-eval-json", str(tmp_path / "me.json")]) == 0
+    capsys.readouterr()
+    with pytest.raises(SystemExit):
+        main(["report", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    what = text.split("--marl-eval-json FILE", 1)[1]
+    assert "`marl eval RUN` (the final checkpoint)" in what and "`marl eval RUN --absolute`" in what
+    assert "needs `marl eval RUN --all-steps --absolute`" not in what
