@@ -29,16 +29,34 @@ What the adapter gives (the contract of ``envs.base``):
 
 from __future__ import annotations
 
+import builtins
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-import jumanji
-from jumanji.environments.routing.lbf.generator import RandomGenerator as LbfGenerator
-from jumanji.environments.routing.robot_warehouse.generator import RandomGenerator as RwareGenerator
-
 from marl_common.errors import UserError
 from envs.base import EnvSpec, EnvState, EpisodeInfo, TimeStep, advance_episode, init_state
+
+
+def _import_jumanji():
+    """``jumanji`` and the two generators, imported with IPython's ``builtins.__IPYTHON__`` flag hidden:
+    ``jumanji.environments.__init__`` (1.1.2) runs ``%matplotlib ipympl`` when it sees the flag and
+    ``ipykernel`` (``inline`` in Colab), which fails in any Jupyter kernel without ipympl (a RuntimeError) and
+    else switches the user's backend. With the flag hidden it runs no magic: the kernel keeps its own
+    backend. The flag is put back as it was; the one place the suite imports jumanji."""
+    hidden = builtins.__dict__.pop("__IPYTHON__", None)
+    try:
+        import jumanji
+        from jumanji.environments.routing.lbf.generator import RandomGenerator as lbf
+        from jumanji.environments.routing.robot_warehouse.generator import RandomGenerator as rware
+    finally:
+        if hidden is not None:
+            builtins.__IPYTHON__ = hidden
+    return jumanji, lbf, rware
+
+
+jumanji, LbfGenerator, RwareGenerator = _import_jumanji()
 
 
 def _strong(tree):
