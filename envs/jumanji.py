@@ -118,6 +118,11 @@ class JumanjiEnv:
         new_state, info = advance_episode(next_inner, state, reward, done, won)
         return self._timestep(next_ts, reward, rewards, done, info, new_state.episode_length), new_state
 
+    def end_state(self, inner_state, actions: jax.Array):
+        """jumanji's state after ``actions`` from ``inner_state``, before any auto-reset (jittable): the last
+        frame ``marl render`` draws of an episode (the food eaten, the shelf delivered)."""
+        return _strong(self.inner.step(inner_state, jnp.asarray(actions, jnp.int32))[0])
+
     def grid_frame(self, inner_state) -> tuple[np.ndarray, list, str]:
         """One frame of ``marl render``'s grid drawer from a (host) jumanji state: an RGB image [H, W, 3]
         (uint8), labels [(row, col, text, colour)] and a caption."""
