@@ -146,3 +146,23 @@ def test_probe_notebook(env, files, tmp_path, monkeypatch):
         assert "within_a: L2 distance (whole actor): all 0: A is one shared actor" in text
     if env == "smax":  # the tiny SMAX run wins no episode
         assert "no episode won at any alpha" in text
+
+
+def test_probe_notebook_never_says_no_episode_won_of_a_constant_win_rate(tmp_path, monkeypatch):
+    """A barrier path whose win rate is 0.75 at every alpha (6 of 8 episodes won, written into the fixture's
+    files) is "the same win rate at every alpha", never "no episode won"."""
+    import json
+
+    import numpy as np
+
+    src = tmp_path / "probe"
+    src.mkdir()
+    z = dict(np.load(PROBE_OUT / "barrier.npz"))
+    rep = json.loads((PROBE_OUT / "barrier.json").read_text())
+    for kind in ("naive", "aligned"):
+        z[f"{kind}_won"] = np.tile(np.arange(8) < 6, (len(z["alphas"]), 1))
+        rep[kind]["win_rate"]["mean"] = [0.75] * len(z["alphas"])
+    np.savez(src / "barrier.npz", **z)
+    (src / "barrier.json").write_text(json.dumps(rep))
+    text = printed(execute("probe_analysis.ipynb", {"PROBE_DIR": str(src), "BOOT": 200}, monkeypatch))
+    assert "all 0.75: the same win rate at every alpha" in text and "no episode won" not in text, text
