@@ -180,26 +180,17 @@ runpy.run_module("marl_cli.main", run_name="__main__")
 """
 
 
-@pytest.mark.slow
-def test_kills_resume_bit_for_bit(tiny_run, tiny_cfg, tmp_path):
-    """SIGKILL during the first and the last checkpoint write and at a random time after the first,
-    SIGTERM before any checkpoint, and SIGTERM whose exception Python drops (in a gc callback), all in parallel; every signal lands (exit -9, or a clear line and
-    exit 2 for SIGTERM; no done marker; the expected checkpoints and an unfinished write), and every run
-    then resumes (the original command also works on a folder with no checkpoint) to the unbroken run's
-    exact state and metrics."""
+def _stopping_trainers(tmp_path, tiny_cfg, hows: dict) -> dict:
+    """Run ``_STOPPING_MARL HOW train`` on tiny_run's config for each {name: HOW}, all at once, each into
+    ``tmp_path/name``; returns {name: (exit code, stderr)}."""
     cfg_file = tmp_path / "tiny.toml"
     tiny_cfg.with_overrides({"num_seeds": 2}).to_toml(cfg_file)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    # name: (how it stops, exit code, complete steps left, an unfinished write left)
-    trials = {"kill-in-first-write": ("kill-at-commit:1", -signal.SIGKILL, [], True),
-              "kill-in-last-write": ("kill-at-write:2", -signal.SIGKILL, [2], True),
-              "kill-random": ("kill-random:15", -signal.SIGKILL, None, None),
-              "term-before-checkpoint": ("term-before-save:1", 2, [], False),
-              "term-dropped-then-next-chunk": ("term-swallowed:1", 2, [2], False)}
     procs = {name: subprocess.Popen([sys.executable, "-c", _STOPPING_MARL, how, "train", "--config", str(cfg_file),
                                      "--out", str(tmp_path / name), "--quiet"], env=env, cwd=tmp_path,
                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-             for name, (how, *_) in trials.items()}
+             for name, how in hows.items()}
+    out = {}
     for name, p in procs.items():
         try:
             _, err = p.communicate(timeout=300)
@@ -207,9 +198,28 @@ def test_kills_resume_bit_for_bit(tiny_run, tiny_cfg, tmp_path):
             for q in procs.values():
                 q.kill()
             pytest.fail(f"{name}: `marl train` still running after 300 s")
+        out[name] = (p.returncode, err)
+    return out
+
+
+@pytest.mark.slow
+def test_kills_resume_bit_for_bit(tiny_run, tiny_cfg, tmp_path):
+    """SIGKILL during the first and the last checkpoint write and at a random time after the first,
+    SIGTERM before any checkpoint, and SIGTERM whose exception Python drops (in a gc callback), all in parallel; every signal lands (exit -9, or a clear line and
+    exit 2 for SIGTERM; no done marker; the expected checkpoints and an unfinished write), and every run
+    then resumes (the original command also works on a folder with no checkpoint) to the unbroken run's
+    exact state and metrics."""
+    # name: (how it stops, exit code, complete steps left, an unfinished write left)
+    trials = {"kill-in-first-write": ("kill-at-commit:1", -signal.SIGKILL, [], True),
+              "kill-in-last-write": ("kill-at-write:2", -signal.SIGKILL, [2], True),
+              "kill-random": ("kill-random:15", -signal.SIGKILL, None, None),
+              "term-before-checkpoint": ("term-before-save:1", 2, [], False),
+              "term-dropped-then-next-chunk": ("term-swallowed:1", 2, [2], False)}
+    ended = _stopping_trainers(tmp_path, tiny_cfg, {name: how for name, (how, *_) in trials.items()})
+    for name, (returncode, err) in ended.items():
         how, code, left, unfinished = trials[name]
         run = tmp_path / name
-        assert p.returncode == code, (name, p.returncode, err[-3000:])  # the signal landed
+        assert returncode == code, (name, returncode, err[-3000:])  # the signal landed
         assert (run / layout.CONFIG_FILE).exists() and not (run / DONE_FILE).exists(), name
         if left is not None:
             assert layout.steps(run) == left, (name, layout.steps(run))
@@ -246,33 +256,20 @@ def test_sigterm_at_every_phase_of_a_checkpoint_write(tiny_run, tiny_cfg, tmp_pa
     interrupted line and the checkpoint written whole (it was started: it is finished), or, for a stop that
     lands after the last checkpoint was saved, the run simply done (exit 0); every run then resumes to the
     unbroken run's exact state."""
-    cfg_file = tmp_path / "tiny.toml"
-    tiny_cfg.with_overrides({"num_seeds": 2}).to_toml(cfg_file)
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    procs = {ph: subprocess.Popen([sys.executable, "-c", _STOPPING_MARL, f"term-{ph}:1", "train", "--config",
-                                   str(cfg_file), "--out", str(tmp_path / ph), "--quiet"], env=env, cwd=tmp_path,
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-             for ph in TERM_PHASES}
     failed = {}
-    for ph, p in procs.items():
-        try:
-            _, err = p.communicate(timeout=300)
-        except subprocess.TimeoutExpired:
-            for q in procs.values():
-                q.kill()
-            pytest.fail(f"{ph}: `marl train` still running after 300 s")
+    for ph, (returncode, err) in _stopping_trainers(tmp_path, tiny_cfg, {ph: f"term-{ph}:1" for ph in TERM_PHASES}).items():
         run = tmp_path / ph
         lines = err.strip().splitlines()
         late = ph in ("in-done-marker", "in-close")  # after the last checkpoint: [2, 4] kept
         want = [] if ph == "before-save" else [2, 4] if late else [2]  # a write started is finished
         ok = ("Traceback" not in err and "Exception ignored" not in err and layout.steps(run) == want
               and not _pending_write(run / layout.CKPT_DIR))
-        if p.returncode == 2:
+        if returncode == 2:
             ok = ok and lines[-1].startswith("marl: error: interrupted") and len(lines) == 1
         else:
-            ok = ok and late and p.returncode == 0 and not lines
+            ok = ok and late and returncode == 0 and not lines
         if not ok:
-            failed[ph] = (p.returncode, layout.steps(run), err[-1500:])
+            failed[ph] = (returncode, layout.steps(run), err[-1500:])
     assert not failed, "\n".join(f"{ph}: exit {rc}, steps {st}: {err}" for ph, (rc, st, err) in failed.items())
     for ph in TERM_PHASES:
         run = tmp_path / ph
