@@ -76,6 +76,9 @@ class Family:
     one_entity_set: bool = False  # every scenario shares one entity set (an entity actor moves across them)
     world_state: str = ""  # what the centralised critic reads (``TimeStep.state``), for ``marl envs``
     render: str | None = None  # how ``marl render`` draws it (one of RENDER_KINDS), None: it cannot
+    # scenario -> (lo, hi): the range an episode's team return lies in (None: no bound that side); intervals
+    # of a mean return are cut to it (``return_range``). A scenario not named: unbounded both sides.
+    return_range: Mapping[str, tuple] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self):
         if ":" in self.name or not self.name:
@@ -83,7 +86,7 @@ class Family:
         if self.render is not None and self.render not in RENDER_KINDS:
             raise ValueError(f"family {self.name}: render must be one of {RENDER_KINDS} or None, got {self.render!r}")
         for group, what in ((self.sized, "sized"), (self.has_win if isinstance(self.has_win, tuple) else (), "has_win"),
-                            (self.entity_layout or (), "entity_layout")):
+                            (self.entity_layout or (), "entity_layout"), (tuple(self.return_range), "return_range")):
             unknown = [s for s in group if s not in self.scenarios]
             if unknown:
                 raise ValueError(f"family {self.name}: {what} names unknown scenarios {unknown}")
@@ -115,7 +118,11 @@ register(Family(
 register(Family(
     "jumanji", "envs.jumanji", JUMANJI_SCENARIOS, sized=tuple(JUMANJI_SCENARIOS),
     has_win=("lbf", "lbf_6x6", "lbf_10x10"), render="grid", entity_layout=None, entity_layouts="jumanji_layouts",
-    world_state="every agent's observation, concatenated"))
+    world_state="every agent's observation, concatenated",
+    # LBF's rewards are normalised (no penalty): an episode's team return is at most 1, all food eaten;
+    # rware's is +1 per delivered shelf
+    return_range={**{s: (0.0, 1.0) for s in ("lbf", "lbf_6x6", "lbf_10x10")}, "rware": (0.0, None),
+                  "rware_small": (0.0, None)}))
 
 
 def parse(name: str) -> tuple[Family, str, str]:
@@ -198,6 +205,13 @@ def capabilities(name: str) -> Family:
 def has_win(name: str) -> bool:
     """Whether episodes of the env ``name`` end in a win or a loss (SMAX battles, LBF's all food eaten)."""
     return family(name).scenario_has_win(scenario_of(name))
+
+
+def return_range(name: str) -> tuple[float, float]:
+    """(lo, hi): the range an episode's team return of the env ``name`` lies in, as the family declares it
+    (``Family.return_range``); -inf / inf where it declares no bound."""
+    lo, hi = family(name).return_range.get(scenario_of(name), (None, None))
+    return (float("-inf") if lo is None else float(lo)), (float("inf") if hi is None else float(hi))
 
 
 def has_entity_layout(name: str) -> bool:

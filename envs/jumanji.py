@@ -29,16 +29,34 @@ What the adapter gives (the contract of ``envs.base``):
 
 from __future__ import annotations
 
+import builtins
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-import jumanji
-from jumanji.environments.routing.lbf.generator import RandomGenerator as LbfGenerator
-from jumanji.environments.routing.robot_warehouse.generator import RandomGenerator as RwareGenerator
-
 from marl_common.errors import UserError
 from envs.base import EnvSpec, EnvState, EpisodeInfo, TimeStep, advance_episode, init_state
+
+
+def _import_jumanji():
+    """``jumanji`` and the two generators, imported with IPython's ``builtins.__IPYTHON__`` flag hidden:
+    ``jumanji.environments.__init__`` (1.1.2) runs ``%matplotlib ipympl`` when it sees the flag and
+    ``ipykernel`` (``inline`` in Colab), which fails in any Jupyter kernel without ipympl (a RuntimeError) and
+    else switches the user's backend. With the flag hidden it runs no magic: the kernel keeps its own
+    backend. The flag is put back as it was; the one place the suite imports jumanji."""
+    hidden = builtins.__dict__.pop("__IPYTHON__", None)
+    try:
+        import jumanji
+        from jumanji.environments.routing.lbf.generator import RandomGenerator as lbf
+        from jumanji.environments.routing.robot_warehouse.generator import RandomGenerator as rware
+    finally:
+        if hidden is not None:
+            builtins.__IPYTHON__ = hidden
+    return jumanji, lbf, rware
+
+
+jumanji, LbfGenerator, RwareGenerator = _import_jumanji()
 
 
 def _strong(tree):
@@ -99,6 +117,11 @@ class JumanjiEnv:
         next_inner, next_ts = pick(reset_inner, inner), pick(reset_ts, ts)
         new_state, info = advance_episode(next_inner, state, reward, done, won)
         return self._timestep(next_ts, reward, rewards, done, info, new_state.episode_length), new_state
+
+    def end_state(self, inner_state, actions: jax.Array):
+        """jumanji's state after ``actions`` from ``inner_state``, before any auto-reset (jittable): the last
+        frame ``marl render`` draws of an episode (the food eaten, the shelf delivered)."""
+        return _strong(self.inner.step(inner_state, jnp.asarray(actions, jnp.int32))[0])
 
     def grid_frame(self, inner_state) -> tuple[np.ndarray, list, str]:
         """One frame of ``marl render``'s grid drawer from a (host) jumanji state: an RGB image [H, W, 3]

@@ -19,6 +19,7 @@ from marl_cli.doc import document
 from marl_common.compile_cache import enable_compilation_cache
 from marl_common.errors import reopen_closed_streams, run_guarded
 from marl_common.preflight import check_platform
+from marl_common.version import package_version
 
 __all__ = ["main", "make_parser", "parse_args", "run"]
 
@@ -28,6 +29,8 @@ SUBCOMMANDS = (envs, train, eval, lineage, probe, search, sweep, report, render,
 def make_parser() -> argparse.ArgumentParser:
     """The ``marl`` parser with every subcommand of ``SUBCOMMANDS`` (defaults shown in every help)."""
     p = Parser(prog="marl", description="Cooperative MARL experimentation suite")
+    p.add_argument("--version", action="version", version=f"%(prog)s {package_version()}",
+                   help="print the installed marl-suite version and exit")
     sub = p.add_subparsers(dest="command", required=True)
     for module in SUBCOMMANDS:
         module.add_parser(sub)

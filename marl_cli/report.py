@@ -30,7 +30,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--boot", type=int, default=DEFAULT_BOOT, help="bootstrap resamples (every table of the report)")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
     p.add_argument("--marl-eval-json", metavar="FILE",
-                   help="also write marl-eval's raw-experiment JSON (needs `marl eval RUN --all-steps --absolute` on "
-                        "every run: steps on a uniform grid, absolute_metrics = the best step on 10x the episodes; "
-                        "run keys run_0, run_1, ... mapped to folders and seeds in OUT/marl_eval_runs.csv)")
+                   help="also write marl-eval's raw-experiment JSON (needs, on every run, a greedy evaluation whose "
+                        "steps are evenly spaced from 0: `marl eval RUN` (the final checkpoint) or `--all-steps` (learning "
+                        "curves), then `marl eval RUN --absolute`: absolute_metrics = the best evaluated step on 10x the "
+                        "episodes; `marl eval RUN --all-steps --absolute` does both; run keys run_0, run_1, ... mapped "
+                        "to folders and seeds in OUT/marl_eval_runs.csv)")
     p.set_defaults(func=_cmd_report)

@@ -65,7 +65,8 @@ def _interrupt(signum, frame):
 def _redeliver_dropped_stop(previous):
     """An unraisable hook: Python drops an exception raised where it cannot propagate (a garbage-collection
     callback, ``__del__``: "Exception ignored in ..."), so a SIGTERM landing there would leave the command
-    running. This hook reports it as ``previous`` does, then, when the dropped exception was that stop, sends
+    running. This hook reports other dropped errors as ``previous`` does (a dropped stop, SIGTERM's or
+    Ctrl-C's, is not printed: no traceback for a stop); when the dropped exception was SIGTERM's stop, it sends
     SIGTERM again from a thread a moment later (sent from the hook itself, the handler would raise inside the
     hook, where it is dropped too), so that it lands where it propagates (the training loop has its own check,
     ``_StopOnTerm``)."""
@@ -74,7 +75,9 @@ def _redeliver_dropped_stop(previous):
     import threading
 
     def hook(unraisable):
-        previous(unraisable)
+        if not isinstance(unraisable.exc_value, KeyboardInterrupt):
+            previous(unraisable)
+        # a stop (SIGTERM, Ctrl-C) dropped where it landed is no error of the program: no traceback
         if isinstance(unraisable.exc_value, _Terminated):
             again = threading.Timer(0.05, os.kill, (os.getpid(), signal.SIGTERM))
             again.daemon = True

@@ -173,9 +173,11 @@ def aggregate(rows: list[dict], metric: str = "barrier", seed: int = 0, num_boot
     return out
 
 
-def mean_ci(x, confidence: float = 0.95) -> tuple[float, float, float]:
+def mean_ci(x, confidence: float = 0.95, bounds: tuple[float, float] | None = None) -> tuple[float, float, float]:
     """Mean and two-sided t interval of the mean over the values (the units they are: seeds, episodes...).
-    Fewer than 2 values: (mean, nan, nan): one value never reads as a zero-width interval."""
+    Fewer than 2 values: (mean, nan, nan): one value never reads as a zero-width interval. ``bounds`` (lo,
+    hi): the range every value lies in (e.g. an LBF return in [0, 1]; -inf/inf for no bound): the interval is
+    cut to it, since the mean cannot leave it either (the cut keeps the interval's coverage)."""
     x = np.asarray(x, np.float64)
     m = float(x.mean()) if x.size else float("nan")
     if x.size < 2:
@@ -183,7 +185,8 @@ def mean_ci(x, confidence: float = 0.95) -> tuple[float, float, float]:
     from scipy import stats as sps
 
     h = float(sps.t.ppf(0.5 + confidence / 2, x.size - 1) * x.std(ddof=1) / np.sqrt(x.size))
-    return m, m - h, m + h
+    lo, hi = bounds if bounds is not None else (-np.inf, np.inf)
+    return m, float(np.clip(m - h, lo, hi)), float(np.clip(m + h, lo, hi))
 
 
 def wilson_ci(successes, n, confidence: float = 0.95):

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # A single-node SLURM on this machine, for tests/test_slurm.py (and to try `marl sweep --executor slurm`).
 #
-#   sudo scripts/slurm_local.sh          # install (apt, Debian/Ubuntu) when sbatch is missing, configure, start
-#   sudo scripts/slurm_local.sh stop     # stop slurmd, slurmctld and munged (started by this script)
+#   scripts/slurm_local.sh          # install (apt, Debian/Ubuntu) when sbatch is missing, configure, start
+#   scripts/slurm_local.sh stop     # stop slurmd, slurmctld and munged (started by this script)
 #
-# Needs root. Writes /etc/slurm/slurm.conf (a minimal one: this host as the only node with its real CPUs and
+# Needs root: run it as root (no sudo needed: a container's root has none), or as another user with sudo, which
+# it then asks for itself. Writes /etc/slurm/slurm.conf (a minimal one: this host as the only node with its real CPUs and
 # memory, one partition "debug", proctrack/linuxproc, task/none, no accounting) unless it was not written by
 # this script, starts munged, slurmctld and slurmd as daemons (no systemd needed) and waits until the node is
 # idle. Running it again while the daemons are up only checks them. Exit status 0: `sbatch` works.
@@ -13,16 +14,19 @@ MARK="# written by marl scripts/slurm_local.sh"
 CONF=/etc/slurm/slurm.conf
 LOG=/var/log/slurm
 
+if [[ $EUID != 0 ]]; then
+    if command -v sudo >/dev/null; then
+        exec sudo -- "$0" "$@"
+    fi
+    echo "slurm_local.sh: needs root (it installs packages and starts daemons) and there is no sudo here: run it as root" >&2
+    exit 1
+fi
 if [[ "${1:-}" == "stop" ]]; then
     for p in slurmd slurmctld; do
         [[ -f /run/$p.pid ]] && kill "$(cat /run/$p.pid)" 2>/dev/null || true
     done
     [[ -f /run/munge/munged.pid ]] && kill "$(cat /run/munge/munged.pid)" 2>/dev/null || true
     exit 0
-fi
-if [[ $(id -u) != 0 ]]; then
-    echo "slurm_local.sh: needs root (it installs packages and starts daemons)" >&2
-    exit 1
 fi
 if ! command -v slurmctld >/dev/null || ! command -v munged >/dev/null || ! command -v sbatch >/dev/null; then
     export DEBIAN_FRONTEND=noninteractive

@@ -11,7 +11,8 @@ finished, and return the failed ones ({name: one-line reason}); a task whose sou
   stops at its next chunk, keeps its last checkpoint and releases its lock; a rerun resumes it. A run
   locked by a live process elsewhere (another sweep, a cluster job) waits until that lock is released.
   A live status table (rich, on a terminal; plain lines otherwise): queued / waiting / training x% (lines
-  of metrics.jsonl over num_updates) / done / failed, and each run's time (frozen when it finishes).
+  of metrics.jsonl over num_updates) / running (a task that trains nothing: SLURM's probes-and-reports job,
+  no percentage) / done / failed, and each run's time (frozen when it finishes).
 - ray: each task is a Ray task asking ``num_cpus`` / ``num_gpus`` of ``[resources]``, its sources passed as
   object refs (Ray starts it when they finished), retried up to ``retries`` times; it runs the same
   command in a subprocess on whichever node Ray picks, so the run folders must be on a filesystem every
@@ -54,6 +55,9 @@ class Task:
     deps: tuple  # names of the tasks it starts from (only those in this graph)
     out: Path
     num_updates: int
+
+
+ACTIVE = ("training", "running")  # a task's states while it runs: "running" for one that trains nothing
 
 
 def fraction_done(task: Task) -> float:
@@ -103,7 +107,7 @@ class Status:
         row = self.rows[name]
         if row[:2] == [state, detail]:
             return
-        if row[2] is None and (state == "training" or since is not None):
+        if row[2] is None and (state in ACTIVE or since is not None):
             row[2] = time.time() if since is None else since
         row[0], row[1] = state, detail
         row[3] = time.time() if state in ("done", "failed") else None  # a finished run's time stops counting
@@ -116,14 +120,17 @@ class Status:
             self.echo(f"[{done}/{len(self.rows)}] {state} {name}{took}{': ' + detail if detail else ''}")
 
     def progress_line(self) -> str:
-        """``[done/N] after T s: training A 40% (12 s), B 5% (3 s); K queued``."""
+        """``[done/N] after T s: training A 40% (12 s), B 5% (3 s); [running F (4 s); ]K queued`` (running: a
+        task that trains nothing, e.g. the SLURM job of the probes and reports, with no percentage)."""
         now = time.time()
         training = [f"{n} {100 * fraction_done(self.tasks[n]):.0f}% ({now - t0:.0f} s)"
                     for n, (state, _, t0, _) in self.rows.items() if state == "training"]
+        running = [f"{n} ({now - t0:.0f} s)" for n, (state, _, t0, _) in self.rows.items() if state == "running"]
         done = sum(r[0] == "done" for r in self.rows.values())
         queued = sum(r[0] in ("queued", "waiting") for r in self.rows.values())
         return (f"[{done}/{len(self.rows)}] after {now - self.start:.0f} s: training "
-                f"{', '.join(training) or 'nothing'}; {queued} queued")
+                f"{', '.join(training) or 'nothing'}; {'running ' + ', '.join(running) + '; ' if running else ''}"
+                f"{queued} queued")
 
     def refresh(self) -> None:
         """The live table redrawn; plain lines: ``progress_line`` when ``every`` seconds have passed."""
@@ -138,7 +145,8 @@ class Status:
 
         t = Table("run", "state", "progress", "time")
         for name, (state, detail, t0, t1) in self.rows.items():
-            pct = f"{100 * fraction_done(self.tasks[name]):.0f}%" if state in ("training", "done") else ""
+            trains = self.tasks[name].num_updates > 0  # the SLURM final job trains nothing: no percentage
+            pct = f"{100 * fraction_done(self.tasks[name]):.0f}%" if trains and state in ("training", "done") else ""
             took = f"{(t1 or time.time()) - t0:.0f} s" if t0 else ""
             t.add_row(name, state + (f" ({detail})" if detail else ""), pct, took)
         return t

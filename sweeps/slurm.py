@@ -219,7 +219,8 @@ class SlurmExecutor:
                     subprocess.run(["scancel", jid], capture_output=True)  # kill-on-invalid-dep not honoured
                 detail = f"job {jid} {state}" + (f" ({reason})" if reason else "")
                 if state not in ENDED:
-                    status.set(name, "training" if state in RUNNING else "queued", detail)
+                    active = "running" if name == FINAL else "training"  # the final job trains nothing
+                    status.set(name, active if state in RUNNING else "queued", detail)
                     continue
                 ended.add(name)
                 if state == OK:

@@ -57,3 +57,13 @@ def test_unknown_key_is_one_line(capsys):
     assert err == ["marl: error: bad config: unknown key 'learning_rate'; did you mean lr?"]
     assert main(["config", "show", "zzzz=1"]) == 2
     assert "marl config show" in capsys.readouterr().err
+
+
+def test_entity_network_doc_names_every_family_it_trains_on():
+    """``marl config show``'s line for network.kind names every env family with an entity layout (the registry's
+    capability), e.g. jumanji, not only MPE and SMAX."""
+    from envs import catalog
+
+    doc = field_docs(NetworkConfig)["kind"]
+    fams = [f.name for f in catalog.FAMILIES.values() if f.entity_layouts is not None]
+    assert "jumanji" in fams and all(f in doc for f in fams), (fams, doc)

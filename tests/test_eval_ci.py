@@ -83,3 +83,49 @@ def test_unchanged_and_paired_rules_are_calibrated_at_the_study_sizes():
     assert paired([0.05, 0.04, 0.06, 0.05, 0.045, 0.055])["verdict"] == "better"
     assert paired([-0.05, -0.04, -0.06, -0.05, -0.045, -0.055])["verdict"] == "worse"
     assert paired([0.001, -0.002, 0.0, 0.002, -0.001, 0.0])["verdict"] == "equivalent"
+
+
+def test_return_intervals_stay_inside_the_declared_range():
+    """An LBF return is at most 1 (the registry's return_range): the t interval of a mean of 0.984 over 64
+    episodes (once printed [0.953, 1.016]) is cut at 1; rware is bounded below only, SMAX not at all."""
+    from envs import catalog
+    from marl_common.stats import mean_ci
+
+    assert catalog.return_range("jumanji:lbf_6x6:2") == catalog.return_range("jumanji:lbf") == (0.0, 1.0)
+    assert catalog.return_range("jumanji:rware_small:3") == (0.0, float("inf"))
+    assert catalog.return_range("smax:3m") == (float("-inf"), float("inf"))
+    x = np.r_[np.ones(62), 0.5, 0.476]  # mean 0.984
+    m, lo, hi = mean_ci(x)
+    assert hi > 1.0  # the unbounded interval leaves the range
+    assert mean_ci(x, bounds=(0.0, 1.0)) == (m, lo, 1.0)
+    assert mean_ci(-x, bounds=(0.0, float("inf")))[1:] == (0.0, 0.0)
+
+
+def test_eval_cuts_return_intervals_and_notes_greedy_against_sampled(tiny_run, tmp_path, monkeypatch):
+    """``evaluate_run`` cuts each return interval to the env's return_range (here a made-up (-1, -0.5) for
+    smax:3m, whose tiny team's returns are >= 0: the upper end is -0.5), and when the win rate training logged
+    at the step (sampled actions: 0.99 over 100 episodes, written into the log) is far from the greedy one
+    beyond both CIs, prints one note line saying why; the log as trained (few wins, few episodes) gives none."""
+    import json
+    import shutil
+
+    from marl.analysis import run_eval
+    from marl.runs.metrics_log import log_path, metric_rows
+
+    run = tmp_path / "tiny"
+    shutil.copytree(tiny_run, run)
+    rows = metric_rows(log_path(run))
+    assert rows[-1]["update"] == 4
+    calls = []
+    monkeypatch.setattr(run_eval, "return_range", lambda name: (calls.append(name), (-1.0, -0.5))[1])
+    plain = api.evaluate(run, episodes=128, save=False)
+    assert all(run_eval.sampled_note(rows[-1], r["seeds"], 4) is None for r in plain.rows)  # as trained: no note
+    for r in plain.rows[0]["seeds"]:
+        assert r["return_ci"][1] == -0.5 and r["return"] >= 0 and calls[0] == "smax:3m"
+    rows[-1].update(win_rate=[0.99, 0.99], episodes=[100.0, 100.0])
+    log_path(run).write_text("".join(json.dumps(d) + "\n" for d in rows))
+    lines = []
+    api.evaluate(run, episodes=128, save=False, echo=lines.append)
+    notes = [ln for ln in lines if ln.startswith("note: ")]
+    assert len(notes) == 1 and "at update 4 the greedy and sampled win rates differ beyond their 95% CIs" in notes[0]
+    assert "seed 0: greedy 0.0" in notes[0] and "sampled 0.990 [" in notes[0] and "marl eval RUN --sample" in notes[0]

@@ -94,7 +94,9 @@ def _pending_write(ckpts: Path) -> bool:
 # folder made, nothing in it), kill-at-commit (SIGKILL with the N-th checkpoint's files written to the
 # temporary folder, before the rename that commits it), kill-random (SIGKILL a random 0-0.3 s after the
 # first checkpoint, seed N; the run waits at its done marker so the kill always comes first),
-# term-before-save (SIGTERM as the N-th checkpoint is about to be saved).
+# term-before-save (SIGTERM as the N-th checkpoint is about to be saved), term-in-PHASE (SIGTERM as a phase
+# of the N-th checkpoint write starts: orbax's manager save, the handler's write, its async write, the
+# commit, the wait for it, the manager's close, the done marker) and term-after-save (as the N-th save returns).
 _STOPPING_MARL = r"""
 import os, random, runpy, signal, sys, threading, time
 import orbax.checkpoint as ocp
@@ -125,8 +127,26 @@ if kind == "kill-at-write":
     before(ocp.CompositeCheckpointHandler, "save", die)
 elif kind == "kill-at-commit":
     before(ocp.CompositeCheckpointHandler, "finalize", die)
-elif kind == "term-before-save":
-    before(ckpt, "save", lambda: die(signal.SIGTERM))
+elif kind == "term-before-save":  # as the N-th checkpoint's metadata is made, before its write starts
+    before(ckpt, "make_meta", lambda: die(signal.SIGTERM))
+elif kind.startswith("term-in-"):  # SIGTERM at a phase of the N-th checkpoint write (or of the manager's close)
+    phase = kind[len("term-in-"):]
+    owner, name = {"manager-save": (ocp.CheckpointManager, "save"), "write": (ocp.CompositeCheckpointHandler, "save"),
+                   "async-write": (ocp.CompositeCheckpointHandler, "async_save"),
+                   "commit": (ocp.CompositeCheckpointHandler, "finalize"),
+                   "wait": (ocp.CheckpointManager, "wait_until_finished"), "close": (ocp.CheckpointManager, "close"),
+                   "done-marker": (lock.RunLock, "done")}[phase]
+    before(owner, name, lambda: die(signal.SIGTERM))
+elif kind == "term-after-save":  # SIGTERM as the N-th save returns
+    real_save = ckpt.save
+
+    def save(*a, **k):
+        real_save(*a, **k)
+        calls["save"] = calls.get("save", 0) + 1
+        if calls["save"] == nth:
+            die(signal.SIGTERM)
+
+    ckpt.save = save
 elif kind == "term-swallowed":  # SIGTERM landing where Python drops the handler's exception, before the N-th save
     import gc
 
@@ -141,7 +161,7 @@ elif kind == "term-swallowed":  # SIGTERM landing where Python drops the handler
         gc.collect()
         gc.callbacks.remove(in_gc)
 
-    before(ckpt, "save", swallowed)
+    before(ckpt, "make_meta", swallowed)  # outside the save, where a stop is only remembered
 elif kind == "kill-random":
     real_save = ckpt.save
 
@@ -160,26 +180,17 @@ runpy.run_module("marl_cli.main", run_name="__main__")
 """
 
 
-@pytest.mark.slow
-def test_kills_resume_bit_for_bit(tiny_run, tiny_cfg, tmp_path):
-    """SIGKILL during the first and the last checkpoint write and at a random time after the first,
-    SIGTERM before any checkpoint, and SIGTERM whose exception Python drops (in a gc callback), all in parallel; every signal lands (exit -9, or a clear line and
-    exit 2 for SIGTERM; no done marker; the expected checkpoints and an unfinished write), and every run
-    then resumes (the original command also works on a folder with no checkpoint) to the unbroken run's
-    exact state and metrics."""
+def _stopping_trainers(tmp_path, tiny_cfg, hows: dict) -> dict:
+    """Run ``_STOPPING_MARL HOW train`` on tiny_run's config for each {name: HOW}, all at once, each into
+    ``tmp_path/name``; returns {name: (exit code, stderr)}."""
     cfg_file = tmp_path / "tiny.toml"
     tiny_cfg.with_overrides({"num_seeds": 2}).to_toml(cfg_file)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    # name: (how it stops, exit code, complete steps left, an unfinished write left)
-    trials = {"kill-in-first-write": ("kill-at-commit:1", -signal.SIGKILL, [], True),
-              "kill-in-last-write": ("kill-at-write:2", -signal.SIGKILL, [2], True),
-              "kill-random": ("kill-random:15", -signal.SIGKILL, None, None),
-              "term-before-checkpoint": ("term-before-save:1", 2, [], False),
-              "term-dropped-then-next-chunk": ("term-swallowed:1", 2, [2], False)}
     procs = {name: subprocess.Popen([sys.executable, "-c", _STOPPING_MARL, how, "train", "--config", str(cfg_file),
                                      "--out", str(tmp_path / name), "--quiet"], env=env, cwd=tmp_path,
                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-             for name, (how, *_) in trials.items()}
+             for name, how in hows.items()}
+    out = {}
     for name, p in procs.items():
         try:
             _, err = p.communicate(timeout=300)
@@ -187,9 +198,28 @@ def test_kills_resume_bit_for_bit(tiny_run, tiny_cfg, tmp_path):
             for q in procs.values():
                 q.kill()
             pytest.fail(f"{name}: `marl train` still running after 300 s")
+        out[name] = (p.returncode, err)
+    return out
+
+
+@pytest.mark.slow
+def test_kills_resume_bit_for_bit(tiny_run, tiny_cfg, tmp_path):
+    """SIGKILL during the first and the last checkpoint write and at a random time after the first,
+    SIGTERM before any checkpoint, and SIGTERM whose exception Python drops (in a gc callback), all in parallel; every signal lands (exit -9, or a clear line and
+    exit 2 for SIGTERM; no done marker; the expected checkpoints and an unfinished write), and every run
+    then resumes (the original command also works on a folder with no checkpoint) to the unbroken run's
+    exact state and metrics."""
+    # name: (how it stops, exit code, complete steps left, an unfinished write left)
+    trials = {"kill-in-first-write": ("kill-at-commit:1", -signal.SIGKILL, [], True),
+              "kill-in-last-write": ("kill-at-write:2", -signal.SIGKILL, [2], True),
+              "kill-random": ("kill-random:15", -signal.SIGKILL, None, None),
+              "term-before-checkpoint": ("term-before-save:1", 2, [], False),
+              "term-dropped-then-next-chunk": ("term-swallowed:1", 2, [2], False)}
+    ended = _stopping_trainers(tmp_path, tiny_cfg, {name: how for name, (how, *_) in trials.items()})
+    for name, (returncode, err) in ended.items():
         how, code, left, unfinished = trials[name]
         run = tmp_path / name
-        assert p.returncode == code, (name, p.returncode, err[-3000:])  # the signal landed
+        assert returncode == code, (name, returncode, err[-3000:])  # the signal landed
         assert (run / layout.CONFIG_FILE).exists() and not (run / DONE_FILE).exists(), name
         if left is not None:
             assert layout.steps(run) == left, (name, layout.steps(run))
@@ -200,8 +230,9 @@ def test_kills_resume_bit_for_bit(tiny_run, tiny_cfg, tmp_path):
         if code == 2:  # SIGTERM in training: one clear line, how to resume
             last = err.strip().splitlines()[-1]
             assert last.startswith("marl: error: interrupted") and ("starts over" if not left else "from step 2") in last, err[-2000:]
-        if name == "term-dropped-then-next-chunk":  # the dropped stop still ended the run, at the next chunk
-            assert "Exception ignored" in err and [r["update"] for r in metrics_log.metric_rows(run / layout.METRICS_FILE)] == [1, 2]
+        if name == "term-dropped-then-next-chunk":  # the dropped stop (never a traceback) still ended the run
+            assert "Exception ignored" not in err and "Traceback" not in err, err[-2000:]
+            assert [r["update"] for r in metrics_log.metric_rows(run / layout.METRICS_FILE)] == [1, 2]
     for name in trials:
         run = tmp_path / name
         if name == "term-before-checkpoint":
@@ -212,6 +243,41 @@ def test_kills_resume_bit_for_bit(tiny_run, tiny_cfg, tmp_path):
         _same_state(run, tiny_run)
         assert _metrics(run) == _metrics(tiny_run), name
         assert not any(not layout.complete(p) for p in (run / layout.CKPT_DIR).iterdir()), name  # tmp folders gone
+
+
+TERM_PHASES = ("before-save", "in-manager-save", "in-write", "in-async-write", "in-commit", "in-wait", "after-save",
+               "in-done-marker", "in-close")
+
+
+@pytest.mark.slow
+def test_sigterm_at_every_phase_of_a_checkpoint_write(tiny_run, tiny_cfg, tmp_path):
+    """SIGTERM as each phase of a checkpoint write starts (the first checkpoint; the done marker and the
+    manager's close come after the last one), all in parallel: never a traceback; exit 2 with the one
+    interrupted line and the checkpoint written whole (it was started: it is finished), or, for a stop that
+    lands after the last checkpoint was saved, the run simply done (exit 0); every run then resumes to the
+    unbroken run's exact state."""
+    failed = {}
+    for ph, (returncode, err) in _stopping_trainers(tmp_path, tiny_cfg, {ph: f"term-{ph}:1" for ph in TERM_PHASES}).items():
+        run = tmp_path / ph
+        lines = err.strip().splitlines()
+        late = ph in ("in-done-marker", "in-close")  # after the last checkpoint: [2, 4] kept
+        want = [] if ph == "before-save" else [2, 4] if late else [2]  # a write started is finished
+        ok = ("Traceback" not in err and "Exception ignored" not in err and layout.steps(run) == want
+              and not _pending_write(run / layout.CKPT_DIR))
+        if returncode == 2:
+            ok = ok and lines[-1].startswith("marl: error: interrupted") and len(lines) == 1
+        else:
+            ok = ok and late and returncode == 0 and not lines
+        if not ok:
+            failed[ph] = (returncode, layout.steps(run), err[-1500:])
+    assert not failed, "\n".join(f"{ph}: exit {rc}, steps {st}: {err}" for ph, (rc, st, err) in failed.items())
+    for ph in TERM_PHASES:
+        run = tmp_path / ph
+        if layout.steps(run) != [2, 4] or not (run / DONE_FILE).exists():
+            train_run(layout.load_config(run), run, resume=bool(layout.steps(run)), progress=False)
+        assert layout.steps(run) == [2, 4], ph
+        _same_state(run, tiny_run)
+        assert _metrics(run) == _metrics(tiny_run), ph
 
 
 # -- damaged checkpoints --------------------------------------------------------------------------

@@ -163,7 +163,7 @@ def test_tiny_train_and_render(tmp_path, capsys):
     out = tmp_path / "lbf.gif"
     assert main(["render", str(run), "--out", str(out), "--max-steps", "5", "--sampled"]) == 0
     steps, frames = map(int, re.search(r"(\d+) env steps, (\d+) frames", capsys.readouterr().out).groups())
-    assert steps == 5 and frames == 5  # one frame per env step
+    assert steps == 5 and frames == 6  # one frame per env step, and the state the last step left
     from PIL import Image
 
     with Image.open(out) as im:
@@ -193,3 +193,37 @@ def test_grid_frames_show_every_agent_and_item():
     assert int((img == np.array(REQUESTED, np.uint8)).all(-1).sum()) + sum(
         bool(np.asarray(s.shelves.is_requested)[k]) and tuple(img[int(s.shelves.position.x[k]), int(s.shelves.position.y[k])]) == AGENT
         for k in range(len(np.asarray(s.shelves.is_requested)))) == 3
+
+
+def test_grid_gif_shows_how_each_episode_ended_with_its_whole_title(tmp_path):
+    """``marl render``'s grid frames: after an episode's last step, one more frame, the state that step left
+    (before the env's auto-reset: the food eaten); every frame's title lies inside the figure (a long one
+    was clipped on both sides)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from marl.analysis.render import _draw_grid
+
+    env = envs.make("jumanji:lbf_6x6:2")
+    step, end = jax.jit(env.step), jax.jit(env.end_state)
+    ts, st = env.reset(jax.random.PRNGKey(0))
+    seq, key = [], jax.random.PRNGKey(1)
+    for t in range(env.spec.max_steps):  # a random team until the episode ends (food eaten or time up)
+        key, ka, ke = jax.random.split(key, 3)
+        a = jax.random.categorical(ka, jnp.where(ts.avail, 0.0, -1e9))
+        seq.append((ke, jax.device_get(st.inner), a, jax.device_get(end(st.inner, a))))
+        ts, st = step(ke, st, a)
+        if bool(ts.done):
+            break
+    assert bool(ts.done)
+    fig, frames, update = _draw_grid(env, seq)
+    assert len(frames) == len(seq) + 1 and frames[-1][3] == len(seq)  # the end state, at step T
+    img, _, caption = env.grid_frame(seq[-1][3])
+    assert np.array_equal(frames[-1][0], img) and frames[-1][2] == caption
+    assert not np.array_equal(frames[-1][0], env.grid_frame(jax.device_get(st.inner))[0])  # not the reset state
+    box = fig.bbox
+    for i in (0, len(frames) - 1):
+        artists = update(i)
+        fig.canvas.draw()
+        title = artists[1].get_window_extent(fig.canvas.get_renderer())
+        assert box.x0 <= title.x0 and title.x1 <= box.x1 and title.y1 <= box.y1, (i, title, box)

@@ -487,3 +487,19 @@ def test_boot_reaches_every_table_of_the_report(tmp_path, monkeypatch):
     build_report([root], num_boot=37)
     assert {"aggregate", "stratified_bootstrap", "probability_of_improvement", "performance_profile"} <= set(seen), seen
     assert all(v == {37} for v in seen.values()), seen
+
+
+def test_marl_eval_json_help_states_what_it_needs(tmp_path, capsys):
+    """The help of --marl-eval-json says what the export really needs: a greedy evaluation on evenly spaced
+    steps (the final checkpoint alone, as a plain `marl eval RUN` writes, is one) and `marl eval RUN --absolute`;
+    not `--all-steps`, which the export does without."""
+    run = fake_run(tmp_path / "r", eval_steps=[10])  # `marl eval RUN` then `marl eval RUN --absolute`
+    assert main(["report", str(run), "--out", str(tmp_path / "rep"), "--boot", "50",
+                 "--marl-eval-json", str(tmp_path / "me.json")]) == 0
+    capsys.readouterr()
+    with pytest.raises(SystemExit):
+        main(["report", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    what = text.split("--marl-eval-json FILE", 1)[1]
+    assert "`marl eval RUN` (the final checkpoint)" in what and "`marl eval RUN --absolute`" in what
+    assert "needs `marl eval RUN --all-steps --absolute`" not in what

@@ -3,8 +3,8 @@
 report; a job requeued mid-run (``scontrol requeue``) resumes exactly; a failed source's dependents never start.
 Also, with no SLURM needed: the executor registry, ``--dry-run``'s sbatch scripts and the [resources] keys.
 
-The SLURM tests skip only where ``sbatch`` is not on PATH; ``scripts/slurm_local.sh`` (run by ``.ci/run``)
-starts a single-node SLURM on this machine."""
+The SLURM tests skip only where ``sbatch`` is not on PATH, saying how to enable them: ``scripts/slurm_local.sh``
+(run by ``.ci/run``, as root) starts a single-node SLURM on this machine."""
 
 from __future__ import annotations
 
@@ -37,8 +37,8 @@ ROOT = Path(__file__).resolve().parents[1]
 HIST = (SWEEP.replace('out = "unused"\n', "").replace("[grid]\nlr = [1e-3, 2e-3]\n\n", "")
         .replace("retries = 1", "time = 20\nretries = 1").replace("REPORT", "probe-report"))
 
-needs_slurm = pytest.mark.skipif(shutil.which("sbatch") is None,
-                                 reason="no SLURM here: sbatch not found (scripts/slurm_local.sh starts a single-node SLURM)")
+SLURM_HINT = "to run them, start a single-node SLURM: run scripts/slurm_local.sh as root"
+needs_slurm = pytest.mark.skipif(shutil.which("sbatch") is None, reason=f"no SLURM here (sbatch not found); {SLURM_HINT}")
 
 
 def _write(tmp_path, text, name="s.toml"):
@@ -210,3 +210,55 @@ def test_slurm_missing_is_one_line_exit_2_before_anything_is_written(tmp_path, c
     assert main(["sweep", str(f), "--out", str(out), "--executor", "slurm"]) == 2
     assert "--executor slurm needs submitit: pip install 'marl-suite[slurm]'" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_final_job_shows_running_not_training(tmp_path, monkeypatch):
+    """While the probes-and-reports job runs, its status says running, with no training percentage (it trains
+    nothing), both in the plain lines and in the progress line; a training job still shows its percentage.
+    squeue is replaced by a scripted sequence of states: no SLURM needed."""
+    import sweeps.slurm as slurm
+    from sweeps.executors import Status, Task
+
+    polls = iter([{"1": ("RUNNING", ""), "2": ("PENDING", "Dependency")}, {"1": ("COMPLETED", ""), "2": ("RUNNING", "")},
+                  {"1": ("COMPLETED", ""), "2": ("RUNNING", "")}, {"1": ("COMPLETED", ""), "2": ("COMPLETED", "")}])
+    monkeypatch.setattr(slurm, "squeue", lambda ids: next(polls))
+    monkeypatch.setattr(slurm, "POLL", 0.0)
+    monkeypatch.setattr(slurm, "_result", lambda *a: None)
+    rows = [Task("smax-3m/a", [], (), tmp_path / "a", 10), Task(slurm.FINAL, [], (), tmp_path / slurm.JOB_DIR, 0)]
+    lines = []
+    with Status(rows, False, lines.append, every=0.0) as status:
+        failed = slurm.SlurmExecutor()._wait({"smax-3m/a": "1", slurm.FINAL: "2"}, {slurm.FINAL: ["smax-3m/a"]},
+                                             tmp_path, status, lines.append)
+        assert "training (probes and reports)" not in status.progress_line()
+    assert failed == {}
+    text = "\n".join(lines)
+    assert "training smax-3m/a" in text and "smax-3m/a 0%" in text  # a training job: training, with its percentage
+    assert f"running {slurm.FINAL}" in text, text
+    assert re.search(r"after \d+ s: training nothing; running \(probes and reports\) \(\d+ s\); 0 queued", text), text
+    assert f"training {slurm.FINAL}" not in text and f"{slurm.FINAL} 0%" not in text, text
+
+
+def test_skip_reason_says_how_to_enable_the_slurm_tests():
+    assert "scripts/slurm_local.sh as root" in needs_slurm.kwargs["reason"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None, reason="needs root and setpriv (runs as nobody)")
+def test_slurm_local_as_a_user_asks_sudo_or_says_run_as_root(tmp_path):
+    """scripts/slurm_local.sh as a user: with sudo on PATH it asks sudo for itself (the docs say run it, not
+    `sudo` it: a container's root has no sudo); without, one line saying to run it as root, exit 1, nothing done."""
+    import tempfile
+
+    script = ROOT / "scripts" / "slurm_local.sh"
+    bin_ = Path(tempfile.mkdtemp(prefix="fake-sudo-"))  # nobody reaches it (pytest's tmp_path is root's alone)
+    bin_.chmod(0o755)
+    as_nobody = [shutil.which("setpriv"), "--reuid=65534", "--regid=65534", "--clear-groups", "/bin/bash", str(script), "stop"]
+    out = subprocess.run(as_nobody, env={"PATH": str(bin_)}, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1 and out.stdout == "", out
+    assert out.stderr.strip().count("\n") == 0 and "run it as root" in out.stderr, out.stderr
+    (bin_ / "sudo").write_text("#!/bin/sh\necho sudo \"$@\"\n")
+    (bin_ / "sudo").chmod(0o755)
+    out = subprocess.run(as_nobody, env={"PATH": f"{bin_}:/bin:/usr/bin"}, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.split() == ["sudo", "--", str(script), "stop"], out
+    shutil.rmtree(bin_)
+    for doc in ("README.md", "DEVELOPERS.md", "scripts/slurm_local.sh"):
+        assert "sudo scripts/slurm_local.sh" not in (ROOT / doc).read_text(), doc

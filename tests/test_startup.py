@@ -81,3 +81,15 @@ def test_second_command_compiles_nothing_new(tiny_mpe_run, tmp_path):
         entries.append(sorted(p.name for p in (tmp_path / "cache").iterdir()))
     assert any(name.startswith("jit_") for name in entries[0])
     assert entries[1] == entries[0]
+
+
+def test_version_from_package_metadata_without_jax():
+    """``marl --version`` prints the installed package's version (its metadata) and imports no jax-family package."""
+    from importlib import metadata
+
+    from tests.test_imports import _jax_family_imported
+
+    want = f"marl {metadata.version('marl-suite')}"
+    out = subprocess.run([sys.executable, "-m", "marl_cli.main", "--version"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == want, (out.stdout, out.stderr[-2000:])
+    assert _jax_family_imported([sys.executable, "-m", "marl_cli.main", "--version"]) == []

@@ -5,7 +5,8 @@ How a family is drawn is its ``render`` capability (``envs.catalog``), one drawe
 sub-steps of every env step come out of the same compiled step that plays the episode (``smax_sub_steps``,
 jaxmarl's ``expand_state_seq`` for one step), so nothing runs jax per frame (jaxmarl's ``SMAXVisualizer``
 took about a second per frame). "particles" (MPE) frames are jaxmarl's ``MPEVisualizer``. "grid" (jumanji)
-frames are the env's ``grid_frame(state)`` images, one per env step (``GridDrawing``). Written with matplotlib's Pillow writer. The team acts greedily unless ``--sampled``; a latent-conditioned team
+frames are the env's ``grid_frame(state)`` images, one per env step and one more after each episode's last
+step, the state it ended in (``GridDrawing``, ``grid_end_state``). Written with matplotlib's Pillow writer. The team acts greedily unless ``--sampled``; a latent-conditioned team
 takes ``--latent`` (comma-separated values shared by every agent, or an ``.npy`` of [d] or [N, d]).
 """
 
@@ -225,7 +226,7 @@ class GridDrawing:
         ax.set_yticks(np.arange(-0.5, img.shape[0], 1), minor=True)
         ax.grid(which="minor", color="0.8", linewidth=0.5)
         ax.tick_params(which="both", length=0, labelbottom=False, labelleft=False)
-        self.title = ax.set_title("")
+        self.title = ax.set_title("", fontsize="small")
         self.texts = []
 
     def draw(self, i: int, frame) -> list:
@@ -236,13 +237,31 @@ class GridDrawing:
             tx.remove()
         self.texts = [self.ax.text(c, r, text, color=colour, fontsize="x-small", ha="center", va="center")
                       for r, c, text, colour in labels]
-        self.title.set_text(f"{self.env.spec.name}  step {t}   {caption}")
+        self.title.set_text(f"{self.env.spec.name}\nstep {t}   {caption}")  # two short lines: never wider than the grid
         return [self.image, self.title, *self.texts]
 
 
+def grid_end_state(env):
+    """``sub(key, inner_state, actions)`` for ``play``: the state after each env step before the env's
+    auto-reset (``env.end_state``), so that an episode's last frame shows how it ended."""
+
+    def sub(key, state, actions):
+        return env.end_state(state, actions)
+
+    return sub
+
+
 def grid_frames(env, seq) -> list:
-    """[(image, labels, caption, env step)] per env step of ``seq``: the state before each step."""
-    return [(*env.grid_frame(inner), int(np.asarray(inner.step_count))) for _, inner, _, _ in seq]
+    """[(image, labels, caption, env step)]: the state before each env step of ``seq`` and, after the last
+    step of each episode (it ended, or ``--max-steps`` cut it), the state that step left (``seq``'s ``sub``
+    from ``grid_end_state``): the food eaten, the shelf delivered."""
+    frames = []
+    for i, (_, inner, _, after) in enumerate(seq):
+        frames.append((*env.grid_frame(inner), int(np.asarray(inner.step_count))))
+        last = i + 1 == len(seq) or int(np.asarray(seq[i + 1][1].step_count)) == 0  # the next starts an episode
+        if last and after is not None:
+            frames.append((*env.grid_frame(after), int(np.asarray(after.step_count))))
+    return frames
 
 
 def _draw_grid(env, seq):
@@ -250,7 +269,7 @@ def _draw_grid(env, seq):
 
     frames = grid_frames(env, seq)
     h, w = frames[0][0].shape[:2]
-    fig, ax = plt.subplots(1, 1, figsize=(max(3.0, 0.5 * w), max(3.0, 0.5 * h) + 0.4))
+    fig, ax = plt.subplots(1, 1, figsize=(max(3.0, 0.5 * w), max(3.0, 0.5 * h) + 0.6))
     drawing = GridDrawing(env, fig, ax, frames)
     return fig, frames, lambda i: drawing.draw(i, frames[i])
 
@@ -269,8 +288,8 @@ def render_kind(env) -> str:
 
 def animate(env, seq: list, out: Path, fps: int) -> int:
     """Write the GIF (SMAX: drawn here from the world states, W + 1 frames per env step; MPE: jaxmarl's
-    ``MPEVisualizer``, one frame per env step; grid worlds: one frame per env step); returns the number of
-    frames."""
+    ``MPEVisualizer``, one frame per env step; grid worlds: one frame per env step and the state each episode
+    ended in); returns the number of frames."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -307,7 +326,7 @@ def render(ref: str, out: str | Path, *, episodes: int = 1, sampled: bool = Fals
     loaded = load(ref)
     team, env, source = loaded.team, loaded.env, loaded.source
     z = parse_latent(latent, team.num_agents, team.network.latent_dim)
-    sub = smax_sub_steps(env) if render_kind(env) == "units" else None
+    sub = {"units": smax_sub_steps, "grid": grid_end_state}.get(render_kind(env), lambda env: None)(env)
     seq = play(env, team, jax.random.PRNGKey(eval_seed), not sampled, z, episodes, max_steps, sub)
     frames = animate(env, seq, out, fps)
     return {"source": source, "env_steps": len(seq), "frames": frames}

@@ -25,11 +25,13 @@ import numpy as np
 
 from marl_common.errors import UserError
 from marl_common.stats import mean_ci, wilson_ci
+from envs.catalog import return_range
 from marl.core.evaluation import evaluate
 from marl_common.files import save_npz, write_json
 from marl.runs.layout import CheckpointRef, load_config, parse_ref, resolve_step, steps as run_steps
 from marl.runs import fingerprint
 from marl.runs.loader import load_actors, run_env
+from marl.runs.metrics_log import log_path, metric_rows
 from marl.analysis.defaults import EPISODES, EVAL_SEED
 from marl_common.preflight import check_count, check_output, check_seed, load_npz
 from marl.runs.resources import check_memory, episode_bytes
@@ -120,6 +122,30 @@ def _quiet(_msg: str) -> None:
     pass
 
 
+def sampled_note(logged: dict | None, rows: list[dict], step: int) -> str | None:
+    """One line when a seed's greedy win rate (``rows``: evaluate_run's per-seed rows) and the win rate training
+    logged at update ``step`` (``logged``: that metrics.jsonl row; sampled actions, a Wilson CI over that
+    update's finished episodes) have disjoint 95% CIs, else None: greedy actions are not the policy the
+    training measured, and the line says so rather than leave two figures that disagree unexplained."""
+    if not logged or "win_rate" not in logged or "episodes" not in logged:
+        return None
+    far = []
+    for row in rows:
+        s = row["seed"]
+        w, n = logged["win_rate"][s], logged["episodes"][s]
+        if w is None or not n:
+            continue
+        lo, hi = wilson_ci(round(w * n), int(n))
+        if hi < row["win_rate_ci"][0] or lo > row["win_rate_ci"][1]:
+            far.append(f"seed {s}: greedy {row['win_rate']:.3f} [{row['win_rate_ci'][0]:.3f}, {row['win_rate_ci'][1]:.3f}], "
+                       f"sampled {w:.3f} [{lo:.3f}, {hi:.3f}] over training's {int(n)} episodes")
+    if not far:
+        return None
+    return (f"note: at update {step} the greedy and sampled win rates differ beyond their 95% CIs ({'; '.join(far)}): "
+            "training logs the sampled policy, this evaluation takes each agent's most likely action "
+            "(`marl eval RUN --sample` evaluates the sampled policy)")
+
+
 def evaluate_run(ref, *, episodes: int = EPISODES, greedy: bool = True, eval_seed: int = EVAL_SEED,
                  all_steps: bool = False, json_path: str | Path | None = None, save: bool = True,
                  echo=_quiet, own_episodes: bool = False) -> EvalReport:
@@ -150,6 +176,7 @@ def evaluate_run(ref, *, episodes: int = EPISODES, greedy: bool = True, eval_see
         old = read_outcomes(outcomes_path(ref.run, greedy, own_episodes))
     seeds = list(range(config.num_seeds)) if ref.seed is None else [ref.seed]
 
+    logged = {d.get("update"): d for d in metric_rows(log_path(ref.run))}  # training's (sampled) metrics per update
     env = run_env(config)
     check_memory(4 * episode_bytes(env, config.network) * episodes, f"evaluating {episodes:,} episodes at once", "use fewer --episodes")
     first = None
@@ -170,7 +197,7 @@ def evaluate_run(ref, *, episodes: int = EPISODES, greedy: bool = True, eval_see
         for s in seeds:
             res = jax.device_get(fn(jax.tree.map(lambda x: x[s], actor_params), episode_key(eval_seed, s, own_episodes)))
             outs.append(res)
-            r = mean_ci(res.returns)
+            r = mean_ci(res.returns, bounds=return_range(first.spec.name))  # inside the return's range (LBF: [0, 1])
             row = {"seed": s, "return": r[0], "return_ci": [r[1], r[2]], "length": float(np.mean(res.lengths))}
             line = f"seed {s}: return {r[0]:.3f} [{r[1]:.3f}, {r[2]:.3f}]"
             if first.spec.has_win:
@@ -182,6 +209,9 @@ def evaluate_run(ref, *, episodes: int = EPISODES, greedy: bool = True, eval_see
                 line += f"  (diverged at update {meta['diverged'][str(s)]}: parameters from before it)"
             echo(line)
             rows.append(row)
+        note = sampled_note(logged.get(step), rows, step) if greedy and first.spec.has_win else None
+        if note:
+            echo(note)
         per_step.append({"step": step, "env_steps": meta["env_steps"], "seeds": rows})
         arrays["returns"].append(np.stack([np.asarray(o.returns, np.float32) for o in outs]))
         arrays["won"].append(np.stack([np.asarray(o.won, bool) for o in outs]))
@@ -283,7 +313,7 @@ def evaluate_absolute(ref, *, eval_seed: int = EVAL_SEED, save: bool = True, ech
             fn = jax.jit(lambda params, kk: evaluate(first.env, first.team(params), kk, episodes, True))
         for s in which:
             outs[s] = jax.device_get(fn(jax.tree.map(lambda x: x[s], loaded.actor_params), key))
-            r = mean_ci(outs[s].returns)
+            r = mean_ci(outs[s].returns, bounds=return_range(first.spec.name))
             echo(f"seed {s}: best checkpoint update {int(src['steps'][k])} ({int(src['env_steps'][k]):,} env steps, "
                  f"mean return {float(src['returns'][k, seeds.index(s)].mean()):.3f} over {int(src['episodes'])} "
                  f"episodes); on {episodes} new episodes: return {r[0]:.3f} [{r[1]:.3f}, {r[2]:.3f}]")

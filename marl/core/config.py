@@ -53,7 +53,8 @@ class NetworkConfig:
 
     # "mlp": a fixed-size observation (a policy runs only at the team size it trained at); "entity": the
     # observation and state read as sets of entities, pooled (marl/core/entity_net.py): one set of
-    # parameters acts at any team size (needs agent_id=false; mpe:simple_spread and smax maps)
+    # parameters acts at any team size (needs agent_id=false; mpe:simple_spread, every smax map and every jumanji
+    # scenario)
     kind: str = "mlp"
     hidden: int = 128  # actor width (MLP layers and GRU state)
     recurrent: bool = True  # GRU actor; feed-forward when False

@@ -14,13 +14,13 @@ import json
 import logging
 import sys
 import threading
-from importlib import metadata as importlib_metadata
 from pathlib import Path
 
 import jax
 import numpy as np
 
 from marl_common.errors import UserError
+from marl_common.version import package_version
 from envs.base import EnvSpec
 from marl.core.config import RESUME_SAFE, TrainConfig
 from marl.core.trainer import GUARDED_FIELDS
@@ -40,14 +40,6 @@ def _ocp():
     import orbax.checkpoint as ocp
 
     return ocp
-
-
-def package_version() -> str:
-    """The installed marl-suite version (``0+unknown`` from a source tree), recorded in checkpoints."""
-    try:
-        return importlib_metadata.version("marl-suite")
-    except importlib_metadata.PackageNotFoundError:  # pragma: no cover - running from a source tree
-        return "0+unknown"
 
 
 _QUIET = False  # whether drop_closed_loop_noise has run in this process

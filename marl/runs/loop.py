@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import signal
@@ -40,18 +41,33 @@ class _Stop(KeyboardInterrupt):
 class _StopOnTerm:
     """One training loop's SIGTERM handler: raises ``_Stop`` where the signal lands, and remembers it, so that a stop
     raised where Python drops exceptions (a garbage-collection callback, ``__del__``: "Exception ignored in ...")
-    still ends the run, at the next chunk boundary (``check``), instead of training on with its lock held."""
+    still ends the run, at the next chunk boundary (``check``), instead of training on with its lock held.
+    Inside ``deferred()`` (a checkpoint write, the done marker, closing the checkpoint manager) it only
+    remembers: an exception raised inside orbax's save, commit or close would abandon a checkpoint half
+    written and leave its threads and files to fail on their own (a traceback at exit); the stop is raised
+    when the block ends (``check``), with the checkpoint whole."""
 
     def __init__(self):
         self.requested = False
+        self.depth = 0  # nested deferred() blocks
 
     def __call__(self, signum, frame):
         self.requested = True
-        raise _Stop()
+        if not self.depth:
+            raise _Stop()
 
     def check(self) -> None:
         if self.requested:
             raise _Stop()
+
+    @contextlib.contextmanager
+    def deferred(self):
+        """A block a SIGTERM never interrupts (it is remembered; ``check`` raises it after the block)."""
+        self.depth += 1
+        try:
+            yield
+        finally:
+            self.depth -= 1
 
 
 def with_new_leaves(params: dict, template: dict) -> dict:
@@ -436,9 +452,12 @@ def _run_chunks(trainer: Trainer, config: TrainConfig, out: Path, opts: TrainOpt
                                           fingerprint.extend(start.machines, host, start_update, update))
                     if diverged:
                         meta["diverged"] = {str(s): u for s, u in sorted(diverged.items())}
-                    ckpt.save(mngr, update, state, meta)
-                    if update >= config.num_updates:
-                        lock.done(update)
+                    with stop.deferred():  # a started checkpoint is finished, then the stop is raised
+                        ckpt.save(mngr, update, state, meta)
+                        if update >= config.num_updates:
+                            lock.done(update)
+                    if update < config.num_updates:
+                        stop.check()
                 lock.heartbeat()
                 done_chunks += 1
                 if opts.stop_after_chunks is not None and done_chunks >= opts.stop_after_chunks:
@@ -448,11 +467,12 @@ def _run_chunks(trainer: Trainer, config: TrainConfig, out: Path, opts: TrainOpt
         raise Interrupted(f"interrupted; resume with `marl train --resume {out}` (" +
                         (f"from step {last[-1]})" if last else "no checkpoint yet: it starts over)")) from None
     finally:
+        with stop.deferred():  # the manager's threads end whole; a stop here comes after the last checkpoint
+            if mngr is not None:
+                mngr.close()
+            for lg in loggers:
+                lg.close()
         signal.signal(signal.SIGTERM, old_handler)
-        if mngr is not None:
-            mngr.close()
-        for lg in loggers:
-            lg.close()
 
 
 class _Progress:
