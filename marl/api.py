@@ -149,6 +149,7 @@ def resume(run: str | Path, *, fallback: bool = False, progress: bool | None = N
     return ref.run
 
 
+@checked
 def machine_notice(run: str | Path, step: int | None = None) -> str | None:
     """The one line a resume of ``run`` from ``step`` (default latest) says when this process's machine
     fingerprint differs from the one that step was trained on (``marl/runs/fingerprint.py``): the run trains

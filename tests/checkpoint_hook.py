@@ -1,8 +1,8 @@
 """A trainer held or failed at its first checkpoint, for tests that stop a sweep on a condition that stays true.
 
 ``hooked_env`` puts ``HOOK`` on a subprocess's PYTHONPATH (as sitecustomize.py; sbatch passes the environment
-on to SLURM jobs): the trainer of the run folder $MARL_TEST_HOLD_RUN writes $MARL_TEST_HOLD_MARK after its
-first checkpoint and waits there until a signal stops it, once (a trainer that finds the mark trains on); the
+on to SLURM jobs): the trainer of the run folder $MARL_TEST_HOLD_RUN writes $MARL_TEST_HOLD_MARK once its
+first checkpoint is written (as it starts the next one) and waits there until a signal stops it, once (a trainer that finds the mark trains on); the
 trainer of $MARL_TEST_FAIL_RUN fails at its first checkpoint with a user error. A kill after polling for a
 checkpoint can miss the window (the run finishes first); a held trainer cannot."""
 
@@ -34,13 +34,24 @@ class _Hook(importlib.abc.MetaPathFinder):
                     from marl_common.errors import UserError
                     raise UserError("planted failure")
                 real_save(mngr, step, *a, **k)
+                if run == os.path.realpath(os.environ.get("MARL_TEST_HOLD_RUN", "/nonexistent")):
+                    saved.append(step)
+
+            # The hold comes when the next checkpoint's metadata is made: outside the checkpoint write, where the
+            # training loop defers a SIGTERM until the write is whole (a hold inside it could not be stopped).
+            saved = []
+            real_make_meta = module.make_meta
+
+            def make_meta(*a, **k):
                 mark = Path(os.environ.get("MARL_TEST_HOLD_MARK", "/nonexistent"))
-                if run == os.path.realpath(os.environ.get("MARL_TEST_HOLD_RUN", "/nonexistent")) and not mark.exists():
-                    mark.write_text(str(step))
+                if saved and not mark.exists():
+                    mark.write_text(str(saved[0]))
                     while True:
                         time.sleep(0.1)
+                return real_make_meta(*a, **k)
 
             module.save = save
+            module.make_meta = make_meta
 
         spec.loader.exec_module = exec_module
         return spec
