@@ -728,8 +728,12 @@ class ConnectedRule:
         the study's design as it is (its maps and jobs per map, one job per seed) simulated with each job's
         per-alpha noise drawn from the study's own jobs on that map (s = (upper - max) / 1.96), under each null of
         ``nuisances`` (the size: the worst) and the named families of ``NULL_WORDS`` (each with the p at which the
-        study's bound rejects it: the share of simulated bounds at or below the observed one). Vectorised
-        (``simulate_max``, ``mean_bounds``), ``sims`` studies per null. None when the layout is not one job per
+        study's bound rejects it: the share of simulated bounds at or below the observed one). The components the
+        study shows beyond that noise (``own_components``): a seed's effect on its jobs on every map, each null
+        simulated with its sd at 0 and at the 95% upper bound of ``team_variance`` (the worse size, the larger p),
+        and the shared-episode nulls' correlation at the 95% upper bound of the study's own (``episode_correlation``;
+        the record's 0.3 where the data carry no per-episode gaps). Vectorised (``simulate_max``, ``mean_bounds``),
+        ``sims`` studies per null and team sd. None when the layout is not one job per
         seed (the only layout this rule has records for)."""
         from studies.rules import wilson
 
@@ -752,19 +756,22 @@ class ConnectedRule:
         rows = {}
         for label in list(self.nuisances(design)) + [x for x in NULL_WORDS if x not in self.nuisances(design)]:
             nuis, _, shared = label.partition(", ")
-            bars = null_barriers(nuis, thr, seed_of, strata, rng, sims)
-            s = np.empty((sims, len(values)))
-            for k in range(len(maps)):  # each job's noise drawn from its own map's jobs
-                s[:, strata == k] = rng.choice(s_obs[strata == k], (sims, int((strata == k).sum())))
-            mx, up = simulate_max(rng, bars, s, strata, shared == "shared episodes", rho=comp["rho"])
-            if comp["team_sd"] > 0:  # a seed's effect on its jobs' statistic, common to its maps (``team_variance``)
-                shifted = np.maximum(mx + comp["team_sd"] * rng.standard_normal((sims, len(comp["units"])))[:, units], 0.0)
-                mx, up = shifted, shifted + (up - mx)
-            bound = self.bound(mx, up, strata)
-            hits = int((bound < thr).sum())
+            tried = []  # the team sd at both ends of its 95% interval [0, upper]: the worse one is the null's size
+            for team_sd in ([0.0, comp["team_sd"]] if comp["team_sd"] > 0 else [0.0]):
+                bars = null_barriers(nuis, thr, seed_of, strata, rng, sims)
+                s = np.empty((sims, len(values)))
+                for k in range(len(maps)):  # each job's noise drawn from its own map's jobs
+                    s[:, strata == k] = rng.choice(s_obs[strata == k], (sims, int((strata == k).sum())))
+                mx, up = simulate_max(rng, bars, s, strata, shared == "shared episodes", rho=comp["rho"])
+                if team_sd > 0:  # a seed's effect on its jobs' statistic, common to its maps (``team_variance``)
+                    shifted = np.maximum(mx + team_sd * rng.standard_normal((sims, len(comp["units"])))[:, units], 0.0)
+                    mx, up = shifted, shifted + (up - mx)
+                bound = self.bound(mx, up, strata)
+                tried.append((int((bound < thr).sum()), (1 + int((bound <= observed).sum())) / (1 + sims), team_sd))
+            hits, _, team_sd = max(tried)
             lo, hi = wilson(hits, sims)
             rows[label] = {"size": hits / sims, "lo": lo, "hi": hi, "in_size": label in self.nuisances(design),
-                           "p": (1 + int((bound <= observed).sum())) / (1 + sims),
+                           "p": max(t[1] for t in tried), "team_sd": team_sd,
                            "words": NULL_WORDS[nuis] + (" (a shock common to a map's jobs)" if shared else "")}
         worst = max((k for k in rows if rows[k]["in_size"]), key=lambda k: rows[k]["size"])
         named = [{"null": v["words"], "p": v["p"], "excluded": bool(v["p"] <= 0.05)}
