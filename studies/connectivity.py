@@ -686,7 +686,7 @@ def own_components(data: dict, values, upper, a, b, strata_names, maps) -> dict:
     by_map = episode_correlation(gaps, strata_names) if gaps is not None and len(gaps) == len(values) else {}
     rho = np.array([min(max(by_map[m]["upper"], 0.0), 0.99) if m in by_map else SHARED_RHO for m in maps])
     words = (f"team (seed) sd {np.sqrt(team['estimate']):.4f}, 95% upper {np.sqrt(team['upper']):.4f} "
-             f"({team['seeds']} seeds x {team['maps']} maps)" if team else "team (seed) effect not estimable (assumed 0)")
+             f"({team['seeds']} seeds x {team['maps']} maps; simulated at 0 and at the bound)" if team else "team (seed) effect not estimable (assumed 0)")
     words += "; episode correlation " + ", ".join(
         f"{m} {by_map[m]['estimate']:.3f} (95% upper {by_map[m]['upper']:.3f})" if m in by_map
         else f"{m} {SHARED_RHO:g} (the record's; no per-episode data)" for m in maps)
