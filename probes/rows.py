@@ -19,7 +19,9 @@ def _cell(s: dict, key: str) -> tuple[float, float, float]:
 def barrier_row(out: Path) -> dict:
     """``barrier.json``'s columns: endpoints, barriers (cross-fitted, midpoint, max) with their CIs, the
     win-rate barrier where the env has wins, the aligned barrier where it was measured, weight distances,
-    and ``_curve`` (the return along alpha, for the report's figure)."""
+    ``_curve`` (the return along alpha, for the report's figure) and, where ``barrier.npz`` is there,
+    ``_episode_gaps`` (the per-episode gap curves [K, E], for the verdict's episode correlation; kept out of
+    the report's files)."""
     rep = json.loads((Path(out) / "barrier.json").read_text())
     r = rep["naive"]["return"]
     row = {"R(A)": r["mean"][0], "R(B)": r["mean"][-1]}
@@ -37,6 +39,13 @@ def barrier_row(out: Path) -> dict:
     row["weight_distance"] = rep["weight_distance"]["naive"]
     row["_curve"] = {"alphas": rep["naive"]["alphas"], "mean": r["mean"], "lo": r["ci_lo"], "hi": r["ci_hi"],
                      "line": r["line"]}
+    eps = Path(out) / "barrier.npz"
+    if eps.exists():  # the per-episode gaps [K, E]: the episode correlation of a map's jobs (studies.connectivity)
+        from probes.estimators import episode_gaps
+
+        with np.load(eps) as z:
+            if "naive_returns" in z.files:
+                row["_episode_gaps"] = episode_gaps(z["naive_returns"], z["alphas"]).astype(np.float32)
     return row
 
 

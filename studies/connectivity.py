@@ -551,12 +551,13 @@ def null_barriers(nuis: str, thr: float, seed_of, strata, rng: np.random.Generat
 
 
 def simulate_max(rng: np.random.Generator, b: np.ndarray, s: np.ndarray, strata, shared: bool = False,
-                 frac_better: float = 0.5) -> tuple[np.ndarray, np.ndarray]:
+                 frac_better: float = 0.5, rho=SHARED_RHO) -> tuple[np.ndarray, np.ndarray]:
     """The per-job plain max and its upper bound [sims, jobs] of simulated gap curves (the comment block above
     ``MIN_TEAMS``): true barriers ``b`` [sims, jobs] as a narrow peak at a random interior alpha; a pair at 0
     flat or (share ``frac_better``) better than the straight line; per-alpha noise ``s`` [sims, jobs], 0 at the
     endpoints, with a shock common to a map's jobs (``shared``: the same episode keys, correlation
-    ``SHARED_RHO``); the max clipped at 0 and its upper bound max + 1.96 s."""
+    ``rho``, the record's ``SHARED_RHO``, or per map [maps], a study's own: ``episode_correlation``); the max clipped
+    at 0 and its upper bound max + 1.96 s."""
     sims, jobs = b.shape
     strata = np.asarray(strata)
     a = np.linspace(0, 1, ALPHAS)
@@ -568,7 +569,8 @@ def simulate_max(rng: np.random.Generator, b: np.ndarray, s: np.ndarray, strata,
     z = rng.standard_normal((sims, jobs, ALPHAS))
     if shared:  # every job of a map plays the same episode keys: a common shock per map
         common = rng.standard_normal((sims, int(strata.max()) + 1, ALPHAS))[:, strata]
-        z = np.sqrt(SHARED_RHO) * common + np.sqrt(1 - SHARED_RHO) * z
+        r = np.broadcast_to(np.asarray(rho, np.float64), (int(strata.max()) + 1,))[strata][None, :, None]
+        z = np.sqrt(r) * common + np.sqrt(1 - r) * z
     z = z * s[..., None]
     z[..., [0, -1]] = 0.0  # the gap is 0 at the endpoints
     mx = np.maximum((g + z).max(-1), 0.0)
@@ -605,6 +607,93 @@ def mean_bounds(values: np.ndarray, upper: np.ndarray, strata, confidence: float
 
 
 
+def team_variance(values, units, strata, confidence: float = 0.95) -> dict | None:
+    """The between-team (seed) variance component of the job statistic when a seed's jobs on every map share its
+    effect (``values[s, m] = mu_m + u_s + e_sm``; ``units``: the job's team pair, the same name on every map): a
+    two-way (seed x map) ANOVA without replication over the seeds on every map, the method-of-moments estimate
+    (MS_seed - MS_residual) / maps truncated at 0 and its one-sided ``confidence`` upper bound by the modified
+    large-sample (Graybill-Wang) method (few seeds: the bound, not the estimate, is what a check should use).
+    Returns ``estimate``, ``upper`` (variances), ``seeds``, ``maps``, ``df`` (seed, residual); None with fewer
+    than 2 maps or 3 seeds on every map."""
+    from scipy import stats as sps
+
+    values = np.asarray(values, float)
+    units, strata = [str(x) for x in units], [str(x) for x in strata]
+    maps = list(dict.fromkeys(strata))
+    cell = {(u, m): v for u, m, v in zip(units, strata, values)}
+    seeds = [u for u in dict.fromkeys(units) if all((u, m) in cell for m in maps)]
+    if len(maps) < 2 or len(seeds) < 3:
+        return None
+    y = np.array([[cell[(u, m)] for m in maps] for u in seeds])  # [S, M]
+    s, m = y.shape
+    r = y - y.mean(1, keepdims=True) - y.mean(0, keepdims=True) + y.mean()
+    df1, df2 = s - 1, (s - 1) * (m - 1)
+    ms1 = m * float(((y.mean(1) - y.mean()) ** 2).sum()) / df1
+    ms2 = float((r ** 2).sum()) / df2
+    a = 1 - confidence
+    h1 = df1 / sps.chi2.ppf(a, df1) - 1
+    g2 = 1 - df2 / sps.chi2.ppf(1 - a, df2)
+    upper = (ms1 - ms2 + np.sqrt((h1 * ms1) ** 2 + (g2 * ms2) ** 2)) / m
+    return {"estimate": max(0.0, (ms1 - ms2) / m), "upper": max(0.0, float(upper)), "seeds": s, "maps": m,
+            "df": (df1, df2)}
+
+
+def episode_correlation(gaps, strata, confidence: float = 0.95, num_boot: int = 400, seed: int = 0) -> dict:
+    """The correlation of two jobs' per-alpha gap noise on one map (what ``SHARED_RHO`` parametrises in
+    ``simulate_max``: a shock common to a map's jobs, z = sqrt(rho) common + sqrt(1 - rho) own): the jobs of a map
+    play the same episode keys, so the correlation of their per-alpha means is that of their per-episode gaps over
+    the shared episodes. ``gaps``: per job its per-episode gap curves [K, E] (``probes.estimators.episode_gaps``)
+    or None. Per map: the mean over interior alphas and pairs of jobs of the correlation over episodes, with a
+    one-sided ``confidence`` upper bound from a bootstrap over episodes (the same episodes for every job).
+    Returns map -> {``estimate``, ``upper``, ``jobs``, ``episodes``}; a map with fewer than 2 jobs with gaps of one
+    shape is left out."""
+    strata = [str(x) for x in strata]
+    rng = np.random.default_rng(seed)
+    out = {}
+    for m in dict.fromkeys(strata):
+        g = [np.asarray(x, np.float64) for x, s in zip(gaps, strata) if s == m and x is not None]
+        if len(g) < 2 or len({x.shape for x in g}) != 1:
+            continue
+        d = np.stack(g)  # [J, K, E]
+        live = np.all(d.std(-1) > 1e-12, axis=0)  # alphas where every job's gap varies (not the endpoints)
+        d = d[:, live]
+        if d.shape[1] == 0:
+            continue
+        e = d.shape[-1]
+        w = np.vstack([np.ones(e), _counts(rng.integers(0, e, (num_boot, e)), e)]) / e  # [B + 1, E]: the sample first
+        mu = np.einsum("be,jke->bjk", w, d)
+        cov = np.einsum("be,jke,lke->bjlk", w, d, d) - mu[:, :, None] * mu[:, None]
+        sd = np.sqrt(np.maximum(np.einsum("bjjk->bjk", cov), 1e-300))
+        corr = cov / (sd[:, :, None] * sd[:, None])
+        j = d.shape[0]
+        off = ~np.eye(j, dtype=bool)
+        rho = corr[:, off].mean(axis=(1, 2))  # [B + 1]: pairs and alphas averaged
+        out[m] = {"estimate": float(rho[0]), "upper": float(np.quantile(rho[1:], confidence)), "jobs": j,
+                  "episodes": e}
+    return out
+
+
+def own_components(data: dict, values, upper, a, b, strata_names, maps) -> dict:
+    """The variance components a connectivity rule's size on the study's own noise simulates beyond the per-alpha
+    noise (issue 53): the team (seed) effect's sd at the 95% upper bound of ``team_variance`` (0 where it cannot be
+    estimated) and, per map, the episode correlation of the shared-episode nulls at the 95% upper bound of
+    ``episode_correlation`` where ``data`` carries the jobs' per-episode gaps (``episode_gaps``), else the
+    record's ``SHARED_RHO`` (said so). Returns ``units`` (the team pairs), ``team_sd``, ``team``, ``rho`` [maps],
+    ``rho_by_map`` and ``words`` (what was estimated, with its bounds)."""
+    units = list(dict.fromkeys(f"{x} x {y}" for x, y in zip(a, b)))
+    team = team_variance(values, [f"{x} x {y}" for x, y in zip(a, b)], strata_names)
+    gaps = data.get("episode_gaps")
+    by_map = episode_correlation(gaps, strata_names) if gaps is not None and len(gaps) == len(values) else {}
+    rho = np.array([min(max(by_map[m]["upper"], 0.0), 0.99) if m in by_map else SHARED_RHO for m in maps])
+    words = (f"team (seed) sd {np.sqrt(team['estimate']):.4f}, 95% upper {np.sqrt(team['upper']):.4f} "
+             f"({team['seeds']} seeds x {team['maps']} maps; simulated at 0 and at the bound)" if team else "team (seed) effect not estimable (assumed 0)")
+    words += "; episode correlation " + ", ".join(
+        f"{m} {by_map[m]['estimate']:.3f} (95% upper {by_map[m]['upper']:.3f})" if m in by_map
+        else f"{m} {SHARED_RHO:g} (the record's; no per-episode data)" for m in maps)
+    return {"units": units, "team_sd": float(np.sqrt(team["upper"])) if team else 0.0, "team": team, "rho": rho,
+            "rho_by_map": by_map, "words": words}
+
+
 @dataclass(frozen=True)
 class ConnectedRule:
     """Data: dict ``values`` (per-job plain max barrier), ``upper`` (its upper bound), ``a``, ``b`` (team
@@ -639,8 +728,12 @@ class ConnectedRule:
         the study's design as it is (its maps and jobs per map, one job per seed) simulated with each job's
         per-alpha noise drawn from the study's own jobs on that map (s = (upper - max) / 1.96), under each null of
         ``nuisances`` (the size: the worst) and the named families of ``NULL_WORDS`` (each with the p at which the
-        study's bound rejects it: the share of simulated bounds at or below the observed one). Vectorised
-        (``simulate_max``, ``mean_bounds``), ``sims`` studies per null. None when the layout is not one job per
+        study's bound rejects it: the share of simulated bounds at or below the observed one). The components the
+        study shows beyond that noise (``own_components``): a seed's effect on its jobs on every map, each null
+        simulated with its sd at 0 and at the 95% upper bound of ``team_variance`` (the worse size, the larger p),
+        and the shared-episode nulls' correlation at the 95% upper bound of the study's own (``episode_correlation``;
+        the record's 0.3 where the data carry no per-episode gaps). Vectorised (``simulate_max``, ``mean_bounds``),
+        ``sims`` studies per null and team sd. None when the layout is not one job per
         seed (the only layout this rule has records for)."""
         from studies.rules import wilson
 
@@ -657,25 +750,35 @@ class ConnectedRule:
             return None
         s_obs = (upper - values) / 1.959963984540054
         observed = float(self.bound(values[None], upper[None], strata)[0])
+        comp = own_components(data, values, upper, a, b, strata_names, maps)
+        units = np.array([comp["units"].index(f"{x} x {y}") for x, y in zip(a, b)])
         rng = np.random.default_rng(seed)
         rows = {}
         for label in list(self.nuisances(design)) + [x for x in NULL_WORDS if x not in self.nuisances(design)]:
             nuis, _, shared = label.partition(", ")
-            bars = null_barriers(nuis, thr, seed_of, strata, rng, sims)
-            s = np.empty((sims, len(values)))
-            for k in range(len(maps)):  # each job's noise drawn from its own map's jobs
-                s[:, strata == k] = rng.choice(s_obs[strata == k], (sims, int((strata == k).sum())))
-            bound = self.bound(*simulate_max(rng, bars, s, strata, shared == "shared episodes"), strata)
-            hits = int((bound < thr).sum())
+            tried = []  # the team sd at both ends of its 95% interval [0, upper]: the worse one is the null's size
+            for team_sd in ([0.0, comp["team_sd"]] if comp["team_sd"] > 0 else [0.0]):
+                bars = null_barriers(nuis, thr, seed_of, strata, rng, sims)
+                s = np.empty((sims, len(values)))
+                for k in range(len(maps)):  # each job's noise drawn from its own map's jobs
+                    s[:, strata == k] = rng.choice(s_obs[strata == k], (sims, int((strata == k).sum())))
+                mx, up = simulate_max(rng, bars, s, strata, shared == "shared episodes", rho=comp["rho"])
+                if team_sd > 0:  # a seed's effect on its jobs' statistic, common to its maps (``team_variance``)
+                    shifted = np.maximum(mx + team_sd * rng.standard_normal((sims, len(comp["units"])))[:, units], 0.0)
+                    mx, up = shifted, shifted + (up - mx)
+                bound = self.bound(mx, up, strata)
+                tried.append((int((bound < thr).sum()), (1 + int((bound <= observed).sum())) / (1 + sims), team_sd))
+            hits, _, team_sd = max(tried)
             lo, hi = wilson(hits, sims)
             rows[label] = {"size": hits / sims, "lo": lo, "hi": hi, "in_size": label in self.nuisances(design),
-                           "p": (1 + int((bound <= observed).sum())) / (1 + sims),
+                           "p": max(t[1] for t in tried), "team_sd": team_sd,
                            "words": NULL_WORDS[nuis] + (" (a shock common to a map's jobs)" if shared else "")}
         worst = max((k for k in rows if rows[k]["in_size"]), key=lambda k: rows[k]["size"])
         named = [{"null": v["words"], "p": v["p"], "excluded": bool(v["p"] <= 0.05)}
                  for k, v in rows.items() if "," not in k]
         return {"size": rows[worst]["size"], "lo": rows[worst]["lo"], "hi": rows[worst]["hi"], "sims": sims,
                 "worst": rows[worst]["words"], "observed_bound": observed, "nulls": named,
+                "components": comp["words"], "team": comp["team"], "episode_correlation": comp["rho_by_map"],
                 "largest_p_of_record_nulls": max(v["p"] for v in rows.values() if v["in_size"]),
                 "noise": {m: [float(np.min(s_obs[strata == k])), float(np.median(s_obs[strata == k])),
                               float(np.max(s_obs[strata == k]))] for k, m in enumerate(maps)},

@@ -70,9 +70,13 @@ def _upper(r: dict) -> float:
 
 
 def connected_data(rows: list[dict]) -> dict:
-    """The "connected" rule's data from one group's rows."""
-    return {"values": [float(r["max"]) for r in rows], "upper": [_upper(r) for r in rows],
+    """The "connected" rule's data from one group's rows (with ``episode_gaps`` where every row carries its
+    per-episode gaps, ``_episode_gaps``: the size on the study's own noise estimates the episode correlation)."""
+    data = {"values": [float(r["max"]) for r in rows], "upper": [_upper(r) for r in rows],
             "a": [r["a"] for r in rows], "b": [r["b"] for r in rows], "strata": [r["env"] for r in rows]}
+    if rows and all("_episode_gaps" in r for r in rows):
+        data["episode_gaps"] = [r["_episode_gaps"] for r in rows]
+    return data
 
 
 def separated_data(rows: list[dict]) -> dict:

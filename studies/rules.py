@@ -239,7 +239,8 @@ def verdict(rule_name: str, data: Any, design: Design, records: dict | None = No
 def own_noise_text(check: dict, digits: int = 3) -> str:
     """``size on this study's noise: x [lo, hi]`` (worst null, simulated studies) of a rule's ``own_noise``."""
     return (f"size on this study's noise: {check['size']:.{digits}f} [{check['lo']:.{digits}f}, {check['hi']:.{digits}f}]"
-            f" (worst null: {check['worst']}; {check['sims']} simulated studies; pass line {MAX_SIZE + SIZE_TOLERANCE:g})")
+            f" (worst null: {check['worst']}; {check['sims']} simulated studies; pass line {MAX_SIZE + SIZE_TOLERANCE:g}"
+            + (f"; estimated: {check['components']}" if check.get("components") else "") + ")")
 
 
 def nulls_text(check: dict) -> str:

@@ -216,7 +216,7 @@ def write_rows(sweep: dict, rows: list[dict], echo=None, endpoints=(), out: Path
         ["statistic", "pair", "env", "jobs", "mean", "lo", "hi", "single_job", "resampled", "method"])
     probe = sweep.get("probe", {})
     write_json(out / "summary.json", {
-        "probe": probe, "rows": rows, "aggregate": agg, "aggregate_midpoint": agg_mid, "aggregate_win": agg_win,
+        "probe": probe, "rows": [{k: v for k, v in r.items() if k != "_episode_gaps"} for r in rows], "aggregate": agg, "aggregate_midpoint": agg_mid, "aggregate_win": agg_win,
         "aggregate_aligned": agg_aligned, "connected_tests": tests, "separated_tests": ev["separated_tests"],
         "preconditions": ev["preconditions"],
         "excludes_zero": excl, "verdict": decision, "reasons": reasons, "contrasts": cons,
@@ -258,7 +258,11 @@ def write_rows(sweep: dict, rows: list[dict], echo=None, endpoints=(), out: Path
     if owns:
         lines += ["", ("Size on this study's noise (issue 53): the rule's design as the study has it (its maps and "
                        "jobs per map) simulated with each job's per-alpha noise drawn from the study's own jobs on "
-                       "that map, (max_hi - max) / 1.96, under each null of its calibration record; above the pass "
+                       "that map, (max_hi - max) / 1.96, a seed's effect common to its jobs on every map at 0 and at the 95% "
+                       "upper bound of the study's seed x map variance component (the worse), and the shared-episode "
+                       "nulls' correlation of a map's jobs at the 95% upper bound of the study's own (its per-episode "
+                       "gaps; clipped at 0), under each null "
+                       "of its calibration record; above the pass "
                        "line the outcome is \"" + NOT_CALIBRATED_HERE + "\". The nulls: the p at which the study's "
                        "bound rejects each family (the share of simulated bounds at or below it)."), ""]
         lines += [f"- {p}: {own_noise_text(c)}; {nulls_text(c)}; the largest p over the record's nulls "
