@@ -17,8 +17,7 @@ import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from marl.runs.fingerprint import COMPARABLE_NOTE, MACHINE_KEYS, changes, describe  # noqa: E402
+from marl.runs.fingerprint import COMPARABLE_NOTE, MACHINE_KEYS, changes, describe
 
 RUNS = ("mappo", "happo", "mpe", "latent")
 
@@ -67,6 +66,10 @@ def compare(recorded: list[str], now: list[str]) -> tuple[int, str]:
 
 
 def main(argv: list[str]) -> int:
+    if not 1 <= len(argv) <= 2 or not Path(argv[0]).is_dir():
+        print("usage: python bench/digest_lines.py OUT_DIR [RECORDED] (OUT_DIR: bench/digest_check.sh's runs)",
+              file=sys.stderr)
+        return 2
     now = lines(Path(argv[0]))
     print("\n".join(now))
     if len(argv) > 1:

@@ -21,16 +21,18 @@ import numpy as np
 from scipy import stats
 
 ROOT = Path(__file__).resolve().parents[1]
-CODE = ("import sys; sys.path.insert(0, {root!r}); sys.path.insert(0, {bench!r}); from throughput import train_sps; "
-        "print(train_sps({env!r}, chunks={chunks}))")
+# run in the repository's root (``python -c`` imports from its working folder): bench.throughput beside the
+# installed packages
+CODE = "from bench.throughput import train_sps; print(train_sps({env!r}, chunks={chunks}))"
 
 
 def measure(env: str, xla_flags: str, chunks: int) -> float:
     """Training env steps/s of one fresh process run with ``XLA_FLAGS=xla_flags``."""
     e = {**os.environ, "XLA_FLAGS": xla_flags, "MARL_COMPILATION_CACHE": "0", "PYTHONWARNINGS": "ignore"}
     e.pop("JAX_COMPILATION_CACHE_DIR", None)
-    code = CODE.format(root=str(ROOT), bench=str(ROOT / "bench"), env=env, chunks=chunks)
-    out = subprocess.run([sys.executable, "-c", code], env=e, capture_output=True, text=True, check=True).stdout
+    code = CODE.format(env=env, chunks=chunks)
+    out = subprocess.run([sys.executable, "-c", code], env=e, cwd=ROOT, capture_output=True, text=True,
+                         check=True).stdout
     return float(out.strip().splitlines()[-1])
 
 
@@ -53,7 +55,6 @@ def main() -> None:
     p.add_argument("--chunks", type=int, default=2)
     p.add_argument("--out", default=str(ROOT / "bench" / "results" / "cross_machine" / "isa_cost.json"))
     a = p.parse_args()
-    sys.path.insert(0, str(ROOT))
     arms = {"default": os.environ.get("XLA_FLAGS", ""), "pinned": f"--xla_cpu_max_isa={a.isa}"}
     pairs = []
     for r in range(a.repeats):
