@@ -41,7 +41,7 @@ from pathlib import Path
 
 import numpy as np
 
-from studies.atlas import lead_verdict  # noqa: F401  (the per-map verdict lives with the rules)
+from studies.atlas import lead_verdict, t_ci  # noqa: F401  (the per-map verdict lives with the rules)
 
 RESULTS = Path(__file__).parent / "results"
 RAW = RESULTS / "atlas_raw"
@@ -217,21 +217,10 @@ def liveness(recipe: dict, root: Path, sizes, seeds) -> None:
 
 
 def liveness_by_size(recipe: dict, sizes) -> dict:
-    """Per N: ``studies.liveness.precondition`` on the cells of every seed's liveness file pooled (seeds x
-    instances), or, when a seed's file is missing, the precondition failed as not measured."""
-    from studies.liveness import NOT_SHOWN, precondition
+    """``studies.atlas.liveness_by_size`` on this study's raw folder."""
+    from studies.atlas import liveness_by_size as by_size
 
-    out = {}
-    for n in sizes:
-        paths = [liveness_path(n, s) for s in recipe["seeds"]]
-        if not all(p.exists() for p in paths):
-            miss = sum(not p.exists() for p in paths)
-            out[n] = {"live": False, "outcome": NOT_SHOWN, "text": f"{NOT_SHOWN} (not measured: {miss} of {len(paths)} "
-                                                                 "seeds' liveness files missing; `bench/atlas.py liveness`)"}
-            continue
-        rs = [json.loads(p.read_text()) for p in paths]
-        out[n] = precondition(np.concatenate([r["latent"] for r in rs]), np.concatenate([r["zero"] for r in rs]))
-    return out
+    return by_size(recipe, sizes, RAW)
 
 
 def raw_liveness(recipe: dict) -> dict:
@@ -289,15 +278,6 @@ def liveness_table(names=FAMILY_STUDIES_LIVE) -> str:
 
 # -- report ---------------------------------------------------------------------------------------
 
-def t_ci(x) -> tuple[float, float, float]:
-    """Mean and 95% t-interval over the values (seeds) (``marl_common.stats.mean_ci``); one value:
-    (x, nan, nan), so that one seed never reads as a zero-width interval."""
-    from marl_common.stats import mean_ci
-
-    m, lo, hi = mean_ci(x)
-    return (m, float("nan"), float("nan")) if np.size(x) < 2 else (m, lo, hi)
-
-
 def _fmt(m, lo, hi, d=3, none="one seed") -> str:
     """``m [lo, hi]``; no interval (one seed, or the same value for every seed): says so, never ``[x, x]``."""
     if np.isfinite(lo) and hi - lo <= 1e-12 * max(1.0, abs(m)):
@@ -325,32 +305,10 @@ def _recorded(recipe: dict, key: str):
 
 
 def study_designs(recipe: dict, meas: dict) -> dict:
-    """The designs the report's rules read (one place for the report and ``calibrate``): the budget of the
-    size trend, the out-of-distribution sizes, which sizes have a margin (precondition 2), the trend's sizes
-    and ``studies.atlas.trend_design``, the compute axis's sizes (searched to B >= 1024, with a margin) and
-    ``compute_design`` (None without such a size)."""
-    from studies import atlas as st
+    """``studies.atlas.study_designs`` (the designs the report's rules read)."""
+    from studies.atlas import study_designs as designs
 
-    rows, name = meas["rows"], recipe.get("name", "atlas")
-    sizes = sorted(rows)
-    b_main = 256 if 256 in recipe["budget_points"] else recipe["budget_points"][-1]
-    ood = [n for n in sizes if n != recipe["train_size"]]
-    positive = {}
-    for n in sizes:
-        m = t_ci([r["M"] for r in rows[n]])
-        positive[n] = bool(m[1] > 0 if np.isfinite(m[1]) else m[0] > 0)
-    slope_sizes = [n for n in ood if positive[n]]
-    inst = [rows[n][0]["instances"] for n in slope_sizes]
-    trend = st.trend_design(name, slope_sizes, inst, len(rows[slope_sizes[0]]) if slope_sizes else 1, b_main)
-    sizes_b = {}
-    for n in sizes:
-        bmax = min(max(r["D"]) for r in rows[n])
-        if bmax >= 1024 and 64 in rows[n][0]["D"] and positive[n]:
-            sizes_b[n] = bmax
-    compute = (st.compute_design(name, list(sizes_b), [rows[n][0]["instances"] for n in sizes_b],
-                                 len(rows[next(iter(sizes_b))])) if sizes_b else None)
-    return {"b_main": b_main, "ood": ood, "margin_positive": positive, "slope_sizes": slope_sizes, "trend": trend,
-            "sizes_b": sizes_b, "compute": compute}
+    return designs(recipe, meas)
 
 
 def calibrate(recipe: dict, sims: int | None = None, records=None) -> list[dict]:
@@ -399,13 +357,15 @@ def mixed_trainings(recipe: dict) -> str:
 
 
 def missing_raw(recipe: dict) -> list[str]:
-    """The planned (N, seed) raw files not written yet (``N{n}_s{seed}.json`` for every size and seed)."""
-    return [f"N{n}_s{s}.json" for n in recipe["sizes"] for s in recipe["seeds"] if not (RAW / f"N{n}_s{s}.json").exists()]
+    """The planned (N, seed) raw files not written yet (``studies.atlas.missing_raw`` of RAW)."""
+    from studies.atlas import missing_raw as missing
+
+    return missing(recipe, RAW)
 
 
 def report(recipe: dict, root: Path) -> None:
     from studies import atlas as st
-    from studies.rules import own_noise_text, verdict
+    from studies.rules import own_noise_text
 
     missing = missing_raw(recipe)
     if missing:  # a partial study is no study: the design (and its calibration record) is the planned one
@@ -431,39 +391,36 @@ def report(recipe: dict, root: Path) -> None:
             if k in comp:
                 comp[k]["win"], comp[k]["win_unit"] = win_wilson(comp[k]["win_per_seed"], comp["episodes"])
     out["competence"] = comp
-    pre = {}
-    if comp:
-        e, mlp = comp["entity"], comp.get("mlp")
-        pre["P beats random at the trained size"] = comp.get("margin_lo", float("nan")) > 0
+    if comp and comp.get("mlp"):
         # reported, not blocking: the plan says a worse entity P is printed as such and the study goes on
-        if mlp:
-            out["entity_within_or_above_mlp"] = bool(e["mean"] >= mlp["lo"])
+        out["entity_within_or_above_mlp"] = bool(comp["entity"]["mean"] >= comp["mlp"]["lo"])
     live = latent_weights(recipe, root) or _recorded(recipe, "latent_max_abs") or {}
     out["latent_max_abs"] = live
-    if live:  # a latent projection still at its zero start: L = P, and search has nothing to search
-        pre["the latent is live (every L's latent projection non-zero)"] = all(v > 0 for v in live.values())
-    if not recipe.get("stochastic"):
-        pre["determinism (best seen == re-evaluated)"] = not meas["determinism_failures"]
-    out["preconditions"] = {k: bool(v) for k, v in pre.items()}
-    live_by = liveness_by_size(recipe, sizes)  # every verdict at N needs the latent space shown live at N
-    out["liveness"] = {str(n): v for n, v in live_by.items()}
     eq = recipe.get("equivalence_margin")
-    des = study_designs(recipe, meas)
+    # the verdicts (studies.atlas.family_verdicts, as a declared study reads them): every precondition with its
+    # figures here (a latent projection still at its zero start: L = P, and search has nothing to search; every
+    # verdict at N needs the latent space shown live at N)
+    declared = [k for k, ok in (("competence", bool(comp)), ("latent_weights", bool(live)), ("determinism", True),
+                                ("latent_live", True)) if ok]
+    fam = st.family_verdicts(recipe, RAW, {"competence": comp, "latent_max_abs": live}, declared, eq, meas=meas)
+    pre = fam["preconditions"]
+    out["preconditions"] = dict(pre)
+    live_by = fam["live_by"]
+    out["liveness"] = {str(n): v for n, v in live_by.items()}
+    des = fam["designs"]
     b_main = des["b_main"]
     table = [f"| N | env | seeds x instances | P (zero-shot) | random | margin M | L at z = 0 | per-agent at B_max (re-eval) | "
              f"shared at B_max (re-eval) | D at B={b_main} | D / N | D / M | log gain ratio |" + (" per-agent vs shared |" if eq else ""),
              "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |" + (" --- |" if eq else "")]
     ood = des["ood"]
-    trend_data = st.study_data(meas, sizes, b_main)
-    dm_all = st.trend_measure(trend_data, "D_over_M")
-    pooled_dm = st.pooled_instance_var({n: dm_all[n] for n in ood})
+    trend_data, dm_all = fam["trend_data"], fam["dm_all"]
     lr_all = st.trend_measure(trend_data, "log_gain_ratio")
     for n in sizes:
         rs = sorted(rows[n], key=lambda r: r["seed"])
         margin_ok = t_ci([r["M"] for r in rs])
         d_cells = st.cells(rs, "D", b_main)
         entry = {"seeds": [r["seed"] for r in rs], "M": margin_ok, "D": st.crossed_ci(d_cells),
-                 "D_per_agent": st.crossed_ci(d_cells / n), "D_over_M": st.crossed_ci(dm_all[n], pooled_dm),
+                 "D_per_agent": st.crossed_ci(d_cells / n), "D_over_M": fam["D_over_M"][n],
                  "D_over_M_seeds_only": t_ci([r["D"][b_main] / r["M"] for r in rs]),
                  "log_gain_ratio": st.crossed_ci(lr_all[n]) if isinstance(lr_all, dict) else lr_all,
                  "P": t_ci([r["P"] for r in rs]),
@@ -477,10 +434,7 @@ def report(recipe: dict, root: Path) -> None:
         out["sizes"][str(n)] = entry
         dm_txt = _cfmt(entry["D_over_M"]) if entry["margin_positive"] else "(precondition 2 failed: no margin)"
         if eq:
-            dm = entry["D_over_M"]
-            entry["verdict"] = st.lead_verdict((dm["mean"], dm["lo"], dm["hi"]), eq) if entry["margin_positive"] else "no margin"
-            if not live_by[n]["live"]:
-                entry["verdict"] = live_by[n]["outcome"]
+            entry["verdict"] = fam["per_size"][n]
         lr = entry["log_gain_ratio"]
         lr_txt = _cfmt(lr) if isinstance(lr, dict) else "undefined (a gain <= 0)"
         dp = 1 if abs(entry["P"][0]) >= 10 else 3
@@ -493,7 +447,7 @@ def report(recipe: dict, root: Path) -> None:
     # the size trend (studies.atlas.grows_with_n): OOD sizes with a margin
     slope_sizes, design = des["slope_sizes"], des["trend"]
     sub = {n: trend_data[n] for n in slope_sizes}
-    v_size = verdict("grows_with_n", sub, design)
+    v_size = fam["v_size"]
     beside = {}
     for m in ("D_per_agent", "D_over_M"):
         ys = st.trend_measure(sub, m)
@@ -504,25 +458,8 @@ def report(recipe: dict, root: Path) -> None:
         beside["D_over_M_seeds_only"] = dict(zip(("slope", "lo", "hi"), t_ci(per_seed)))
     # the compute trend (studies.atlas.grows_with_compute): D / M from B = 64 to B_max at sizes searched to B >= 1024
     sizes_b, cdesign = des["sizes_b"], des["compute"]
-    v_compute = None
-    if sizes_b:
-        v_compute = verdict("grows_with_compute", st.compute_data(meas, sizes_b), cdesign)
-        if "by_size" not in v_compute.details:  # uncalibrated: the rule's numbers are still shown
-            v_compute = dataclasses.replace(v_compute, details={**v_compute.details, **st.GROWS_WITH_COMPUTE.decide(
-                st.compute_data(meas, sizes_b), cdesign).details})
-    failed = [k for k, v in pre.items() if not v]
-    size_txt = v_size.outcome
-    comp_txt = v_compute.outcome if v_compute else "not measured here (no size searched to B >= 1024)"
-    if failed:
-        size_txt = comp_txt = f"precondition failed ({'; '.join(failed)})"
-    dead = lambda ns: [n for n in ns if not live_by[n]["live"]]
-    for ns, which in ((slope_sizes, "size"), (sizes_b or {}, "compute")):
-        if dead(ns):
-            by = {}
-            for n in dead(ns):
-                by.setdefault(live_by[n]["outcome"], []).append(str(n))
-            txt = "; ".join(f"{o} at N = {', '.join(v)}" for o, v in by.items()) + " (the numbers: Preconditions)"
-            size_txt, comp_txt = (txt, comp_txt) if which == "size" else (size_txt, txt)
+    v_compute = fam["v_compute"]
+    size_txt, comp_txt = fam["verdicts"]["lead grows with N"], fam["verdicts"]["lead grows with compute"]
     sl = v_size.details
     out["verdicts"] = {
         "lead grows with N": {"verdict": size_txt, "rule": "grows_with_n", "design": design.key(),

@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from marl_cli import config, envs, eval, lineage, probe, render, report, search, sweep, train
+from marl_cli import config, envs, eval, lineage, probe, render, report, search, study, sweep, train
 from marl_cli.args import Parser, parse_args
 from marl_cli.doc import document
 from marl_common.compile_cache import enable_compilation_cache
@@ -23,7 +23,7 @@ from marl_common.version import package_version
 
 __all__ = ["main", "make_parser", "parse_args", "run"]
 
-SUBCOMMANDS = (envs, train, eval, lineage, probe, search, sweep, report, render, config)  # in --help order
+SUBCOMMANDS = (envs, train, eval, lineage, probe, search, sweep, study, report, render, config)  # in --help order
 
 
 def make_parser() -> argparse.ArgumentParser:

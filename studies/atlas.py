@@ -514,6 +514,143 @@ GROWS_WITH_N = rules.register(GrowsWithN())
 GROWS_WITH_COMPUTE = rules.register(GrowsWithCompute())
 
 
+# -- a family's verdicts from its raw files (the report's and the declared study's) ---------------------
+
+# the preconditions a study may declare: P beats random at the trained size (the recorded competence), every
+# L's latent projection non-zero (the recorded latent weights), deterministic episodes (best seen ==
+# re-evaluated; not for stochastic recipes), and the latent space live at each size (studies.liveness)
+ATLAS_PRECONDITIONS = ("competence", "latent_weights", "determinism", "latent_live")
+PRECONDITION_TEXT = {"competence": "P beats random at the trained size",
+                     "latent_weights": "the latent is live (every L's latent projection non-zero)",
+                     "determinism": "determinism (best seen == re-evaluated)"}
+
+
+def t_ci(x) -> tuple[float, float, float]:
+    """Mean and 95% t-interval over the values (seeds) (``marl_common.stats.mean_ci``); one value:
+    (x, nan, nan), so that one seed never reads as a zero-width interval."""
+    m, lo, hi = mean_ci(x)
+    return (m, float("nan"), float("nan")) if np.size(x) < 2 else (m, lo, hi)
+
+
+def missing_raw(recipe: dict, raw: Path) -> list[str]:
+    """The planned (N, seed) raw files not in ``raw`` (``N{n}_s{seed}.json`` for every size and seed)."""
+    return [f"N{n}_s{s}.json" for n in recipe["sizes"] for s in recipe["seeds"] if not (Path(raw) / f"N{n}_s{s}.json").exists()]
+
+
+def liveness_by_size(recipe: dict, sizes, raw: Path) -> dict:
+    """Per N: ``studies.liveness.precondition`` on the cells of every seed's liveness file in ``raw`` pooled
+    (seeds x instances), or, when a seed's file is missing, the precondition failed as not measured."""
+    from studies.liveness import NOT_SHOWN, precondition
+
+    out = {}
+    for n in sizes:
+        paths = [Path(raw) / f"liveness_N{n}_s{s}.json" for s in recipe["seeds"]]
+        if not all(p.exists() for p in paths):
+            miss = sum(not p.exists() for p in paths)
+            out[n] = {"live": False, "outcome": NOT_SHOWN, "text": f"{NOT_SHOWN} (not measured: {miss} of {len(paths)} "
+                                                                 "seeds' liveness files missing; `bench/atlas.py liveness`)"}
+            continue
+        rs = [json.loads(p.read_text()) for p in paths]
+        out[n] = precondition(np.concatenate([r["latent"] for r in rs]), np.concatenate([r["zero"] for r in rs]))
+    return out
+
+
+def study_designs(recipe: dict, meas: dict) -> dict:
+    """The designs the report's rules read (one place for the report, the declared study and ``calibrate``):
+    the budget of the size trend, the out-of-distribution sizes, which sizes have a margin (precondition 2),
+    the trend's sizes and ``trend_design``, the compute axis's sizes (searched to B >= 1024, with a margin)
+    and ``compute_design`` (None without such a size)."""
+    rows, name = meas["rows"], recipe.get("name", "atlas")
+    sizes = sorted(rows)
+    b_main = 256 if 256 in recipe["budget_points"] else recipe["budget_points"][-1]
+    ood = [n for n in sizes if n != recipe["train_size"]]
+    positive = {}
+    for n in sizes:
+        m = t_ci([r["M"] for r in rows[n]])
+        positive[n] = bool(m[1] > 0 if np.isfinite(m[1]) else m[0] > 0)
+    slope_sizes = [n for n in ood if positive[n]]
+    inst = [rows[n][0]["instances"] for n in slope_sizes]
+    trend = trend_design(name, slope_sizes, inst, len(rows[slope_sizes[0]]) if slope_sizes else 1, b_main)
+    sizes_b = {}
+    for n in sizes:
+        bmax = min(max(r["D"]) for r in rows[n])
+        if bmax >= 1024 and 64 in rows[n][0]["D"] and positive[n]:
+            sizes_b[n] = bmax
+    compute = (compute_design(name, list(sizes_b), [rows[n][0]["instances"] for n in sizes_b],
+                              len(rows[next(iter(sizes_b))])) if sizes_b else None)
+    return {"b_main": b_main, "ood": ood, "margin_positive": positive, "slope_sizes": slope_sizes, "trend": trend,
+            "sizes_b": sizes_b, "compute": compute}
+
+
+def family_verdicts(recipe: dict, raw: Path, recorded: dict, preconditions, equivalence: float | None,
+                    meas: dict | None = None) -> dict:
+    """One ATLAS family's verdicts from its raw files in ``raw``: the per-size lead (``lead_verdict`` of D / M's
+    crossed interval against the ``equivalence`` margin; None: none), ``grows_with_n`` and ``grows_with_compute``
+    (``rules.verdict``: a verdict only with a passing record for the study's design), each gated by the
+    declared ``preconditions`` (``ATLAS_PRECONDITIONS``; competence and latent weights are the ``recorded``
+    report's figures). Refuses (one line) while a planned raw file is missing. Returns {"preconditions",
+    "per_size", "verdicts", "v_size", "v_compute", "designs", "live_by", "inputs", "meas", ...}."""
+    from marl_common.errors import UserError
+
+    raw = Path(raw)
+    missing = missing_raw(recipe, raw)
+    if missing:  # a partial study is no study: the design (and its calibration record) is the planned one
+        raise UserError(f"{len(missing)} planned raw files are missing under {raw} ({', '.join(missing[:4])}"
+                        f"{', ...' if len(missing) > 4 else ''}): search them first (bench/atlas.py search)")
+    meas = measures(raw, recipe) if meas is None else meas
+    rows = meas["rows"]
+    sizes = sorted(rows)
+    des = study_designs(recipe, meas)
+    pre = {}
+    if "competence" in preconditions:
+        pre[PRECONDITION_TEXT["competence"]] = (recorded.get("competence") or {}).get("margin_lo", float("nan")) > 0
+    live = recorded.get("latent_max_abs") or {}
+    if "latent_weights" in preconditions and live:
+        pre[PRECONDITION_TEXT["latent_weights"]] = all(v > 0 for v in live.values())
+    if "determinism" in preconditions and not recipe.get("stochastic"):
+        pre[PRECONDITION_TEXT["determinism"]] = not meas["determinism_failures"]
+    live_by = (liveness_by_size(recipe, sizes, raw) if "latent_live" in preconditions
+               else {n: {"live": True, "outcome": "", "text": "not declared"} for n in sizes})
+    trend_data = study_data(meas, sizes, des["b_main"])
+    dm_all = trend_measure(trend_data, "D_over_M")
+    pooled_dm = pooled_instance_var({n: dm_all[n] for n in des["ood"]})
+    per_size, dm = {}, {}
+    for n in sizes:
+        dm[n] = crossed_ci(dm_all[n], pooled_dm)
+        if equivalence is not None:
+            per_size[n] = (lead_verdict((dm[n]["mean"], dm[n]["lo"], dm[n]["hi"]), equivalence)
+                           if des["margin_positive"][n] else "no margin")
+            if not live_by[n]["live"]:
+                per_size[n] = live_by[n]["outcome"]
+    sub = {n: trend_data[n] for n in des["slope_sizes"]}
+    v_size = rules.verdict("grows_with_n", sub, des["trend"])
+    v_compute = None
+    if des["sizes_b"]:
+        cdata = compute_data(meas, des["sizes_b"])
+        v_compute = rules.verdict("grows_with_compute", cdata, des["compute"])
+        if "by_size" not in v_compute.details:  # uncalibrated: the rule's numbers are still shown
+            v_compute = dataclasses.replace(v_compute, details={**v_compute.details,
+                                                                 **GROWS_WITH_COMPUTE.decide(cdata, des["compute"]).details})
+    failed = [k for k, v in pre.items() if not v]
+    size_txt = v_size.outcome
+    comp_txt = v_compute.outcome if v_compute else "not measured here (no size searched to B >= 1024)"
+    if failed:
+        size_txt = comp_txt = f"precondition failed ({'; '.join(failed)})"
+    for ns, which in ((des["slope_sizes"], "size"), (des["sizes_b"] or {}, "compute")):
+        dead = [n for n in ns if not live_by[n]["live"]]
+        if dead:
+            by = {}
+            for n in dead:
+                by.setdefault(live_by[n]["outcome"], []).append(str(n))
+            txt = "; ".join(f"{o} at N = {', '.join(v)}" for o, v in by.items()) + " (the numbers: Preconditions)"
+            size_txt, comp_txt = (txt, comp_txt) if which == "size" else (size_txt, txt)
+    inputs = sorted(raw.glob("N*_s*.json")) + sorted(raw.glob("liveness_N*_s*.json"))
+    return {"preconditions": {k: bool(v) for k, v in pre.items()}, "per_size": per_size, "D_over_M": dm,
+            "verdicts": {"lead grows with N": size_txt, "lead grows with compute": comp_txt},
+            "v_size": v_size, "v_compute": v_compute, "designs": des, "live_by": live_by, "trend_data": trend_data,
+            "dm_all": dm_all, "pooled_dm": pooled_dm, "inputs": inputs, "meas": meas}
+
+
 # -- calibration ----------------------------------------------------------------------------------
 
 def transferred_noise(sizes, noise: TrendNoise = RECORDED_TREND_NOISE) -> TrendNoise:

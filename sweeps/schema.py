@@ -124,8 +124,12 @@ def check_value(key: str, value, where: str) -> None:
 def load_sweep(path) -> dict:
     """Parse and validate a sweep file; returns its data (tables as parsed; ``[grid] env`` moved to
     ``envs``; ``config`` and ``grid`` always present)."""
-    data = read_toml(path, "sweep file")
-    where = f"sweep file {path}"
+    return check_sweep(read_toml(path, "sweep file"), f"sweep file {path}")
+
+
+def check_sweep(data: dict, where: str) -> dict:
+    """``load_sweep``'s checks on a sweep's parsed tables (a sweep file, or a study file's ``[sweep]`` table);
+    ``where`` names it in every error. Returns ``data`` (``config`` and ``grid`` always present)."""
     typed(data, TOP, where)
     data.setdefault("config", {})
     data.setdefault("grid", {})

@@ -1,0 +1,386 @@
+"""A declared study (issue 57): one TOML file names the runs, the analysis plan and the report.
+
+    [study]     name; sweep = "sweeps/X.toml" (the runs: a sweep file) or an inline [sweep] table; out (the
+                study's folder: its runs, background log, report and verdict record; default runs/studies/NAME)
+    [analysis]  kind (an analysis of ``ANALYSES``: connectivity, fresh_seeds, atlas); rules (names in the
+                registry ``studies.rules.RULES``: the rules the verdict may read, no more, no fewer);
+                seeds (the training seeds the decision may read: a list, or "A-B"); margins (a table of
+                numbers); preconditions; data (optional: a folder of recorded results read instead of the
+                study's own runs, e.g. the committed bench/results/connectivity_3maps); and the kind's own keys
+    [report]    title; out (the folder of the summary, default OUT/report)
+
+This module holds what sits below the sweeps: the file's [analysis] and [report] checks, the analyses that
+read recorded files only (fresh seeds, ATLAS), and the verdict record. ``sweeps.study`` loads the file,
+runs or resumes its sweep (in the background too), says where it stands, and adds the analysis that reads
+probe jobs (connectivity).
+
+Read once (``read_once``): the first verdict read is recorded in the study's folder (``verdict.json``: the
+analysis plan, its digest, the digest of the inputs read, the verdict's lines). A second read with the same
+plan and inputs prints the recorded verdict again; with another plan (rules, margins, preconditions, seeds) it
+is refused in one line, as is a read of changed inputs: a verdict is read once, on the plan fixed before it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import time
+from pathlib import Path
+from typing import Callable
+
+from marl_common.errors import UserError, did_you_mean
+
+STUDY_KEYS = {"name": str, "sweep": str, "out": str, "title": str}
+ANALYSIS_COMMON = {"kind": str, "rules": list, "seeds": (list, str), "margins": dict, "preconditions": (dict, list),
+                   "data": str}
+REPORT_KEYS = {"title": str, "out": str}
+RECORD = "verdict.json"
+
+
+@dataclasses.dataclass(frozen=True)
+class Analysis:
+    """One kind of analysis: its own [analysis] keys (name -> type), ``read(plan, data, echo) -> Reading``
+    (``plan``: the checked [analysis] table; ``data``: the folder it reads) and ``check(plan)`` (its own
+    checks, one-line UserErrors)."""
+
+    name: str
+    keys: dict
+    read: Callable
+    check: Callable = lambda plan, where: None
+    needs_data: bool = False  # reads only recorded files: [analysis] data is required
+
+
+@dataclasses.dataclass(frozen=True)
+class Reading:
+    """A verdict read: ``verdicts`` (name -> outcome words), ``lines`` (the summary, markdown), ``inputs``
+    (the files read, for the record's digest)."""
+
+    verdicts: dict
+    lines: list
+    inputs: tuple
+
+
+ANALYSES: dict[str, Analysis] = {}
+
+
+def register(analysis: Analysis) -> Analysis:
+    """Add ``analysis`` to ``ANALYSES`` (refuses a second one of the same name); returns it."""
+    if analysis.name in ANALYSES and ANALYSES[analysis.name] is not analysis:
+        raise ValueError(f"an analysis named {analysis.name!r} is already registered")
+    ANALYSES[analysis.name] = analysis
+    return analysis
+
+
+def _type_name(t) -> str:
+    if isinstance(t, tuple):
+        return " or ".join(_type_name(x) for x in t)
+    return {dict: "a table", list: "a list", str: "a string", bool: "true or false", int: "an integer",
+            float: "a number"}.get(t, str(t))
+
+
+def typed(table, types: dict, where: str, required=()) -> dict:
+    """``table`` has only ``types``' keys, each of its type, and every ``required`` key (one-line UserErrors)."""
+    if not isinstance(table, dict):
+        raise UserError(f"{where} must be a table")
+    for k, v in table.items():
+        if k not in types:
+            raise UserError(f"{where}: unknown key {k!r}{did_you_mean(k, list(types), 'keys')}")
+        t = types[k]
+        ok = isinstance(v, t) and not (isinstance(v, bool) and bool not in (t if isinstance(t, tuple) else (t,)))
+        if isinstance(v, int) and not isinstance(v, bool) and float in (t if isinstance(t, tuple) else (t,)):
+            ok = True
+        if not ok:
+            raise UserError(f"{where}: {k} must be {_type_name(t)}, got {v!r}")
+    for k in required:
+        if k not in table:
+            raise UserError(f"{where}: {k} is missing")
+    return table
+
+
+def seed_list(value, where: str) -> tuple[int, ...]:
+    """``[40, 41]`` or ``"40-45"`` -> the seeds as a tuple of ints."""
+    if isinstance(value, str):
+        a, sep, b = value.partition("-")
+        if not (sep and a.strip().isdigit() and b.strip().isdigit() and int(a) <= int(b)):
+            raise UserError(f"{where}: seeds {value!r}: write \"A-B\" (A <= B) or a list of integers")
+        return tuple(range(int(a), int(b) + 1))
+    if not (isinstance(value, list) and value and all(isinstance(s, int) and not isinstance(s, bool) and s >= 0
+                                                      for s in value)):
+        raise UserError(f"{where}: seeds must be a non-empty list of integers >= 0 or \"A-B\", got {value!r}")
+    return tuple(value)
+
+
+def check_analysis(table, where: str) -> dict:
+    """The [analysis] table checked: a known kind, registered rule names, seeds, numeric margins and the kind's
+    own keys; returns it."""
+    from studies import rules as rules_mod
+
+    load_analyses()
+    if not isinstance(table, dict) or "kind" not in table:
+        raise UserError(f"{where}: [analysis] needs kind (one of {', '.join(ANALYSES)})")
+    kind = table["kind"]
+    if kind not in ANALYSES:
+        raise UserError(f"{where}: [analysis] kind {kind!r} is not an analysis{did_you_mean(kind, list(ANALYSES), 'analyses')}")
+    a = ANALYSES[kind]
+    here = f"{where}: [analysis]"
+    typed(table, {**ANALYSIS_COMMON, **a.keys}, here, required=("rules", "seeds") + (("data",) if a.needs_data else ()))
+    rules = table["rules"]
+    if not rules or not all(isinstance(r, str) for r in rules):
+        raise UserError(f"{here}: rules must be a non-empty list of rule names")
+    for r in rules:
+        if r not in rules_mod.RULES:
+            raise UserError(f"{here}: rule {r!r} is not registered{did_you_mean(r, list(rules_mod.RULES), 'rules')}")
+    seed_list(table["seeds"], here)
+    for k, v in table.get("margins", {}).items():
+        if not isinstance(v, (int, float)) or isinstance(v, bool):
+            raise UserError(f"{here}: margins.{k} must be a number, got {v!r}")
+    a.check(table, here)
+    return table
+
+
+def check_report(table, where: str) -> dict:
+    """The [report] table checked; returns it."""
+    return typed(table, REPORT_KEYS, f"{where}: [report]")
+
+
+def load_analyses() -> None:
+    """Import the modules whose rules the analyses read (they register them), once."""
+    import studies.atlas  # noqa: F401
+    import studies.connectivity  # noqa: F401
+    import studies.fresh_seeds  # noqa: F401
+    import studies.liveness  # noqa: F401
+
+
+def plan_of(analysis: dict) -> dict:
+    """The analysis plan the verdict record keeps (every [analysis] key but ``data``: where the inputs are read
+    from is not part of the plan; their digest is recorded apart)."""
+    return {k: v for k, v in sorted(analysis.items()) if k != "data"}
+
+
+def digest(value) -> str:
+    """sha256 of ``value`` as sorted JSON (16 hex digits)."""
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def inputs_digest(paths) -> str:
+    """sha256 over the bytes of every file in ``paths`` (sorted by name; 16 hex digits)."""
+    h = hashlib.sha256()
+    for p in sorted(str(p) for p in paths):
+        h.update(Path(p).name.encode())
+        h.update(Path(p).read_bytes())
+    return h.hexdigest()[:16]
+
+
+def read_once(folder, analysis: dict, read: Callable[[], Reading]) -> tuple[dict, bool]:
+    """The study's verdict: the record in ``folder``/verdict.json when there is one (``read`` is called to check
+    the inputs are the same; its verdict is not kept), else ``read()``'s, recorded. Returns (record, first).
+    A record made with another analysis plan, or on other inputs, refuses in one line."""
+    path = Path(folder) / RECORD
+    plan = plan_of(analysis)
+    old = json.loads(path.read_text()) if path.is_file() else None
+    if old is not None and old["plan_sha"] != digest(plan):
+        changed = sorted(k for k in set(plan) | set(old["plan"]) if plan.get(k) != old["plan"].get(k))
+        raise UserError(f"{path}: the verdict was read on {old['read']} with another analysis plan "
+                        f"({', '.join(changed)} differ: rules {old['plan'].get('rules')}); a verdict is read once: "
+                        "declare a new study (another [study] out) for other rules")
+    reading = read()
+    inputs = inputs_digest(reading.inputs)
+    if old is not None:
+        if old["inputs_sha"] != inputs:
+            raise UserError(f"{path}: the verdict was read on {old['read']} from other inputs (sha256 {old['inputs_sha']}, "
+                            f"now {inputs}); a verdict is read once: declare a new study for the new data")
+        return old, False
+    rec = {"plan": plan, "plan_sha": digest(plan), "inputs_sha": inputs, "inputs": len(reading.inputs),
+           "read": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), "verdicts": reading.verdicts,
+           "lines": reading.lines}
+    from marl_common.files import write_json
+
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    write_json(path, rec, indent=1)
+    return rec, True
+
+
+def _require_rules(plan: dict, needed, where: str, what: str) -> None:
+    """The plan's rules are exactly ``needed`` (the rules the analysis reads), else one line."""
+    declared, needed = set(plan["rules"]), set(needed)
+    if declared != needed:
+        extra, missing = sorted(declared - needed), sorted(needed - declared)
+        raise UserError(f"{where}: rules {sorted(declared)} are not the rules {what} reads ({sorted(needed)}"
+                        + (f"; not read: {extra}" if extra else "") + (f"; missing: {missing}" if missing else "") + ")")
+
+
+# -- fresh seeds: the decisions of fresh_seeds/PLAN3.md from their evaluation files -----------------------
+
+DECISION_KEYS = {"title": str, "kind": str, "files": list, "rules": list, "design": str, "measure": str,
+                 "seeds": (list, str), "first_seed": int, "margin": (int, float), "follows": str}
+DECISION_KINDS = ("target", "paired", "unchanged")
+
+
+def _design(name: str, rules: list, where: str):
+    """The design named ``name`` among the designs of ``rules`` (every rule must use it)."""
+    from studies.rules import RULES
+
+    found = {d.name: d for r in rules for d in RULES[r].designs()}
+    if name not in found:
+        raise UserError(f"{where}: design {name!r} is not a design of rules {rules}{did_you_mean(name, list(found), 'designs')}")
+    d = found[name]
+    for r in rules:
+        if d not in RULES[r].designs():
+            raise UserError(f"{where}: design {name!r} is not a design of rule {r!r}")
+    return d
+
+
+def _check_fresh(plan: dict, where: str) -> None:
+    decisions = plan.get("decisions")
+    if not isinstance(decisions, list) or not decisions:
+        raise UserError(f"{where}: decisions must be [[analysis.decisions]] tables (one per decision)")
+    allowed = set(seed_list(plan["seeds"], where))
+    used = set()
+    for i, d in enumerate(decisions):
+        here = f"{where} decisions[{i}]"
+        typed(d, DECISION_KEYS, here, required=("title", "kind", "files", "rules", "design", "seeds", "first_seed"))
+        if d["kind"] not in DECISION_KINDS:
+            raise UserError(f"{here}: kind {d['kind']!r} is not one of {', '.join(DECISION_KINDS)}")
+        if len(d["files"]) != (1 if d["kind"] == "target" else 2):
+            raise UserError(f"{here}: a {d['kind']} decision reads {1 if d['kind'] == 'target' else 2} evaluation file(s)")
+        for r in d["rules"]:
+            if r not in plan["rules"]:
+                raise UserError(f"{here}: rule {r!r} is not in [analysis] rules {plan['rules']}")
+        used |= set(d["rules"])
+        design = _design(d["design"], d["rules"], here)
+        if "margin" in d and design.get("margin") is not None and float(d["margin"]) != float(design.get("margin")):
+            raise UserError(f"{here}: margin {d['margin']} is not the margin of design {design.name!r} "
+                            f"({design.get('margin')}): a rule's calibration holds for its design's margin only")
+        seeds = set(seed_list(d["seeds"], here))
+        if not seeds <= allowed:
+            raise UserError(f"{here}: seeds {sorted(seeds - allowed)} are not among the seeds the study may use")
+    if used != set(plan["rules"]):
+        raise UserError(f"{where}: rules {sorted(set(plan['rules']) - used)} are declared but no decision reads them")
+
+
+def _eval_file(path: Path) -> dict:
+    from marl_common.preflight import read_json
+
+    rep = read_json(path, "evaluation file")
+    if not rep.get("own_episodes"):
+        raise UserError(f"{path}: scored with every seed on the same episodes; the declared designs need "
+                        "`marl eval --own-episodes` (evaluate the run again with it)")
+    return rep
+
+
+def decision_reading(d: dict, folder: Path) -> dict:
+    """One fresh-seed decision read from its evaluation files in ``folder``: {"status", "verdicts", "summary",
+    "what", "arms"}; "not run yet" while a file is missing. The verdict of several rules read together: the
+    claim a calibrated rule makes, else a calibrated rule's own words when they claim nothing, else no verdict."""
+    import numpy as np
+
+    from studies.rules import NO_RECORD, RULES, verdict
+
+    paths = [folder / f for f in d["files"]]
+    missing = [p.name for p in paths if not p.exists()]
+    if missing:
+        return {"status": "not run yet", "missing": missing, "paths": []}
+    reps = [_eval_file(p) for p in paths]
+    measure = d.get("measure", "win_rate")
+    seeds = seed_list(d["seeds"], d["title"])
+    for p, r in zip(paths, reps):
+        read = tuple(d["first_seed"] + s["seed"] for s in r["seeds"])
+        if read != seeds:
+            raise UserError(f"{p}: holds seeds {read[0]}-{read[-1]} (first_seed {d['first_seed']} + index), the "
+                            f"decision declares {seeds[0]}-{seeds[-1]}")
+    vals = [np.array([s[measure] for s in r["seeds"]], np.float64) for r in reps]
+    if d["kind"] == "target":
+        data, what = vals[0], f"mean {measure} over {vals[0].size} seeds"
+    elif d["kind"] == "paired":
+        a, b = reps
+        if a["episodes"] != b["episodes"]:
+            raise UserError(f"{paths[0].name} and {paths[1].name}: the arms of a paired decision need the same episodes")
+        data, what = vals[0] - vals[1], f"per-seed difference of {measure} over {vals[0].size} paired seeds"
+    else:
+        data, what = (vals[0], vals[1]), f"{vals[0].size} new and {vals[1].size} old seeds' {measure}"
+    design = _design(d["design"], d["rules"], d["title"])
+    vs = [verdict(r, data, design) for r in d["rules"]]
+    positive = [v for v in vs if v.positive]
+    calibrated = [v for v in vs if v.outcome != NO_RECORD]
+    claims = {r.claim for r in RULES.values()}
+    if positive:
+        summary = positive[0].outcome
+    elif calibrated:
+        summary = "not shown" if calibrated[0].outcome in claims else calibrated[0].outcome
+    else:
+        summary = NO_RECORD
+    arms = [(p.name, float(v.mean()), int(v.size), r.get("episodes")) for p, v, r in zip(paths, vals, reps)]
+    return {"status": "read", "verdicts": vs, "summary": summary, "what": what, "arms": arms, "design": design,
+            "paths": paths}
+
+
+def read_fresh(plan: dict, data: Path, echo=print) -> Reading:
+    """Every declared decision from its files in ``data`` (markdown lines, one section a decision)."""
+    verdicts, lines, inputs = {}, [], []
+    for d in plan["decisions"]:
+        r = decision_reading(d, Path(data))
+        lines += [f"## {d['title']}", ""]
+        if r["status"] != "read":
+            verdicts[d["title"]] = "not run yet"
+            lines += [f"**not run yet** (missing: {', '.join(r['missing'])})", ""]
+            continue
+        inputs += r["paths"]
+        verdicts[d["title"]] = r["summary"]
+        lines += [f"**{r['summary']}** ({r['what']}; design `{r['design'].name}`)", ""]
+        for name, mean, n, eps in r["arms"]:
+            lines.append(f"- `{name}`: mean {d.get('measure', 'win_rate')} {mean:.4f} over {n} seeds x {eps} own episodes")
+        for v in r["verdicts"]:
+            lines.append(f"- rule `{v.rule}`: {v.text(4)}")
+        if d.get("follows"):
+            lines.append(f"- what follows (the plan): {d['follows']}")
+        lines.append("")
+    return Reading(verdicts, lines, tuple(inputs))
+
+
+register(Analysis("fresh_seeds", {"decisions": list}, read_fresh, _check_fresh, needs_data=True))
+
+
+# -- ATLAS: one family's verdicts from its raw files -------------------------------------------------------
+
+ATLAS_KEYS = {"recipe": str, "recorded": str}
+
+
+def _check_atlas(plan: dict, where: str) -> None:
+    from studies.atlas import ATLAS_PRECONDITIONS
+
+    if "recipe" not in plan:
+        raise UserError(f"{where}: an atlas analysis needs recipe (the study's recipe TOML, e.g. bench/atlas_lbf.toml)")
+    pre = plan.get("preconditions", [])
+    if not isinstance(pre, list) or not all(p in ATLAS_PRECONDITIONS for p in pre):
+        bad = next((p for p in pre if p not in ATLAS_PRECONDITIONS), pre) if isinstance(pre, list) else pre
+        raise UserError(f"{where}: preconditions must be a list of {', '.join(ATLAS_PRECONDITIONS)}; "
+                        f"{bad!r} is not one{did_you_mean(str(bad), list(ATLAS_PRECONDITIONS))}")
+    needed = ["grows_with_n", "grows_with_compute"] + (["latent_live"] if "latent_live" in pre else [])
+    _require_rules(plan, needed, where, "an atlas analysis with these preconditions")
+    unknown = set(plan.get("margins", {})) - {"equivalence"}
+    if unknown:
+        raise UserError(f"{where}: margins {sorted(unknown)}: an atlas analysis has one margin, equivalence")
+
+
+def read_atlas(plan: dict, data: Path, echo=print) -> Reading:
+    """The family's verdicts (``studies.atlas.family_verdicts``) from its raw files in ``data``."""
+    from marl_common.preflight import read_json, read_toml
+    from studies.atlas import family_verdicts
+
+    recipe = read_toml(plan["recipe"], "atlas recipe")
+    seeds = seed_list(plan["seeds"], "[analysis]")
+    if tuple(recipe["seeds"]) != seeds:
+        raise UserError(f"[analysis] seeds {list(seeds)} are not the recipe's ({recipe['seeds']}): the study may read "
+                        "only the seeds it declares")
+    recorded = read_json(plan["recorded"], "recorded atlas report") if plan.get("recorded") else {}
+    v = family_verdicts(recipe, Path(data), recorded, tuple(plan.get("preconditions", [])),
+                        plan.get("margins", {}).get("equivalence"))
+    lines = [f"- precondition {k}: **{'holds' if ok else 'FAILED'}**" for k, ok in v["preconditions"].items()]
+    lines += [f"- **per-agent beats shared** at N = {n}: {t}" for n, t in v["per_size"].items()]
+    lines += [f"- **{k}**: **{t}**" for k, t in v["verdicts"].items()]
+    verdicts = {**{f"per-agent beats shared at N = {n}": t for n, t in v["per_size"].items()}, **v["verdicts"]}
+    return Reading(verdicts, lines, tuple(v["inputs"]))
+
+
+register(Analysis("atlas", ATLAS_KEYS, read_atlas, _check_atlas, needs_data=True))
