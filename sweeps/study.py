@@ -131,7 +131,7 @@ def _alive(pid: int) -> bool:
         cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except (OSError, ValueError):
         return False
-    return b"study" in cmd
+    return any(b"study" in part for part in cmd)
 
 
 def running(study: Study) -> int | None:
@@ -157,7 +157,7 @@ def _claim(study: Study) -> None:
 
 
 def start_background(study: Study, python: str | None = None) -> str:
-    """Start ``marl study FILE --out OUT`` as a detached process (its own session; output to OUT/study.log);
+    """Start ``run_study`` (``python -m sweeps.study FILE OUT``: ``marl study FILE --out OUT``) as a detached process (its own session; output to OUT/study.log);
     returns a line saying what was done. A study that runs already is left alone."""
     from marl_common.preflight import check_output
 
@@ -169,7 +169,7 @@ def start_background(study: Study, python: str | None = None) -> str:
                         f"read its verdict with `marl study {study.file} --verdict`")
     check_output(study.out, "study out", kind="folder")
     study.out.mkdir(parents=True, exist_ok=True)
-    cmd = [python or sys.executable, "-m", "marl_cli.main", "study", str(study.file), "--out", str(study.out), "--quiet"]
+    cmd = [python or sys.executable, "-m", "sweeps.study", str(study.file), str(study.out)]  # ``main`` below
     with open(study.out / LOG_FILE, "a") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True)
@@ -329,3 +329,21 @@ def _check_connectivity(plan: dict, where: str) -> None:
 
 
 declared.register(Analysis("connectivity", {"connected": list, "separated": list}, None, _check_connectivity))
+
+
+def main(argv=None) -> int:
+    """``python -m sweeps.study FILE OUT``: ``run_study`` of the study file with its folder ``OUT``, plain status
+    lines (the background process ``start_background`` starts; errors as ``marl`` gives them)."""
+    from marl_common.errors import run_guarded
+
+    file, out = (sys.argv[1:] if argv is None else argv)[:2]
+
+    def run(_) -> int:
+        run_study(load_study(file, out))
+        return 0
+
+    return run_guarded("marl study", run, None, hard_exit=argv is None)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
