@@ -310,6 +310,16 @@ def _provenance(sweep_file: str, to: Path) -> list[str]:
     return lines
 
 
+def recorded_rows(sweep: dict, to) -> list[dict]:
+    """The probe report's rows (``sweeps.report.job_row``) of every planned job, in plan order, read from the
+    parts exported to ``to`` (``studies.store.connectivity_part``)."""
+    from sweeps.report import job_row
+
+    _, jobs = _plan(sweep, Path(to) / "jobs")
+    files = {env: _part_files(to, env) for env in sweep["envs"]}
+    return [job_row(j, files[j.env].sub(_job_key(to, j))) for j in jobs]
+
+
 def report(sweep: dict, to, echo=print, estimates=(), sweep_file: str = "") -> Path:
     """The sweep's probe report in ``to`` from every part's exported probe jobs (``write_rows``, as
     ``marl sweep`` writes it); refuses until every env's part is in. With ``estimates`` (committed ``--estimate``
@@ -317,7 +327,7 @@ def report(sweep: dict, to, echo=print, estimates=(), sweep_file: str = "") -> P
     measured cost. With ``sweep_file``, a copy of it (``sweep.toml``), and ``summary.md`` gets the provenance
     (before the cost): that file and the commit each part ran on."""
     from marl_common.files import write_atomic
-    from sweeps.report import job_row, write_rows
+    from sweeps.report import write_rows
 
     if "report" not in sweep:
         raise UserError("the sweep has no [report] table: nothing to report")
@@ -330,10 +340,7 @@ def report(sweep: dict, to, echo=print, estimates=(), sweep_file: str = "") -> P
         from marl_common.preflight import check_output
 
         check_output(Path(to) / "sweep.toml", "--to", suffixes=(".toml",))  # the sweep file's copy
-    _, jobs = _plan(sweep, Path(to) / "jobs")
-    files = {env: _part_files(to, env) for env in sweep["envs"]}
-    rows = [job_row(j, files[j.env].sub(_job_key(to, j))) for j in jobs]
-    path = write_rows(sweep, rows, echo, out=Path(to))
+    path = write_rows(sweep, recorded_rows(sweep, to), echo, out=Path(to))
     summary = Path(to) / "summary.md"
     if sweep_file:
         write_atomic(Path(to) / "sweep.toml", Path(sweep_file).read_text())

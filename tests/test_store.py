@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 from marl_common.errors import UserError
 from studies import store
+
+ROOT = Path(__file__).resolve().parents[1]
 
 ARRAYS = {"f32": np.array([[0.1, -2.5], [np.nan, 3.0]], dtype=np.float32), "won": np.array([True, False, True]),
           "i64": np.arange(6, dtype=np.int64).reshape(2, 3), "scalar": np.float64(1.0 / 3.0), "empty": np.zeros((0, 4), np.int32),
@@ -83,3 +87,45 @@ def test_bad_inputs_are_refused_in_one_line(tmp_path, capsys):
         store.open_folder(tmp_path / "nothing")
     assert store.main(["pack", str(tmp_path / "nothing")]) == 2
     assert capsys.readouterr().err.count("\n") == 1
+
+
+def _sweep_parts():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("sweep_parts", ROOT / "bench" / "sweep_parts.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_the_three_map_study_rows_re_derive_from_its_packs():
+    # every probe job's row, read from the committed packs (one per map), is the committed pairs.csv row
+    from sweeps.runner import load_sweep
+
+    study = ROOT / "bench" / "results" / "connectivity_3maps"
+    rows = _sweep_parts().recorded_rows(load_sweep(study / "sweep.toml"), study)
+    recorded = store.connectivity_pairs(study / "pairs.csv")
+    assert len(rows) == len(recorded) == 189
+    for got, want in zip(rows, recorded):
+        assert {k: got[k] for k in want} == want
+    assert all(r["_episode_gaps"].shape == (21, 256) for r in rows)  # the per-episode gaps the verdict reads
+
+
+@pytest.mark.slow
+def test_the_three_map_verdict_re_derives_from_its_packs(tmp_path):
+    # the whole probe report (rows, aggregates, connected tests with their size on the study's own noise, which
+    # reads every job's per-episode gaps, preconditions, verdict) written again from the packs: summary.json and
+    # summary.md as committed (~30 s: the size simulations)
+    import shutil
+
+    from sweeps.runner import load_sweep
+
+    study = ROOT / "bench" / "results" / "connectivity_3maps"
+    to = tmp_path / "c3"
+    shutil.copytree(study, to)
+    est = [str(study / f) for f in ("ESTIMATE.md", "ESTIMATE_3s_vs_5z.md")]
+    _sweep_parts().report(load_sweep(study / "sweep.toml"), to, echo=lambda *a: None, estimates=est)
+    assert (to / "summary.json").read_bytes() == (study / "summary.json").read_bytes()
+    got, want = (to / "summary.md").read_text(), (study / "summary.md").read_text()
+    assert got.split("\n\n## Estimated against")[0] == want.split("\n\n## Provenance\n")[0]  # the report, then its cost
+    assert got.split("\n\n## Estimated against")[1] == want.split("\n\n## Estimated against")[1]
