@@ -187,6 +187,13 @@ def liveness_path(n: int, s: int) -> Path:
     return RAW / f"liveness_N{n}_s{s}.json"
 
 
+def raw_files():
+    """The study's raw files as recorded (``studies.store.atlas_raw``: the folder RAW, else its pack RAW.npz)."""
+    from studies import store
+
+    return store.atlas_raw(RESULTS, RAW.name.removesuffix("_raw")) if store.has_folder(RAW) else None
+
+
 def liveness(recipe: dict, root: Path, sizes, seeds) -> None:
     """Every (N, seed): L's liveness (``marl.analysis.search.measure_liveness``: 16 shared latents x 4 episodes
     and zero-shot x 4 on 16 instances of the study's search seed, greedy as the searches act), one raw file each
@@ -223,13 +230,14 @@ def liveness_by_size(recipe: dict, sizes) -> dict:
 
     out = {}
     for n in sizes:
-        paths = [liveness_path(n, s) for s in recipe["seeds"]]
-        if not all(p.exists() for p in paths):
-            miss = sum(not p.exists() for p in paths)
-            out[n] = {"live": False, "outcome": NOT_SHOWN, "text": f"{NOT_SHOWN} (not measured: {miss} of {len(paths)} "
+        raw = raw_files()
+        names = [liveness_path(n, s).name for s in recipe["seeds"]]
+        if raw is None or not all(raw.exists(p) for p in names):
+            miss = sum(not raw.exists(p) for p in names) if raw is not None else len(names)
+            out[n] = {"live": False, "outcome": NOT_SHOWN, "text": f"{NOT_SHOWN} (not measured: {miss} of {len(names)} "
                                                                  "seeds' liveness files missing; `bench/atlas.py liveness`)"}
             continue
-        rs = [json.loads(p.read_text()) for p in paths]
+        rs = [raw.load_json(p) for p in names]
         out[n] = precondition(np.concatenate([r["latent"] for r in rs]), np.concatenate([r["zero"] for r in rs]))
     return out
 
@@ -241,8 +249,8 @@ def raw_liveness(recipe: dict) -> dict:
     search's re-evaluated return equals zero-shot's exactly."""
     pa, sh = recipe["per_agent"], recipe["shared"]
     out = {}
-    for path in sorted(RAW.glob("N*_s*.json")):
-        r = json.loads(path.read_text())
+    raw = raw_files()
+    for r in ([raw.load_json(x) for x in raw.names("N*_s*.json")] if raw is not None else []):
         m = r["methods"]
         z = np.asarray(m["zero-shot"]["reeval"], np.float64)
         a, c = np.asarray(m[pa]["reeval"], np.float64), np.asarray(m[sh]["reeval"], np.float64)
@@ -388,7 +396,8 @@ def mixed_trainings(recipe: dict) -> str:
     """Where the planned raw files disagree on the teams they were searched with (``team_id``, per seed
     across sizes; a file without a digest beside one with it counts as another training); "" when they
     agree, or when none records a digest (the studies searched before digests were recorded)."""
-    recs = {(n, s): json.loads((RAW / f"N{n}_s{s}.json").read_text()) for n in recipe["sizes"] for s in recipe["seeds"]}
+    raw = raw_files()
+    recs = {(n, s): raw.load_json(f"N{n}_s{s}.json") for n in recipe["sizes"] for s in recipe["seeds"]}
     if not any("P_id" in r for r in recs.values()):
         return ""
     for s in recipe["seeds"]:
@@ -400,7 +409,8 @@ def mixed_trainings(recipe: dict) -> str:
 
 def missing_raw(recipe: dict) -> list[str]:
     """The planned (N, seed) raw files not written yet (``N{n}_s{seed}.json`` for every size and seed)."""
-    return [f"N{n}_s{s}.json" for n in recipe["sizes"] for s in recipe["seeds"] if not (RAW / f"N{n}_s{s}.json").exists()]
+    raw = raw_files()
+    return [f"N{n}_s{s}.json" for n in recipe["sizes"] for s in recipe["seeds"] if raw is None or not raw.exists(f"N{n}_s{s}.json")]
 
 
 def report(recipe: dict, root: Path) -> None:
@@ -753,11 +763,12 @@ def competence(recipe: dict, root: Path, episodes: int | None = None) -> dict:
     if both:
         out["paired_seeds"] = both
         out["paired_diff"] = t_ci([per["P"][s] - per["P_mlp"][s] for s in both])
-    path = RAW / f"N{recipe['train_size']}_s{recipe['seeds'][0]}.json"
-    trained = json.loads(path.read_text()) if path.exists() else None
+    raw = raw_files()
+    first = f"N{recipe['train_size']}_s{recipe['seeds'][0]}.json"
+    trained = raw.load_json(first) if raw is not None and raw.exists(first) else None
     out["random"] = float(np.mean(trained["methods"]["random-policy"]["reeval"])) if trained else float("nan")
     if trained:
-        rows = [json.loads(p.read_text()) for p in RAW.glob(f"N{recipe['train_size']}_s*.json")]
+        rows = [raw.load_json(p) for p in raw.names(f"N{recipe['train_size']}_s*.json")]
         m, lo, hi = t_ci([np.mean(np.subtract(x["methods"]["source"]["reeval"], x["methods"]["random-policy"]["reeval"]))
                           for x in rows])
         out.update(margin=m, margin_lo=lo, margin_hi=hi)

@@ -41,6 +41,14 @@ ALPHA = 1 - CONFIDENCE
 
 # -- reading the raw files ------------------------------------------------------------------------
 
+def _raw_records(raw) -> dict[str, dict]:
+    """The search raw files ``N<n>_s<seed>.json`` of the folder ``raw`` (or its pack, ``studies.store``), by name."""
+    from studies.store import open_folder
+
+    f = open_folder(raw)
+    return {name: f.load_json(name) for name in f.names("N*_s*.json")}
+
+
 def measures(raw: Path, recipe: dict) -> dict:
     """Per N, per training seed: the plan's figures (D at each budget point, M, P, random, zero-shot, the
     best of each method) and the per-instance cells the two-way intervals need (``cells``: arrays over
@@ -50,8 +58,7 @@ def measures(raw: Path, recipe: dict) -> dict:
     re-evaluation at the run's budget only."""
     pa, sh = recipe["per_agent"], recipe["shared"]
     rows, determinism = {}, []
-    for path in sorted(Path(raw).glob("N*_s*.json")):
-        r = json.loads(path.read_text())
+    for r in _raw_records(raw).values():
         n, s = r["N"], r["seed"]
         meth = r["methods"]
         for m, v in meth.items():
