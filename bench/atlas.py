@@ -187,6 +187,13 @@ def liveness_path(n: int, s: int) -> Path:
     return RAW / f"liveness_N{n}_s{s}.json"
 
 
+def raw_files():
+    """The study's raw files as recorded (``studies.store.atlas_raw``: the folder RAW, else its pack RAW.npz)."""
+    from studies import store
+
+    return store.atlas_raw(RESULTS, RAW.name.removesuffix("_raw")) if store.has_folder(RAW) else None
+
+
 def liveness(recipe: dict, root: Path, sizes, seeds) -> None:
     """Every (N, seed): L's liveness (``marl.analysis.search.measure_liveness``: 16 shared latents x 4 episodes
     and zero-shot x 4 on 16 instances of the study's search seed, greedy as the searches act), one raw file each
@@ -230,8 +237,8 @@ def raw_liveness(recipe: dict) -> dict:
     search's re-evaluated return equals zero-shot's exactly."""
     pa, sh = recipe["per_agent"], recipe["shared"]
     out = {}
-    for path in sorted(RAW.glob("N*_s*.json")):
-        r = json.loads(path.read_text())
+    raw = raw_files()
+    for r in ([raw.load_json(x) for x in raw.names("N*_s*.json")] if raw is not None else []):
         m = r["methods"]
         z = np.asarray(m["zero-shot"]["reeval"], np.float64)
         a, c = np.asarray(m[pa]["reeval"], np.float64), np.asarray(m[sh]["reeval"], np.float64)
@@ -346,7 +353,8 @@ def mixed_trainings(recipe: dict) -> str:
     """Where the planned raw files disagree on the teams they were searched with (``team_id``, per seed
     across sizes; a file without a digest beside one with it counts as another training); "" when they
     agree, or when none records a digest (the studies searched before digests were recorded)."""
-    recs = {(n, s): json.loads((RAW / f"N{n}_s{s}.json").read_text()) for n in recipe["sizes"] for s in recipe["seeds"]}
+    raw = raw_files()
+    recs = {(n, s): raw.load_json(f"N{n}_s{s}.json") for n in recipe["sizes"] for s in recipe["seeds"]}
     if not any("P_id" in r for r in recs.values()):
         return ""
     for s in recipe["seeds"]:
@@ -690,11 +698,12 @@ def competence(recipe: dict, root: Path, episodes: int | None = None) -> dict:
     if both:
         out["paired_seeds"] = both
         out["paired_diff"] = t_ci([per["P"][s] - per["P_mlp"][s] for s in both])
-    path = RAW / f"N{recipe['train_size']}_s{recipe['seeds'][0]}.json"
-    trained = json.loads(path.read_text()) if path.exists() else None
+    raw = raw_files()
+    first = f"N{recipe['train_size']}_s{recipe['seeds'][0]}.json"
+    trained = raw.load_json(first) if raw is not None and raw.exists(first) else None
     out["random"] = float(np.mean(trained["methods"]["random-policy"]["reeval"])) if trained else float("nan")
     if trained:
-        rows = [json.loads(p.read_text()) for p in RAW.glob(f"N{recipe['train_size']}_s*.json")]
+        rows = [raw.load_json(p) for p in raw.names(f"N{recipe['train_size']}_s*.json")]
         m, lo, hi = t_ci([np.mean(np.subtract(x["methods"]["source"]["reeval"], x["methods"]["random-policy"]["reeval"]))
                           for x in rows])
         out.update(margin=m, margin_lo=lo, margin_hi=hi)

@@ -25,6 +25,7 @@ from marl_common.errors import UserError, run_guarded
 from marl_common.files import write_atomic
 from marl_common.preflight import check_output
 from studies import fresh_seeds as fs
+from studies import store
 from studies.rules import NO_RECORD, RULES, verdict
 
 HERE = Path(__file__).resolve().parent / "results" / "fresh_seeds"
@@ -59,8 +60,9 @@ DECISIONS = (
 )
 
 
-def _load(path: Path) -> dict:
-    rep = json.loads(path.read_text())
+def _load(files, name: str) -> dict:
+    rep = files.load_json(name)
+    path = files.path / name
     if not rep.get("own_episodes"):
         raise UserError(f"{path}: scored with every seed on the same episodes; PLAN3's designs need "
                         "`marl eval --own-episodes` (evaluate the run again with it)")
@@ -68,12 +70,14 @@ def _load(path: Path) -> dict:
 
 
 def read(decision: Decision, folder: Path) -> dict:
-    """The decision's verdicts from the files in ``folder``: {"status", "verdicts", "summary", ...}."""
-    paths = [folder / f for f in decision.files]
-    missing = [p.name for p in paths if not p.exists()]
+    """The decision's verdicts from the files in ``folder`` (or its pack, ``studies.store``): {"status",
+    "verdicts", "summary", ...}."""
+    files = store.open_folder(folder)
+    paths = [Path(folder) / f for f in decision.files]
+    missing = [p.name for p in paths if not files.exists(p.name)]
     if missing:
         return {"status": "not run yet", "missing": missing}
-    reps = [_load(p) for p in paths]
+    reps = [_load(files, p.name) for p in paths]
     vals = [np.array([s[decision.measure] for s in r["seeds"]], np.float64) for r in reps]
     if decision.kind == "target":
         data, what = vals[0], f"mean {decision.measure} over {vals[0].size} seeds"
@@ -134,13 +138,15 @@ def write(folder: Path, out: Path) -> str:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--from", dest="src", default=str(HERE), help="the folder of the evaluation files")
-    ap.add_argument("--to", default=None, help="the result file (default: RESULTS3.md in --from)")
+    ap.add_argument("--from", dest="src", default=str(HERE / "evals"),
+                    help="the folder of the evaluation files, or its pack FOLDER.npz (default: the recorded ones)")
+    ap.add_argument("--to", default=None, help="the result file (default: RESULTS3.md in --from; for the recorded "
+                                               "evaluations, bench/results/fresh_seeds/RESULTS3.md)")
     a = ap.parse_args(argv)
     src = Path(a.src)
-    if not src.is_dir():
-        raise UserError(f"--from {src}: no such folder (the evaluation files of bench/fresh_seeds3.sh)")
-    to = Path(a.to) if a.to else src / "RESULTS3.md"
+    if not store.has_folder(src):
+        raise UserError(f"--from {src}: no such folder nor its pack (the evaluation files of bench/fresh_seeds3.sh)")
+    to = Path(a.to) if a.to else (HERE if src == HERE / "evals" else src) / "RESULTS3.md"
     check_output(to, "--to", suffixes=(".md",))  # the one rule for a place a command writes
     print(write(src, to))
     return 0

@@ -35,7 +35,11 @@ def main() -> None:
     p.add_argument("--paired-with", metavar="EVAL.json", help="the alternative on the same seeds (marl eval --json)")
     p.add_argument("--margin", type=float, default=0.02)
     args = p.parse_args()
-    rep = json.loads(open(args.eval_json).read())
+    from studies import store
+
+    src = Path(args.eval_json)
+    files = store.open_folder(src.parent)  # the recorded evaluations: their folder or its pack (studies.store)
+    rep = files.load_json(src.name)
     seeds = rep["seeds"]
     wins = [s["win_rate"] for s in seeds]
     if args.unchanged_against or args.paired_with:
@@ -54,9 +58,9 @@ def main() -> None:
                          f"{d['mean'] if 'mean' in d else d['diff']:+.4f}, {d['level']:.0%} CI [{d['ci'][0]:+.4f}, {d['ci'][1]:+.4f}], "
                          f"margin {args.margin}: **{d['verdict']}**\n")
         return
-    npz = Path(args.eval_json).with_suffix(".npz")
+    npz = src.with_suffix(".npz")
     own = bool(rep.get("own_episodes"))  # `marl eval --own-episodes`: independent seeds, the t over seed means holds
-    won = None if own else (np.load(npz)["won"][-1] if npz.exists() else None)  # the last step: [seeds, episodes]
+    won = None if own else (files.load_npz(npz.name)["won"][-1] if files.exists(npz.name) else None)  # the last step: [seeds, episodes]
     d = decide([s["win_rate"] for s in seeds], args.target, won=won)
     if won is None and not own:
         d["verdict"] = f"no interval: per-episode outcomes missing ({npz.name}; every seed was scored on the same episodes)"

@@ -5,8 +5,8 @@
 Each N runs in its own subprocess (so peak RSS is that run's alone, read with ``os.wait4``); the
 child runs with ``PYTHONPATH=--code`` (default: this checkout) and so imports that checkout's suite
 ahead of the installed one (it checks that it did), which is how a measurement of another checkout's
-code (e.g. before a change; module paths before and after the ``marl/core`` move) is made with the
-same script. Config: num_envs=16, rollout_len=25, network.hidden=32, network.critic_hidden=32, 1 epoch
+code (e.g. before a change; a checkout with the ``marl/core`` layout, the one this script imports) is made
+with the same script. Config: num_envs=16, rollout_len=25, network.hidden=32, network.critic_hidden=32, 1 epoch
 x 1 minibatch, 2 updates per compiled chunk; one chunk compiles, ``--chunks`` more are timed (compile
 time excluded).
 """
@@ -28,12 +28,8 @@ def child(n: int, chunks: int) -> dict:
     """Runs inside the subprocess: compile one chunk, time ``chunks`` more; returns the figures."""
     import jax
 
-    try:
-        from marl.core.config import NetworkConfig, TrainConfig
-        from marl.core.trainer import Trainer, seed_keys
-    except ModuleNotFoundError:  # a checkout from before the marl/core layer
-        from marl.config import NetworkConfig, TrainConfig
-        from marl.trainer import Trainer, seed_keys
+    from marl.core.config import NetworkConfig, TrainConfig
+    from marl.core.trainer import Trainer, seed_keys
 
     cfg = TrainConfig(env="mpe:simple_spread", num_agents=n, num_envs=16, rollout_len=25, epochs=1, minibatches=1,
                       updates_per_chunk=2, total_steps=16 * 25 * 2 * (chunks + 1),

@@ -16,45 +16,16 @@ written beside the new one. Nothing is re-run: the numbers are the recorded ones
 from __future__ import annotations
 
 import argparse
-import csv
-import json
 import math
 import tomllib
 from pathlib import Path
 
+from studies import store
 from sweeps.report import write_rows
 
 ROOT = Path(__file__).resolve().parent.parent
 STUDY = ROOT / "bench" / "results" / "connectivity"
 PRECONDITION = {"shared": {"min_greedy_win": 0.8, "envs": ["smax:3m"]}}  # PLAN.md: "S reaches 0.8 on 3m"
-
-
-def read_rows(path: Path) -> list[dict]:
-    """The job rows of pairs.csv: numbers as floats, empty cells left out."""
-    rows = []
-    with path.open() as f:
-        for r in csv.DictReader(f):
-            row = {}
-            for k, v in r.items():
-                if v == "":
-                    continue
-                try:
-                    row[k] = float(v)
-                except ValueError:
-                    row[k] = v
-            rows.append(row)
-    return rows
-
-
-def s_endpoints(folder: Path) -> list[dict]:
-    """S's greedy win rate per seed and env from the recorded ``marl eval`` JSON files."""
-    out = []
-    for f in sorted(folder.glob("S_eval_smax-*.json")):
-        env = "smax:" + f.stem.removeprefix("S_eval_smax-")
-        rep = json.loads(f.read_text())
-        for s in rep["seeds"]:
-            out.append({"env": env, "team": f"shared#{s['seed']}", "win": s["win_rate"], "episodes": rep["episodes"]})
-    return out
 
 
 def main() -> None:
@@ -64,9 +35,9 @@ def main() -> None:
     sweep = tomllib.loads((ROOT / "sweeps" / "connectivity.toml").read_text())
     report = {**sweep["report"], "out": args.out, "require": PRECONDITION,
               "title": sweep["report"]["title"] + " - restated under the issue-34 rules (recorded jobs)"}
-    rows = read_rows(STUDY / "pairs.csv")
+    rows = store.connectivity_pairs(STUDY / "pairs.csv")
     assert rows and all(math.isfinite(r["barrier"]) for r in rows)
-    ends = s_endpoints(STUDY)
+    ends = store.eval_endpoints(STUDY)
     write_rows({**sweep, "report": report}, rows, echo=print, endpoints=ends)
 
 

@@ -22,9 +22,10 @@ design, never on one env.
     python bench/sweep_parts.py probe-times --sweep FILE --env ENV --root DIR --to RESULTS [--shards K]  # jobs' times
 
 ``run`` resumes (``marl sweep``'s rules: done runs skipped, stopped ones resumed, probe jobs reused).
-``export`` copies, per probe job, ``barrier.json``, ``barrier.csv``, ``barrier.npz`` (per-episode
-outcomes), ``teams.json``, ``teams.npz`` (the team probes' per-episode outcomes) and ``sweep_job.json`` to ``RESULTS/jobs/<the job's folder
-below the root>``, per run its ``config.toml`` and ``metrics.jsonl`` to ``RESULTS/runs/<run>``, and
+``export`` packs, per probe job, ``barrier.json``, ``barrier.csv``, ``barrier.npz`` (per-episode
+outcomes), ``teams.json``, ``teams.npz`` (the team probes' per-episode outcomes) and ``sweep_job.json`` into
+the part's one file ``RESULTS/jobs/<env>.npz`` (``studies.store.pack`` of the folder ``jobs/<env>``, read back by
+``studies.store.connectivity_part``), copies per run its ``config.toml`` and ``metrics.jsonl`` to ``RESULTS/runs/<run>``, and
 ``RESULTS/parts/<env>.json`` (the commit the part ran on, its runs' measured training time); it refuses
 a part whose runs or probe jobs are not all done. ``report`` refuses until every env's part is exported.
 """
@@ -138,12 +139,19 @@ def export_part(sweep: dict, env: str, root, to, sweep_file: str = "") -> Path:
     if pending:
         raise UserError(f"part {env} under {root} is not finished ({len(pending)} run(s) or probe job(s), e.g. "
                         f"{pending[0]}); run: python bench/sweep_parts.py run --env {env} --root {root}")
+    from studies.store import pack
+
+    folder = to / "jobs" / env.replace(":", "-")  # the part's jobs, staged then packed into FOLDER.npz
+    stage = folder.with_name(folder.name + ".staging")
+    shutil.rmtree(stage, ignore_errors=True)
     for j in jobs:
-        dst = to / "jobs" / j.out.relative_to(root)
+        dst = stage / j.out.relative_to(root / env.replace(":", "-"))
         dst.mkdir(parents=True, exist_ok=True)
         for f in JOB_FILES:
             if (j.out / f).exists():
                 shutil.copy2(j.out / f, dst / f)
+    pack(stage, folder.with_name(folder.name + ".npz"))
+    shutil.rmtree(stage)
     for r in runs:
         dst = to / "runs" / r.name
         dst.mkdir(parents=True, exist_ok=True)
@@ -267,8 +275,22 @@ def status(sweep: dict, to) -> dict:
     out = {}
     for env in sweep["envs"]:
         _, jobs = _plan(part(sweep, env), Path(to) / "jobs")
-        out[env] = (sum((j.out / "barrier.json").exists() for j in jobs), len(jobs))
+        files = _part_files(to, env)
+        out[env] = (sum(files.exists(_job_key(to, j) + "/barrier.json") for j in jobs) if files else 0, len(jobs))
     return out
+
+
+def _part_files(to, env: str):
+    """The exported probe jobs of ``env`` in ``to`` (``studies.store.connectivity_part``), or None before any."""
+    from studies import store
+
+    folder = Path(to) / "jobs" / env.replace(":", "-")
+    return store.connectivity_part(to, env) if store.has_folder(folder) else None
+
+
+def _job_key(to, job) -> str:
+    """A planned probe job's folder below its part's (``probes/<a>_vs_<b>``)."""
+    return job.out.relative_to(Path(to) / "jobs" / job.out.relative_to(Path(to) / "jobs").parts[0]).as_posix()
 
 
 def _provenance(sweep_file: str, to: Path) -> list[str]:
@@ -288,6 +310,16 @@ def _provenance(sweep_file: str, to: Path) -> list[str]:
     return lines
 
 
+def recorded_rows(sweep: dict, to) -> list[dict]:
+    """The probe report's rows (``sweeps.report.job_row``) of every planned job, in plan order, read from the
+    parts exported to ``to`` (``studies.store.connectivity_part``)."""
+    from sweeps.report import job_row
+
+    _, jobs = _plan(sweep, Path(to) / "jobs")
+    files = {env: _part_files(to, env) for env in sweep["envs"]}
+    return [job_row(j, files[j.env].sub(_job_key(to, j))) for j in jobs]
+
+
 def report(sweep: dict, to, echo=print, estimates=(), sweep_file: str = "") -> Path:
     """The sweep's probe report in ``to`` from every part's exported probe jobs (``write_rows``, as
     ``marl sweep`` writes it); refuses until every env's part is in. With ``estimates`` (committed ``--estimate``
@@ -295,7 +327,7 @@ def report(sweep: dict, to, echo=print, estimates=(), sweep_file: str = "") -> P
     measured cost. With ``sweep_file``, a copy of it (``sweep.toml``), and ``summary.md`` gets the provenance
     (before the cost): that file and the commit each part ran on."""
     from marl_common.files import write_atomic
-    from sweeps.report import job_row, write_rows
+    from sweeps.report import write_rows
 
     if "report" not in sweep:
         raise UserError("the sweep has no [report] table: nothing to report")
@@ -308,8 +340,7 @@ def report(sweep: dict, to, echo=print, estimates=(), sweep_file: str = "") -> P
         from marl_common.preflight import check_output
 
         check_output(Path(to) / "sweep.toml", "--to", suffixes=(".toml",))  # the sweep file's copy
-    _, jobs = _plan(sweep, Path(to) / "jobs")
-    path = write_rows(sweep, [job_row(j) for j in jobs], echo, out=Path(to))
+    path = write_rows(sweep, recorded_rows(sweep, to), echo, out=Path(to))
     summary = Path(to) / "summary.md"
     if sweep_file:
         write_atomic(Path(to) / "sweep.toml", Path(sweep_file).read_text())

@@ -41,6 +41,14 @@ ALPHA = 1 - CONFIDENCE
 
 # -- reading the raw files ------------------------------------------------------------------------
 
+def _raw_records(raw) -> dict[str, dict]:
+    """The search raw files ``N<n>_s<seed>.json`` of the folder ``raw`` (or its pack, ``studies.store``), by name."""
+    from studies.store import open_folder
+
+    f = open_folder(raw)
+    return {name: f.load_json(name) for name in f.names("N*_s*.json")}
+
+
 def measures(raw: Path, recipe: dict) -> dict:
     """Per N, per training seed: the plan's figures (D at each budget point, M, P, random, zero-shot, the
     best of each method) and the per-instance cells the two-way intervals need (``cells``: arrays over
@@ -50,8 +58,7 @@ def measures(raw: Path, recipe: dict) -> dict:
     re-evaluation at the run's budget only."""
     pa, sh = recipe["per_agent"], recipe["shared"]
     rows, determinism = {}, []
-    for path in sorted(Path(raw).glob("N*_s*.json")):
-        r = json.loads(path.read_text())
+    for r in _raw_records(raw).values():
         n, s = r["N"], r["seed"]
         meth = r["methods"]
         for m, v in meth.items():
@@ -532,25 +539,34 @@ def t_ci(x) -> tuple[float, float, float]:
     return (m, float("nan"), float("nan")) if np.size(x) < 2 else (m, lo, hi)
 
 
-def missing_raw(recipe: dict, raw: Path) -> list[str]:
-    """The planned (N, seed) raw files not in ``raw`` (``N{n}_s{seed}.json`` for every size and seed)."""
-    return [f"N{n}_s{s}.json" for n in recipe["sizes"] for s in recipe["seeds"] if not (Path(raw) / f"N{n}_s{s}.json").exists()]
+def _stored(raw):
+    """The raw folder ``raw``'s files (``studies.store.open_folder``: the folder, else its pack), None if neither."""
+    from studies import store
+
+    return store.open_folder(raw) if store.has_folder(raw) else None
+
+
+def missing_raw(recipe: dict, raw) -> list[str]:
+    """The planned (N, seed) raw files not in ``raw`` or its pack (``N{n}_s{seed}.json`` for every size and seed)."""
+    f = _stored(raw)
+    return [f"N{n}_s{s}.json" for n in recipe["sizes"] for s in recipe["seeds"] if f is None or not f.exists(f"N{n}_s{s}.json")]
 
 
 def liveness_by_size(recipe: dict, sizes, raw: Path) -> dict:
-    """Per N: ``studies.liveness.precondition`` on the cells of every seed's liveness file in ``raw`` pooled
+    """Per N: ``studies.liveness.precondition`` on the cells of every seed's liveness file in ``raw`` (or its pack) pooled
     (seeds x instances), or, when a seed's file is missing, the precondition failed as not measured."""
     from studies.liveness import NOT_SHOWN, precondition
 
     out = {}
+    f = _stored(raw)
     for n in sizes:
-        paths = [Path(raw) / f"liveness_N{n}_s{s}.json" for s in recipe["seeds"]]
-        if not all(p.exists() for p in paths):
-            miss = sum(not p.exists() for p in paths)
-            out[n] = {"live": False, "outcome": NOT_SHOWN, "text": f"{NOT_SHOWN} (not measured: {miss} of {len(paths)} "
+        names = [f"liveness_N{n}_s{s}.json" for s in recipe["seeds"]]
+        if f is None or not all(f.exists(p) for p in names):
+            miss = sum(f is None or not f.exists(p) for p in names)
+            out[n] = {"live": False, "outcome": NOT_SHOWN, "text": f"{NOT_SHOWN} (not measured: {miss} of {len(names)} "
                                                                  "seeds' liveness files missing; `bench/atlas.py liveness`)"}
             continue
-        rs = [json.loads(p.read_text()) for p in paths]
+        rs = [f.load_json(p) for p in names]
         out[n] = precondition(np.concatenate([r["latent"] for r in rs]), np.concatenate([r["zero"] for r in rs]))
     return out
 
@@ -644,7 +660,9 @@ def family_verdicts(recipe: dict, raw: Path, recorded: dict, preconditions, equi
                 by.setdefault(live_by[n]["outcome"], []).append(str(n))
             txt = "; ".join(f"{o} at N = {', '.join(v)}" for o, v in by.items()) + " (the numbers: Preconditions)"
             size_txt, comp_txt = (txt, comp_txt) if which == "size" else (size_txt, txt)
-    inputs = sorted(raw.glob("N*_s*.json")) + sorted(raw.glob("liveness_N*_s*.json"))
+    from studies.store import pack_path
+
+    inputs = (sorted(raw.glob("N*_s*.json")) + sorted(raw.glob("liveness_N*_s*.json"))) if raw.is_dir() else [pack_path(raw)]
     return {"preconditions": {k: bool(v) for k, v in pre.items()}, "per_size": per_size, "D_over_M": dm,
             "verdicts": {"lead grows with N": size_txt, "lead grows with compute": comp_txt},
             "v_size": v_size, "v_compute": v_compute, "designs": des, "live_by": live_by, "trend_data": trend_data,

@@ -259,29 +259,42 @@ def _check_fresh(plan: dict, where: str) -> None:
         raise UserError(f"{where}: rules {sorted(set(plan['rules']) - used)} are declared but no decision reads them")
 
 
-def _eval_file(path: Path) -> dict:
-    from marl_common.preflight import read_json
+def stored_inputs(folder, names=None) -> list[Path]:
+    """The files a verdict reads from ``folder`` (for the record's digest): those ``names`` (default: every file)
+    where the folder is there, else its pack (``studies.store``: one compressed file per study part)."""
+    from studies.store import pack_path
 
-    rep = read_json(path, "evaluation file")
+    folder = Path(folder)
+    if not folder.is_dir():
+        return [pack_path(folder)]
+    return [folder / n for n in names] if names is not None else sorted(p for p in folder.rglob("*") if p.is_file())
+
+
+def _eval_file(files, name: str) -> dict:
+    rep = files.load_json(name)
     if not rep.get("own_episodes"):
-        raise UserError(f"{path}: scored with every seed on the same episodes; the declared designs need "
+        raise UserError(f"{name}: scored with every seed on the same episodes; the declared designs need "
                         "`marl eval --own-episodes` (evaluate the run again with it)")
     return rep
 
 
 def decision_reading(d: dict, folder: Path) -> dict:
-    """One fresh-seed decision read from its evaluation files in ``folder``: {"status", "verdicts", "summary",
+    """One fresh-seed decision read from its evaluation files in ``folder`` (or its pack: ``studies.store``; the
+    recorded ones: bench/results/fresh_seeds/evals): {"status", "verdicts", "summary",
     "what", "arms"}; "not run yet" while a file is missing. The verdict of several rules read together: the
     claim a calibrated rule makes, else a calibrated rule's own words when they claim nothing, else no verdict."""
     import numpy as np
 
     from studies.rules import NO_RECORD, RULES, verdict
 
-    paths = [folder / f for f in d["files"]]
-    missing = [p.name for p in paths if not p.exists()]
+    from studies.store import has_folder, open_folder
+
+    files = open_folder(folder) if has_folder(folder) else None
+    paths = [Path(f) for f in d["files"]]
+    missing = [f for f in d["files"] if files is None or not files.exists(f)]
     if missing:
         return {"status": "not run yet", "missing": missing, "paths": []}
-    reps = [_eval_file(p) for p in paths]
+    reps = [_eval_file(files, f) for f in d["files"]]
     measure = d.get("measure", "win_rate")
     seeds = seed_list(d["seeds"], d["title"])
     for p, r in zip(paths, reps):
@@ -312,7 +325,7 @@ def decision_reading(d: dict, folder: Path) -> dict:
         summary = NO_RECORD
     arms = [(p.name, float(v.mean()), int(v.size), r.get("episodes")) for p, v, r in zip(paths, vals, reps)]
     return {"status": "read", "verdicts": vs, "summary": summary, "what": what, "arms": arms, "design": design,
-            "paths": paths}
+            "paths": stored_inputs(folder, d["files"])}
 
 
 def read_fresh(plan: dict, data: Path, echo=print) -> Reading:
@@ -325,7 +338,7 @@ def read_fresh(plan: dict, data: Path, echo=print) -> Reading:
             verdicts[d["title"]] = "not run yet"
             lines += [f"**not run yet** (missing: {', '.join(r['missing'])})", ""]
             continue
-        inputs += r["paths"]
+        inputs += [p for p in r["paths"] if p not in inputs]
         verdicts[d["title"]] = r["summary"]
         lines += [f"**{r['summary']}** ({r['what']}; design `{r['design'].name}`)", ""]
         for name, mean, n, eps in r["arms"]:

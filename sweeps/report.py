@@ -54,15 +54,19 @@ from sweeps.schema import INIT_FROM
 BOOT = 5000
 
 
-def job_row(job) -> dict:
+def job_row(job, files=None) -> dict:
     """One probe job's row: who it compares (env, pair group, a, b), then the columns of every registered probe
     that declares a ``row`` (``probes/registry.py``), in registry order: read from its ``result`` file in the
-    job's folder, which a probe run on every pair (``sweep="always"``, the barrier) must have written; an
-    optional probe's (the team probes') where it did. Columns starting with ``_`` (data for the figures) last."""
+    job's folder (or ``files``: the job's recorded files, ``studies.store.Folder``), which a probe run on every
+    pair (``sweep="always"``, the barrier) must have written; an optional probe's (the team probes') where it
+    did. Columns starting with ``_`` (data for the figures) last."""
+    from studies.store import open_folder
+
+    f = files if files is not None else open_folder(job.out)
     row = {"env": job.stratum, "pair": job.pair, "a": f"{job.a.history}#{job.seed_a}", "b": f"{job.b.history}#{job.seed_b}"}
     for spec in PROBES.values():
-        if spec.row is not None and (spec.sweep == "always" or (job.out / spec.result).exists()):
-            row.update(spec.load_row()(job.out))
+        if spec.row is not None and (spec.sweep == "always" or f.exists(spec.result)):
+            row.update(spec.load_row()(f))
     return {**{k: v for k, v in row.items() if not k.startswith("_")}, **{k: v for k, v in row.items() if k.startswith("_")}}
 
 

@@ -256,8 +256,10 @@ def read_verdict(study: Study, echo=print) -> dict:
 
     check_output(study.out / SUMMARY, "study out", kind="folder")
     analysis = declared.ANALYSES[study.analysis["kind"]]
+    from studies.store import has_folder
+
     data = data_folder(study)
-    if not data.exists():
+    if not has_folder(data):
         raise UserError(f"{data}: no such folder (the study's data); run the study first: marl study {study.file}")
 
     def read() -> Reading:
@@ -282,19 +284,36 @@ CONNECTIVITY_RULES = ("connected", "connected (mean)", "separated")
 
 
 def connectivity_rows(study: Study, data: Path) -> tuple[list[dict], list[Path]]:
-    """The probe jobs' rows (``sweeps.report.job_row``) of the study's sweep as planned under ``data`` (its jobs
-    under ``data``/jobs when that folder is there: an exported study's results, else under ``data``), and the
-    files read (for the record's digest). The one place the connectivity study's recorded data is read."""
+    """The probe jobs' rows (``sweeps.report.job_row``) of the study's sweep as planned under ``data``, and the
+    files read (for the record's digest). The one place the connectivity study's recorded data is read: an
+    exported study (``data``/jobs/<env>: one part per env, a folder or its pack, ``studies.store.connectivity_part``)
+    or a study's own folder (its probe jobs' folders)."""
+    from studies import store
     from sweeps.report import job_row
 
-    root = data / "jobs" if (data / "jobs").is_dir() else data
+    exported = (data / "jobs").is_dir()
+    root = data / "jobs" if exported else data
     _, jobs = plan_study(study, root)
-    missing = [j for j in jobs if not (j.out / "sweep_job.json").exists()]
+    parts = {}
+    for env in dict.fromkeys(j.env for j in jobs):
+        folder = root / env.replace(":", "-")
+        parts[env] = (store.connectivity_part(data, env) if exported and store.has_folder(folder)
+                      else store.open_folder(root) if not exported else None)
+    keyed = []
+    for j in jobs:
+        key = j.out.relative_to(root / j.env.replace(":", "-") if exported else root).as_posix()
+        f = parts[j.env]
+        keyed.append((j, f.sub(key) if f is not None and f.exists(f"{key}/sweep_job.json") else None))
+    missing = [j for j, f in keyed if f is None]
     if missing:
         raise UserError(f"{len(missing)} of {len(jobs)} probe job(s) are not done under {root} (e.g. {missing[0].out}); "
                         f"run the study first: marl study {study.file}")
-    files = [f for j in jobs for f in sorted(j.out.iterdir()) if f.is_file()]
-    return [job_row(j) for j in jobs], files
+    inputs = []
+    for env in parts:
+        folder = root / env.replace(":", "-")
+        inputs += declared.stored_inputs(folder) if exported else [p for j in jobs if j.env == env
+                                                                    for p in sorted(j.out.iterdir()) if p.is_file()]
+    return [job_row(j, f) for j, f in keyed], inputs
 
 
 def read_connectivity(study: Study, data: Path, echo=print) -> Reading:

@@ -11,6 +11,7 @@ import pytest
 
 from marl_cli.main import main as marl
 from marl_common.errors import UserError
+from studies import store
 from sweeps.runner import load_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -127,9 +128,12 @@ def test_parts_plan_the_whole_sweep_and_report_it_identically(tmp_path, capsys):
     assert capsys.readouterr().err.count("\n") == 1 and (res / "summary.md").read_text() == after
     assert "| smax-3m/shared | 2 | 2 of 2 |" in after and "| smax-2s3z/shared | 2 | 2 of 2 |" in after
     assert json.loads((res / "summary.json").read_text()) == ref and (res / "cost.md").exists()
-    npz = sorted(p.relative_to(res) for p in (res / "jobs").rglob("barrier.npz"))
     assert not (res / "jobs" / "probe-report").exists()  # planning under RESULTS/jobs writes no report there
-    assert len(npz) == 6 and str(npz[0]).startswith("jobs/smax-2s3z/probes/")
+    # each part's probe jobs are one file (jobs/<env>.npz), holding every job's per-episode outcomes
+    assert sorted(p.name for p in (res / "jobs").iterdir()) == ["smax-2s3z.npz", "smax-3m.npz"]
+    for env in sweep["envs"]:
+        eps = store.connectivity_episodes(res, env)
+        assert len(eps) == 3 and all(k.startswith("probes/") and z["naive_returns"].shape == (3, 4) for k, z in eps.items())
 
 
 def test_part_refuses_an_env_outside_the_sweep(tmp_path, capsys):

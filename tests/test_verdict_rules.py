@@ -43,7 +43,9 @@ def test_target_met_on_shared_episodes_needs_per_episode_outcomes_and_allows_bot
     _, tlo, thi = fs.mean_ci(won.mean(1))
     assert m == pytest.approx(won.mean()) and hi - lo > 1.5 * (thi - tlo)
     # the recorded smax:3m seeds 8-13: the interval over seeds and episodes, and the restated decision
-    won = np.load(ROOT / "bench/results/fresh_seeds/smax3m_seeds8-13_eval.npz")["won"][-1]
+    from studies import store
+
+    won = store.fresh_seeds_eval("smax3m_seeds8-13_eval")[1]["won"][-1]
     d = fs.decide(won.mean(1), 0.90, won=won)
     assert 0.009 < fs.crossed_ci(won)[3] < 0.0105 and d["verdict"] == "not shown" and d["lower_one_sided"] < 0.90
     assert fs.decide(won.mean(1), 0.90)["verdict"] == "target met"  # the t over seed means alone says met
