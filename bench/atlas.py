@@ -11,9 +11,12 @@ trained at one small N (issue 26). Plan: bench/results/atlas_PLAN.md; recipe: be
     python bench/atlas.py calibrate --recipe R             # records of the rules on R's own design (R's raw files)
     python bench/atlas.py families                          # atlas_families.md: every ATLAS study side by side
 
-The Jumanji studies (Amendments 4-5: ``bench/atlas_lbf.toml``, ``bench/atlas_rware.toml``; all steps:
-``bench/atlas_jumanji.sh``) were planned under the rules: ``calibrate`` gives each rule a record on the study's
-own design before ``report`` reads it, and ``report`` refuses until every planned raw file exists.
+The Jumanji studies (Amendments 4-5: ``bench/atlas_lbf.toml``, ``bench/atlas_rware.toml``; per recipe R, each
+step resumable: ``train``, ``search``, ``calibrate``, ``report`` with ``--recipe R --root DIR``, then ``families``)
+were planned under the rules: ``calibrate`` gives each rule a record on the study's own design before ``report``
+reads it, and ``report`` refuses until every planned raw file exists. A family's verdicts are also a declared
+study (``marl study studies/declared/atlas_lbf.toml --verdict``: ``studies.atlas.family_verdicts``, which
+``report`` reads too).
 
 The SMAX ladder (plan: atlas_PLAN.md, Amendment 1) runs the same steps with ``--recipe
 bench/atlas_smax.toml``: its maps come from the recipe's ``[envs]`` table, its results are named by its

@@ -28,7 +28,7 @@ jobs per map this is the mean over all jobs). A group with one job returns that 
 ``single_job``; a stratum with one job inside a larger group contributes its own se (from ``ses`` or
 from its CI).
 
-Which interval (chosen by calibration, bench/study_calibration.py ->
+Which interval (chosen by calibration, studies/study_calibration.py ->
 bench/results/study_calibration.md). Candidates, all on the mean of the jobs:
 
 - ``percentile``: the team bootstrap above (``cluster_bootstrap``), percentile interval. With 3-4

@@ -156,9 +156,11 @@ def _claim(study: Study) -> None:
     write_json(study.out / PID_FILE, {"pid": os.getpid(), "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())})
 
 
-def start_background(study: Study, python: str | None = None) -> str:
+def start_background(study: Study, python: str | None = None, nice: int = 0, max_jobs: int = 1) -> str:
     """Start ``run_study`` (``python -m sweeps.study FILE OUT``: ``marl study FILE --out OUT``) as a detached process (its own session; output to OUT/study.log);
-    returns a line saying what was done. A study that runs already is left alone."""
+    returns a line saying what was done. A study that runs already is left alone. ``nice``: the process's
+    niceness, set by the process itself on its own scheduler autogroup too (``_renice``); ``max_jobs``: runs
+    trained at once. The process is ``main`` below."""
     from marl_common.preflight import check_output
 
     pid = running(study)
@@ -169,7 +171,7 @@ def start_background(study: Study, python: str | None = None) -> str:
                         f"read its verdict with `marl study {study.file} --verdict`")
     check_output(study.out, "study out", kind="folder")
     study.out.mkdir(parents=True, exist_ok=True)
-    cmd = [python or sys.executable, "-m", "sweeps.study", str(study.file), str(study.out)]  # ``main`` below
+    cmd = [python or sys.executable, "-m", "sweeps.study", str(study.file), str(study.out), str(int(nice)), str(int(max_jobs))]
     with open(study.out / LOG_FILE, "a") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True)
@@ -350,15 +352,32 @@ def _check_connectivity(plan: dict, where: str) -> None:
 declared.register(Analysis("connectivity", {"connected": list, "separated": list}, None, _check_connectivity))
 
 
+def _renice(nice: int) -> None:
+    """This process at ``nice``, and its scheduler autogroup too: a process of its own session has its own
+    autogroup, and the kernel divides the CPU between autogroups by the group's nice, not the processes'
+    (``nice -n 19`` alone left a background study as much CPU as the session's shell). Written by the process
+    itself: from the starting process to /proc/PID/autogroup it races the new session and renices the
+    starter's group instead."""
+    os.nice(nice)
+    try:
+        Path("/proc/self/autogroup").write_text(str(nice))
+    except OSError:  # no autogroups here (or not allowed): the process's own nice stands
+        pass
+
+
 def main(argv=None) -> int:
-    """``python -m sweeps.study FILE OUT``: ``run_study`` of the study file with its folder ``OUT``, plain status
+    """``python -m sweeps.study FILE OUT [NICE [JOBS]]``: ``run_study`` of the study file with its folder ``OUT``, plain status
     lines (the background process ``start_background`` starts; errors as ``marl`` gives them)."""
     from marl_common.errors import run_guarded
 
-    file, out = (sys.argv[1:] if argv is None else argv)[:2]
+    args = sys.argv[1:] if argv is None else argv
+    file, out = args[:2]
+    if len(args) > 2 and int(args[2]):
+        _renice(int(args[2]))
+    jobs = int(args[3]) if len(args) > 3 else 1
 
     def run(_) -> int:
-        run_study(load_study(file, out))
+        run_study(load_study(file, out), max_jobs=jobs)
         return 0
 
     return run_guarded("marl study", run, None, hard_exit=argv is None)

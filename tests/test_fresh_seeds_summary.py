@@ -1,4 +1,4 @@
-"""bench/fresh_seeds_summary.py on an evaluation file: shared episodes need the per-episode outcomes (the seeds
+"""studies/fresh_seeds_summary.py on an evaluation file: shared episodes need the per-episode outcomes (the seeds
 are not independent); own episodes (``marl eval --own-episodes``) decide on the t over seed means."""
 
 import json
@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from bench import fresh_seeds_summary
+from studies import fresh_seeds_summary
 
 
 def _eval(tmp_path, wins, own):

@@ -153,7 +153,7 @@ def test_runs_without_a_fingerprint_are_unknown_not_different():
 
 def test_train_seconds_counts_each_chunk_once_across_a_resume(unstopped, tmp_path):
     # chunk_s is the duration of the chunk a row belongs to, repeated on each of its rows: summing the rows
-    # would count a chunk of 2 updates twice (bench/sweep_parts.py's part records did, 8x for 8-update chunks)
+    # would count a chunk of 2 updates twice (sweeps/parts.py's part records did, 8x for 8-update chunks)
     rows = metrics_log.metric_rows(unstopped / layout.METRICS_FILE)
     got = metrics_log.chunks(rows)
     assert [u for u, _ in got] == [2] * 5

@@ -90,12 +90,9 @@ def test_bad_inputs_are_refused_in_one_line(tmp_path, capsys):
 
 
 def _sweep_parts():
-    import importlib.util
+    from sweeps import parts
 
-    spec = importlib.util.spec_from_file_location("sweep_parts", ROOT / "bench" / "sweep_parts.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return parts
 
 
 def test_the_three_map_study_rows_re_derive_from_its_packs():

@@ -199,3 +199,71 @@ def test_a_killed_study_resumes_from_the_same_command(tmp_path):
     assert (out / "summary" / "summary.md").is_file() and not (out / "study.pid").exists()
     status = subprocess.run([*marl, "--status"], env=env, capture_output=True, text=True, timeout=120).stdout
     assert "2 of 2 run(s) done, 1 of 1 probe job(s) done" in status and "verdict: read" in status
+
+
+# -- the fresh-seed decisions' reading (studies.declared.decision_reading) on files made here ----------------
+
+def _eval(folder, name, values, measure="win_rate", own=True, episodes=512, seeds=None):
+    rows = []
+    for i, v in zip(seeds or range(len(values)), values):
+        row = {"seed": i, "win_rate": 0.5, "win_rate_ci": [0.4, 0.6], "return": -40.0, "return_ci": [-41.0, -39.0]}
+        row[measure] = float(v)
+        rows.append(row)
+    (folder / name).write_text(json.dumps({"run": f"runs/{name}", "episodes": episodes, "greedy": True,
+                                           "own_episodes": own, "step": 244, "seeds": rows}))
+
+
+def _fresh_plan():
+    import tomllib
+
+    return tomllib.loads((DECLARED / "fresh_seeds.toml").read_text())["analysis"]
+
+
+def test_the_four_fresh_seed_decisions_from_their_files(tmp_path):
+    import numpy as np
+
+    from studies.declared import read_fresh
+
+    rng = np.random.default_rng(0)
+    _eval(tmp_path, "target_seeds40-45_own.json", 0.95 + 0.005 * rng.standard_normal(6), episodes=256)
+    base = 0.85 + 0.01 * rng.standard_normal(6)  # the default (false) wins 0.10 more on every seed: better
+    _eval(tmp_path, "cod_false_seeds46-51_own.json", base + 0.10 + 0.003 * rng.standard_normal(6))
+    _eval(tmp_path, "cod_true_seeds46-51_own.json", base)
+    _eval(tmp_path, "happo_new_seeds52-63_own.json", 0.90 + 0.004 * rng.standard_normal(12))
+    _eval(tmp_path, "happo_old_seeds52-63_own.json", 0.90 + 0.004 * rng.standard_normal(12))
+    r = -40 + 1.0 * rng.standard_normal(6)  # MPE: value_norm=true loses 5 return units on every seed: "worse"
+    _eval(tmp_path, "mpe_vn_true_seeds64-69_own.json", r - 5, measure="return", episodes=256)
+    _eval(tmp_path, "mpe_vn_false_seeds64-69_own.json", r, measure="return", episodes=256)
+    reading = read_fresh(_fresh_plan(), tmp_path)
+    assert list(reading.verdicts.values()) == ["target met", "better", "unchanged", "worse"]
+    assert len(reading.inputs) == 7 and "over 6 paired seeds" in "\n".join(reading.lines)
+
+
+def test_fresh_seeds_not_run_yet_and_other_designs_refused(tmp_path):
+    from marl_common.errors import UserError
+    from studies.declared import decision_reading, read_fresh
+
+    plan = _fresh_plan()
+    assert list(read_fresh(plan, tmp_path).verdicts.values()) == ["not run yet"] * 4
+    _eval(tmp_path, "target_seeds40-45_own.json", [0.95] * 6, own=False, episodes=256)
+    with pytest.raises(UserError, match="same episodes; the declared designs need `marl eval --own-episodes`"):
+        decision_reading(plan["decisions"][0], tmp_path)
+    _eval(tmp_path, "cod_false_seeds46-51_own.json", [0.9] * 6)
+    _eval(tmp_path, "cod_true_seeds46-51_own.json", [0.9] * 6, seeds=[1, 2, 3, 4, 5, 6])
+    with pytest.raises(UserError, match="holds seeds 47-52 .* declares 46-51"):  # seeds the plan does not name
+        decision_reading(plan["decisions"][1], tmp_path)
+
+
+def test_a_fresh_seed_design_without_a_record_gives_no_verdict(tmp_path, monkeypatch):
+    """Clear "better" data on a design no calibration record covers: no verdict (the rule's words beside)."""
+    from studies import fresh_seeds as fs
+    from studies.declared import decision_reading
+    from studies.rules import NO_RECORD
+
+    d = {**_fresh_plan()["decisions"][1], "files": ["a.json", "b.json"], "seeds": "46-52"}
+    seven = fs.own_paired(7, 512, 0.03)  # a design of the rule, without a record
+    monkeypatch.setitem(fs.OWN_EPISODE_DESIGNS, "better", [*fs.OWN_EPISODE_DESIGNS["better"], seven])
+    _eval(tmp_path, "a.json", [0.95] * 3 + [0.96] * 4)
+    _eval(tmp_path, "b.json", [0.85] * 3 + [0.84] * 4)
+    r = decision_reading({**d, "design": seven.name, "rules": ["better"]}, tmp_path)
+    assert r["summary"] == NO_RECORD and r["verdicts"][0].details["uncalibrated"] == "better"

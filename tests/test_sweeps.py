@@ -309,7 +309,7 @@ def test_verdict_precondition_failed_names_the_team():
     assert evaluate(rows, ["c x d"], ["h x h"], 0.05)["verdict"] == "supports"
     e = evaluate(rows, ["c x d"], ["h x h"], 0.05, {"s": {"min_greedy_win": 0.8}})
     assert e["verdict"] == "precondition failed" and "no probe job has a team of this history" in e["reasons"][0]
-    # a history no probe touches, measured by `marl eval` (bench/reaggregate_connectivity.py): its endpoints
+    # a history no probe touches, measured by `marl eval` (sweeps/reaggregate_connectivity.py): its endpoints
     ends = [{"env": "m1", "team": f"s#{i}", "win": w} for i, w in enumerate((0.9, 0.95, 0.81))]
     e = evaluate(_study(), ["c x d"], ["h x h"], 0.05, {"s": {"min_greedy_win": 0.8, "envs": ["m1"]}}, ends)
     assert e["verdict"] == "precondition failed" and [c["team"] for c in e["preconditions"] if not c["ok"]] == ["s#2"]

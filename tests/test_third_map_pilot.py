@@ -1,10 +1,10 @@
-"""bench/third_map_pilot.py: Amendment 4's rule (every S seed's greedy Wilson lower bound >= 0.8, every H
+"""studies/third_map_pilot.py: Amendment 4's rule (every S seed's greedy Wilson lower bound >= 0.8, every H
 seed's >= 0.5; the first passing candidate in the plan's order), read from own-episode outcome tables."""
 
 import numpy as np
 import pytest
 
-from bench import third_map_pilot as tp
+from studies import third_map_pilot as tp
 from marl_common.errors import UserError
 
 

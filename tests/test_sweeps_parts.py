@@ -1,9 +1,8 @@
-"""bench/sweep_parts.py: a sweep run one env at a time (for machines reset between sessions) plans exactly
+"""sweeps/parts.py: a sweep run one env at a time (for machines reset between sessions) plans exactly
 the runs and probe jobs of the whole sweep, and its report from the exported parts is the whole sweep's."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
@@ -15,9 +14,7 @@ from studies import store
 from sweeps.runner import load_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("sweep_parts", ROOT / "bench" / "sweep_parts.py")
-parts = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(parts)
+from sweeps import parts  # noqa: E402
 
 SWEEP = """
 out = "unused"

@@ -1,11 +1,18 @@
 """The third map's pilot read against its rule (bench/results/connectivity/PLAN.md, Amendment 4).
 
-Per candidate map (``bench/third_map_pilot.sh`` trains and evaluates; this reads): S (MAPPO, 2M env steps)
+Per candidate map (trained and evaluated by the commands below; this reads): S (MAPPO, 2M env steps)
 and H (HAPPO from scratch, 3M) on seeds 90-92, each seed's greedy wins over its own 256 episodes (the
 ``.npz`` beside each ``marl eval --json`` file). A candidate passes when every S seed's Wilson 95% lower
 bound is >= 0.8 and every H seed's >= 0.5; the first passing candidate in the plan's order is the third map.
 
-    python bench/third_map_pilot.py [--dir bench/results/connectivity_3maps/pilot] [--to .../PILOT.md]
+    python -m studies.third_map_pilot [--dir bench/results/connectivity_3maps/pilot] [--to .../PILOT.md]
+
+The runs of one candidate MAP (TAG: MAP with - for :), in a folder R outside the repository (each resumable):
+
+    marl train --quiet --resume-if-exists --env MAP --seed 90 --seeds 3 --total-steps 2e6 --out R/TAG-S
+    marl eval R/TAG-S --episodes 256 --own-episodes --json bench/results/connectivity_3maps/pilot/TAG-S.json
+    marl train --quiet --resume-if-exists --env MAP --algo happo --seed 90 --seeds 3 --total-steps 3e6 --out R/TAG-H
+    marl eval R/TAG-H --episodes 256 --own-episodes --json bench/results/connectivity_3maps/pilot/TAG-H.json
 """
 
 from __future__ import annotations
@@ -60,7 +67,7 @@ def report(folder: Path) -> tuple[str, str | None]:
     lines = ["# The third map's pilot (PLAN.md Amendment 4)", "",
              "Seeds 90-92, the study's recipe; each seed greedy on 256 of its own episodes; interval: Wilson 95% over",
              "that seed's episodes (unit: episodes of one seed). Pass: every S seed's lower bound >= 0.8 and every H",
-             "seed's >= 0.5. Reproduce: `ROOT=DIR bash bench/third_map_pilot.sh MAP`, then `python bench/third_map_pilot.py`.", ""]
+             "seed's >= 0.5. Reproduce: the module docstring's commands per candidate MAP, then `python -m studies.third_map_pilot`.", ""]
     arms = {m: {a: read_arm(folder / f"{m.replace(':', '-')}-{a}.npz") for a in ARMS} for m in CANDIDATES}
     verdicts = {m: decide(arms[m]) for m in CANDIDATES}
     chosen = None

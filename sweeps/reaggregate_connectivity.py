@@ -1,6 +1,6 @@
 """Re-aggregate the recorded connectivity study (2026-11-30) under the study-level rules (issues 25 and 34).
 
-    python bench/reaggregate_connectivity.py [--out bench/results/connectivity/restated_issue34]
+    python -m sweeps.reaggregate_connectivity [--out bench/results/connectivity/restated_issue34]
 
 Reads the study's probe jobs as recorded (``bench/results/connectivity/pairs.csv``: one row per job, the
 same fields ``sweeps.report.job_row`` gives) and the greedy evaluation of the source history S

@@ -1,6 +1,6 @@
 """Calibration of the study-level statistics (studies/connectivity.py) on simulated studies with known answers.
 
-    python bench/study_calibration.py --out bench/results/study_calibration.md [--sims 3000] [--boot 1000] [--seed 0]
+    python -m studies.study_calibration --out bench/results/study_calibration.md [--sims 3000] [--boot 1000] [--seed 0]
 
 Part 1, group CI coverage. A study has M maps; per map n teams (training seeds) and every pair of them
 (within design: n = 4 gives 6 jobs), or n x n (cross design), or one job per seed (independent design).
@@ -272,11 +272,11 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     t0 = time.process_time()
     rng = np.random.default_rng(args.seed)
-    cmd = "python bench/study_calibration.py " + " ".join(sys.argv[1:] if argv is None else argv)
+    cmd = "python -m studies.study_calibration " + " ".join(sys.argv[1:] if argv is None else argv)
     lines = ["# Study-level statistics: calibration (`studies/connectivity.py`)", "",
              f"Command: `{cmd}` (seed {args.seed}, {args.boot} bootstrap resamples per CI).", "",
              "Every rate is over the stated number of simulated studies, with its Wilson 95% CI. "
-             "The simulation is described in bench/study_calibration.py's docstring.", ""]
+             "The simulation is described in studies/study_calibration.py's docstring.", ""]
     summary = []
     if args.only in ("coverage", "both"):
         worst = {k: (2.0, "") for k in ("old", "percentile", "boot-t", "jackknife-t")}

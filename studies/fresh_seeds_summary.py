@@ -1,8 +1,8 @@
 """Summarise a target check over fresh seeds (bench/results/fresh_seeds/PLAN.md) from ``marl eval --json``.
 
-    python bench/fresh_seeds_summary.py EVAL.json [--target 0.90] > RESULTS.md
-    python bench/fresh_seeds_summary.py EVAL.json --unchanged-against OLD.json:happo.greedy_win_rate [--margin 0.02]
-    python bench/fresh_seeds_summary.py EVAL.json --paired-with OTHER_EVAL.json [--margin 0.02]
+    python -m studies.fresh_seeds_summary EVAL.json [--target 0.90] > RESULTS.md
+    python -m studies.fresh_seeds_summary EVAL.json --unchanged-against OLD.json:happo.greedy_win_rate [--margin 0.02]
+    python -m studies.fresh_seeds_summary EVAL.json --paired-with OTHER_EVAL.json [--margin 0.02]
 
 Per seed: the greedy win rate with its Wilson CI (as ``marl eval`` writes it). Over seeds: the rules of
 ``studies.fresh_seeds`` (``decide``, ``unchanged``, ``paired``; calibrated by ``python -m studies.calibrate``).
@@ -67,7 +67,7 @@ def main() -> None:
     out = [f"# Results: the smax:3m target over {d['n']} fresh seeds (plan: PLAN.md)", "",
            f"Source: `{args.eval_json}` (`marl eval --episodes {rep['episodes']}{' --own-episodes' if own else ''}`, "
            f"greedy{': each seed on its own episodes' if own else ''}; run {rep['run']}, "
-           f"step {rep.get('step')}). Recipe: `bash bench/fresh_seeds.sh`.", "",
+           f"step {rep.get('step')}). Recipe: `marl train --env smax:3m --seed 8 --seeds 6 --total-steps 2e6`, then `marl eval RUN --episodes 256 --json EVAL.json`.", "",
            f"| seed (config seed {args.first_seed} + index) | greedy win rate [Wilson 95% CI] | return [95% CI] |",
            "|---|---|---|"]
     for s in seeds:

@@ -10,16 +10,16 @@ probe jobs, by the ``sweeps.report.write_rows`` that ``marl sweep`` itself calls
 whole sweep would have written (a test checks it is identical), with its verdict rules read on the whole
 design, never on one env.
 
-    python bench/sweep_parts.py run    --sweep FILE --env ENV --root DIR [--jobs K]   # train + probe one env
-    python bench/sweep_parts.py run    ... --no-probes        # train only; then its probe jobs in K processes:
-    python bench/sweep_parts.py run    ... --shard I/K        # the probe jobs I, I+K, ... (the runs must be done)
-    python bench/sweep_parts.py export --sweep FILE --env ENV --root DIR --to RESULTS # copy its results in
-    python bench/sweep_parts.py status --sweep FILE --to RESULTS                       # which parts are in
-    python bench/sweep_parts.py report --sweep FILE --to RESULTS [--estimate REC.md]   # the probe report (+ cost)
-    python bench/sweep_parts.py cost   --sweep FILE --to RESULTS --estimate REC.md     # estimate vs measured
-    python bench/sweep_parts.py retime --to RESULTS    # part records exported before each chunk was timed once
-    python bench/sweep_parts.py relabel --to RESULTS   # teams.json written before aada974 (interval labels sliced)
-    python bench/sweep_parts.py probe-times --sweep FILE --env ENV --root DIR --to RESULTS [--shards K]  # jobs' times
+    python -m sweeps.parts run    --sweep FILE --env ENV --root DIR [--jobs K]   # train + probe one env
+    python -m sweeps.parts run    ... --no-probes        # train only; then its probe jobs in K processes:
+    python -m sweeps.parts run    ... --shard I/K        # the probe jobs I, I+K, ... (the runs must be done)
+    python -m sweeps.parts export --sweep FILE --env ENV --root DIR --to RESULTS # copy its results in
+    python -m sweeps.parts status --sweep FILE --to RESULTS                       # which parts are in
+    python -m sweeps.parts report --sweep FILE --to RESULTS [--estimate REC.md]   # the probe report (+ cost)
+    python -m sweeps.parts cost   --sweep FILE --to RESULTS --estimate REC.md     # estimate vs measured
+    python -m sweeps.parts retime --to RESULTS    # part records exported before each chunk was timed once
+    python -m sweeps.parts relabel --to RESULTS   # teams.json written before aada974 (interval labels sliced)
+    python -m sweeps.parts probe-times --sweep FILE --env ENV --root DIR --to RESULTS [--shards K]  # jobs' times
 
 ``run`` resumes (``marl sweep``'s rules: done runs skipped, stopped ones resumed, probe jobs reused).
 ``export`` packs, per probe job, ``barrier.json``, ``barrier.csv``, ``barrier.npz`` (per-episode
@@ -138,7 +138,7 @@ def export_part(sweep: dict, env: str, root, to, sweep_file: str = "") -> Path:
     pending += [j.label for j in jobs if not (j.out / "sweep_job.json").exists()]
     if pending:
         raise UserError(f"part {env} under {root} is not finished ({len(pending)} run(s) or probe job(s), e.g. "
-                        f"{pending[0]}); run: python bench/sweep_parts.py run --env {env} --root {root}")
+                        f"{pending[0]}); run: python -m sweeps.parts run --env {env} --root {root}")
     from studies.store import pack
 
     folder = to / "jobs" / env.replace(":", "-")  # the part's jobs, staged then packed into FOLDER.npz
@@ -178,7 +178,7 @@ def retime(to) -> list[Path]:
         lost = [k for k in rec["runs"] if not (to / "runs" / k / "metrics.jsonl").is_file()]
         if lost:  # a record is never rewritten from a log that is not there (it would read 0 s)
             raise UserError(f"{path}: {to / 'runs' / lost[0] / 'metrics.jsonl'} is missing; copy the part's runs in "
-                            "again (python bench/sweep_parts.py export) before retime")
+                            "again (python -m sweeps.parts export) before retime")
         new = {k: round(_train_seconds(to / "runs" / k), 1) for k in rec["runs"]}
         if any(rec["runs"][k]["train_s"] != v for k, v in new.items()):
             for k, v in new.items():
@@ -238,7 +238,7 @@ def probe_times(sweep: dict, env: str, root, to, shards: int = 1) -> Path:
     root, to = Path(root), Path(to)
     path = _record(to, env)
     if not path.is_file():
-        raise UserError(f"{path}: no part record; export the part first (python bench/sweep_parts.py export --env {env})")
+        raise UserError(f"{path}: no part record; export the part first (python -m sweeps.parts export --env {env})")
     runs, jobs = _plan(part(sweep, env), root)
     missing = [str(p) for p in [r.out / "DONE" for r in runs] + [j.out / "sweep_job.json" for j in jobs] if not p.is_file()]
     if missing:
@@ -259,7 +259,7 @@ def probe_times(sweep: dict, env: str, root, to, shards: int = 1) -> Path:
     rec = json.loads(path.read_text())
     rec["probe_s"] = times
     rec["probe_s_note"] = ("each probe job's wall seconds: its sweep_job.json's time less the previous job's (the first: "
-                           "less the part's last run DONE), read from the part's folders (bench/sweep_parts.py "
+                           "less the part's last run DONE), read from the part's folders (sweeps/parts.py "
                            "probe-times); a job whose interval spans a stop of the part counts the stop too")
     rec.pop("probe_shards", None)
     if shards > 1:
@@ -334,7 +334,7 @@ def report(sweep: dict, to, echo=print, estimates=(), sweep_file: str = "") -> P
     missing = [f"{env} ({done} of {n} probe jobs)" for env, (done, n) in status(sweep, to).items() if done < n]
     if missing:
         raise UserError(f"not every part is exported: {', '.join(missing)}; run and export those parts first "
-                        f"(python bench/sweep_parts.py run/export --env ENV)")
+                        f"(python -m sweeps.parts run/export --env ENV)")
     costed = _cost_lines(sweep, to, estimates) if estimates else None  # refused before anything is written
     if sweep_file:
         from marl_common.preflight import check_output
@@ -442,7 +442,7 @@ def _probe_cost_lines(sweep: dict, to: Path, pest: dict) -> list[str]:
             if m is not None:
                 groups.setdefault((env, j.pair), []).append((m, e, m > cap))
     if not groups:
-        return ["", "Probe jobs: no part record has their times yet (python bench/sweep_parts.py probe-times)."]
+        return ["", "Probe jobs: no part record has their times yet (python -m sweeps.parts probe-times)."]
     out = ["", "## Probe jobs", "",
            "Measured: each job's wall seconds from the part's folders (`probe_s` of `parts/<env>.json`: the time from the "
            "previous job's completion to its own; the jobs ran one at a time unless said below). Estimated: the job's line of the named "
