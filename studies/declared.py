@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Callable
 
 from marl_common.errors import UserError, did_you_mean
+from marl_common.registry import Registry
 
 STUDY_KEYS = {"name": str, "sweep": str, "out": str, "title": str}
 ANALYSIS_COMMON = {"kind": str, "rules": list, "seeds": (list, str), "margins": dict, "preconditions": (dict, list),
@@ -61,15 +62,7 @@ class Reading:
     inputs: tuple
 
 
-ANALYSES: dict[str, Analysis] = {}
-
-
-def register(analysis: Analysis) -> Analysis:
-    """Add ``analysis`` to ``ANALYSES`` (refuses a second one of the same name); returns it."""
-    if analysis.name in ANALYSES and ANALYSES[analysis.name] is not analysis:
-        raise ValueError(f"an analysis named {analysis.name!r} is already registered")
-    ANALYSES[analysis.name] = analysis
-    return analysis
+ANALYSES: Registry[Analysis] = Registry("analysis", Analysis, "analyses")  # kind -> Analysis (one line per kind)
 
 
 def _type_name(t) -> str:
@@ -351,7 +344,7 @@ def read_fresh(plan: dict, data: Path, echo=print) -> Reading:
     return Reading(verdicts, lines, tuple(inputs))
 
 
-register(Analysis("fresh_seeds", {"decisions": list}, read_fresh, _check_fresh, needs_data=True))
+ANALYSES.register(Analysis("fresh_seeds", {"decisions": list}, read_fresh, _check_fresh, needs_data=True))
 
 
 # -- ATLAS: one family's verdicts from its raw files -------------------------------------------------------
@@ -396,4 +389,4 @@ def read_atlas(plan: dict, data: Path, echo=print) -> Reading:
     return Reading(verdicts, lines, tuple(v["inputs"]))
 
 
-register(Analysis("atlas", ATLAS_KEYS, read_atlas, _check_atlas, needs_data=True))
+ANALYSES.register(Analysis("atlas", ATLAS_KEYS, read_atlas, _check_atlas, needs_data=True))

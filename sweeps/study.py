@@ -349,7 +349,7 @@ def _check_connectivity(plan: dict, where: str) -> None:
             raise UserError(f"{where}: {k} must be a list of pair groups (\"A x B\")")
 
 
-declared.register(Analysis("connectivity", {"connected": list, "separated": list}, None, _check_connectivity))
+declared.ANALYSES.register(Analysis("connectivity", {"connected": list, "separated": list}, None, _check_connectivity))
 
 
 def _renice(nice: int) -> None:
