@@ -7,7 +7,7 @@
                 seeds (the training seeds the decision may read: a list, or "A-B"); margins (a table of
                 numbers); preconditions; data (optional: a folder of recorded results read instead of the
                 study's own runs, e.g. the committed bench/results/connectivity_3maps); and the kind's own keys
-    [report]    title; out (the folder of the summary, default OUT/report)
+    [report]    title (the summary and the verdict go to the study's folder: OUT/summary, OUT/verdict.json)
 
 This module holds what sits below the sweeps: the file's [analysis] and [report] checks, the analyses that
 read recorded files only (fresh seeds, ATLAS), and the verdict record. ``sweeps.study`` loads the file,
@@ -35,7 +35,7 @@ from marl_common.registry import Registry
 STUDY_KEYS = {"name": str, "sweep": str, "out": str, "title": str}
 ANALYSIS_COMMON = {"kind": str, "rules": list, "seeds": (list, str), "margins": dict, "preconditions": (dict, list),
                    "data": str}
-REPORT_KEYS = {"title": str, "out": str}
+REPORT_KEYS = {"title": str}
 RECORD = "verdict.json"
 
 

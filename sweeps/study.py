@@ -148,10 +148,13 @@ def _claim(study: Study) -> None:
     """Write OUT/study.pid for this process; refuses while another live process runs the study."""
     from marl_common.files import write_json
 
+    from marl_common.preflight import check_output
+
     other = running(study)
     if other is not None and other != os.getpid():
         raise UserError(f"study {study.name} is running already (pid {other}, log {study.out / LOG_FILE}); "
                         f"see `marl study {study.file} --status`")
+    check_output(study.out, "study out", kind="folder")
     study.out.mkdir(parents=True, exist_ok=True)
     write_json(study.out / PID_FILE, {"pid": os.getpid(), "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())})
 

@@ -267,3 +267,23 @@ def test_a_fresh_seed_design_without_a_record_gives_no_verdict(tmp_path, monkeyp
     _eval(tmp_path, "b.json", [0.85] * 3 + [0.84] * 4)
     r = decision_reading({**d, "design": seven.name, "rules": ["better"]}, tmp_path)
     assert r["summary"] == NO_RECORD and r["verdicts"][0].details["uncalibrated"] == "better"
+
+
+def test_a_verdict_read_on_other_inputs_is_refused(tmp_path, capsys):
+    from studies.store import unpack
+
+    raw = tmp_path / "raw"
+    unpack(RESULTS / "atlas_lbf_raw.npz", raw)
+    f = tmp_path / "s.toml"
+    f.write_text((DECLARED / "atlas_lbf.toml").read_text().replace('data = "bench/results/atlas_lbf_raw"', f'data = "{raw}"'))
+    out = tmp_path / "o"
+    assert main(["study", str(f), "--verdict", "--out", str(out)]) == 0
+    first = (out / "verdict.json").read_text()
+    rec = json.loads((raw / "N4_s920.json").read_text())
+    rec["wall_s"] += 1.0  # any change of a file the verdict read
+    (raw / "N4_s920.json").write_text(json.dumps(rec))
+    capsys.readouterr()
+    assert main(["study", str(f), "--verdict", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "from other inputs" in err and "read once" in err
+    assert (out / "verdict.json").read_text() == first
