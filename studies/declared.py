@@ -32,7 +32,7 @@ from typing import Callable
 from marl_common.errors import UserError, did_you_mean
 from marl_common.registry import Registry
 
-STUDY_KEYS = {"name": str, "sweep": str, "out": str, "title": str}
+STUDY_KEYS = {"name": str, "sweep": str, "out": str}
 ANALYSIS_COMMON = {"kind": str, "rules": list, "seeds": (list, str), "margins": dict, "preconditions": (dict, list),
                    "data": str}
 REPORT_KEYS = {"title": str}
