@@ -273,6 +273,12 @@ def connectivity_episodes(study, env: str) -> dict[str, dict[str, np.ndarray]]:
     return {j: f.load_npz("barrier.npz") for j, f in connectivity_jobs(study, env).items() if f.exists("barrier.npz")}
 
 
+def connectivity_runs(study, env: str) -> Folder:
+    """One env's training runs of a connectivity sweep exported to ``study``: ``runs/<env with - for :>``
+    (folder or pack), per history ``<history>/config.toml`` and ``<history>/metrics.jsonl`` (the training log)."""
+    return open_folder(Path(study) / "runs" / env.replace(":", "-"))
+
+
 def connectivity_pilot(study) -> Folder:
     """The third map's pilot (``pilot``, folder or pack): per candidate map and arm (S, H) a ``marl eval --json
     --own-episodes`` report ``<map>-<arm>.json`` and its per-episode outcomes ``<map>-<arm>.npz`` (``won``,
