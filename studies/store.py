@@ -12,8 +12,9 @@ fresh-seed evaluations) are kept as ONE file, ``FOLDER.npz`` beside where ``FOLD
 
 ``open_folder(PATH)`` reads either form with one interface (``Folder``: ``names``, ``exists``, ``read_bytes``,
 ``read_text``, ``load_json``, ``load_npz``, ``sub``): the folder itself when it is there (a study being run
-writes files), else its pack. The functions below give each study part's recorded data; every reader of
-``bench/results`` goes through them. From the shell:
+writes files), else its pack. The functions below give each study part's recorded data; every reader of a
+packed study part goes through them (``bench/results/README.md`` lists the parts). ``Folder.names`` globs
+with ``fnmatch`` (a ``*`` also matches ``/``). From the shell:
 
     python -m studies.store pack FOLDER [--out FILE.npz]    # FOLDER -> FOLDER.npz (FOLDER is left as it is)
     python -m studies.store unpack FILE.npz DEST            # the original files under DEST (a new folder)
