@@ -24,7 +24,10 @@ bench/atlas_smax.toml``: its maps come from the recipe's ``[envs]`` table, its r
 re-evaluated returns, no determinism check) and its MLP P is a recorded run (``[mlp] run``).
 
 ``search`` writes one raw file per (N, training seed) under bench/results/atlas_raw/ (skipping files
-that exist), so a stopped study continues where it stopped. ``report`` enforces the plan's preconditions
+that exist), so a stopped study continues where it stopped. A recorded study's raw files are one pack,
+``<name>_raw.npz`` (``studies.store``); every reader takes the folder when it is there, else the pack, and
+``search`` / ``liveness`` refuse to write beside a pack (unpack it first: ``python -m studies.store unpack
+bench/results/atlas_raw.npz bench/results/atlas_raw``, then remove the pack). ``report`` enforces the plan's preconditions
 and writes the report; its measures, intervals (over seeds and instances together) and verdicts come from
 ``studies.atlas`` (rules ``grows_with_n`` and ``grows_with_compute``, each given only with a passing
 calibration record for the study's design: ``python -m studies.atlas --calibrate``). Without the runs
@@ -142,7 +145,7 @@ def search(recipe: dict, root: Path, sizes, seeds) -> None:
     from marl.core.team import resize
     from marl.runs.loader import load_team
 
-    RAW.mkdir(parents=True, exist_ok=True)
+    writable_raw()
     r = runs(recipe, root)
     methods = ["zero-shot", recipe["shared"], recipe["per_agent"]]
     for n in sizes:
@@ -190,6 +193,18 @@ def liveness_path(n: int, s: int) -> Path:
     return RAW / f"liveness_N{n}_s{s}.json"
 
 
+def writable_raw() -> Path:
+    """RAW, made, for ``search`` and ``liveness`` to write in; a study whose raw files are packed (RAW.npz) is
+    refused in one line (files written beside the pack would hide it from every reader)."""
+    from studies.store import pack_path
+
+    if pack_path(RAW).exists():
+        sys.exit(f"error: {pack_path(RAW)}: the study's raw files are packed; unpack them first "
+                 f"(python -m studies.store unpack {pack_path(RAW)} {RAW}) and remove the pack")
+    RAW.mkdir(parents=True, exist_ok=True)
+    return RAW
+
+
 def raw_files():
     """The study's raw files as recorded (``studies.store.atlas_raw``: the folder RAW, else its pack RAW.npz)."""
     from studies import store
@@ -206,7 +221,7 @@ def liveness(recipe: dict, root: Path, sizes, seeds) -> None:
     from marl.core.team import resize
     from marl.runs.loader import load_team
 
-    RAW.mkdir(parents=True, exist_ok=True)
+    writable_raw()
     r = runs(recipe, root)
     for n in sizes:
         env = envs.make(env_of(recipe, n))

@@ -12,8 +12,9 @@ fresh-seed evaluations) are kept as ONE file, ``FOLDER.npz`` beside where ``FOLD
 
 ``open_folder(PATH)`` reads either form with one interface (``Folder``: ``names``, ``exists``, ``read_bytes``,
 ``read_text``, ``load_json``, ``load_npz``, ``sub``): the folder itself when it is there (a study being run
-writes files), else its pack. The functions below give each study part's recorded data; every reader of
-``bench/results`` goes through them. From the shell:
+writes files), else its pack. The functions below give each study part's recorded data; every reader of a
+packed study part goes through them (``bench/results/README.md`` lists the parts). ``Folder.names`` globs
+with ``fnmatch`` (a ``*`` also matches ``/``). From the shell:
 
     python -m studies.store pack FOLDER [--out FILE.npz]    # FOLDER -> FOLDER.npz (FOLDER is left as it is)
     python -m studies.store unpack FILE.npz DEST            # the original files under DEST (a new folder)
@@ -56,10 +57,14 @@ def pack(folder, out=None) -> Path:
     """Every file below ``folder`` (sorted by path) into one compressed archive ``out`` (default
     ``pack_path(folder)``); ``folder`` is not changed. Refuses a folder with no file, an ``.npz`` holding an
     object array (it is not data numpy reads without pickle), and a file name holding ``::``."""
+    from marl_common.preflight import check_output
+
     folder = Path(folder)
-    out = Path(out) if out is not None else pack_path(folder)
     if not folder.is_dir():
         raise UserError(f"{folder}: no such folder; name the folder of a study part to pack")
+    out = check_output(out if out is not None else pack_path(folder), "--out", suffixes=(SUFFIX,))
+    if out.absolute().is_relative_to(folder.absolute()):
+        raise UserError(f"--out {out}: inside the folder it packs; write the pack beside it (default {pack_path(folder)})")
     files = sorted(p for p in folder.rglob("*") if p.is_file())
     if not files:
         raise UserError(f"{folder}: no file in it; nothing to pack")
@@ -72,7 +77,11 @@ def pack(folder, out=None) -> Path:
             with np.load(p, allow_pickle=False) as z:
                 names = list(z.files)
                 for k in names:
-                    arrays[f"{rel}{SEP}{k}"] = z[k]
+                    try:
+                        arrays[f"{rel}{SEP}{k}"] = z[k]
+                    except ValueError:  # an object array: not data numpy reads without pickle
+                        raise UserError(f"{p}: its array {k!r} holds Python objects (pickled); save it as numbers "
+                                        "before packing") from None
             manifest.append([rel, "npz", names])
         else:
             arrays[rel] = _bytes_array(p.read_bytes())
@@ -196,7 +205,9 @@ def has_folder(folder) -> bool:
 def unpack(path, dest) -> list[Path]:
     """The pack ``path``'s files written under ``dest`` (which must not exist yet): every file but the ``.npz``
     ones byte-identical, the ``.npz`` ones re-saved compressed with value-identical arrays. Returns the paths."""
-    dest = Path(dest)
+    from marl_common.preflight import check_output
+
+    dest = check_output(dest, "DEST", kind="folder")
     if dest.exists():
         raise UserError(f"{dest}: already there; name a new folder to unpack into")
     f = open_pack(path)
@@ -261,6 +272,19 @@ def connectivity_episodes(study, env: str) -> dict[str, dict[str, np.ndarray]]:
     """One env's per-episode barrier outcomes: job -> ``barrier.npz``'s arrays (``alphas``, ``naive_returns``,
     ``naive_won``, ``naive_lengths`` [alphas, episodes], and the aligned ones where measured)."""
     return {j: f.load_npz("barrier.npz") for j, f in connectivity_jobs(study, env).items() if f.exists("barrier.npz")}
+
+
+def connectivity_runs(study, env: str) -> Folder:
+    """One env's training runs of a connectivity sweep exported to ``study``: ``runs/<env with - for :>``
+    (folder or pack), per history ``<history>/config.toml`` and ``<history>/metrics.jsonl`` (the training log)."""
+    return open_folder(Path(study) / "runs" / env.replace(":", "-"))
+
+
+def connectivity_pilot(study) -> Folder:
+    """The third map's pilot (``pilot``, folder or pack): per candidate map and arm (S, H) a ``marl eval --json
+    --own-episodes`` report ``<map>-<arm>.json`` and its per-episode outcomes ``<map>-<arm>.npz`` (``won``,
+    ``returns``, ``lengths`` [steps, seeds, episodes])."""
+    return open_folder(Path(study) / "pilot")
 
 
 def connectivity_pairs(path) -> list[dict]:

@@ -27,6 +27,7 @@ from marl_common.errors import UserError
 from marl_common.files import write_atomic
 from marl_common.preflight import check_output
 from marl_common.stats import wilson_ci
+from studies import store
 
 CANDIDATES = ("smax:3s_vs_5z", "smax:5m_vs_6m", "smax:8m")  # the plan's order: cheapest first
 ARMS = {"S": ("MAPPO 2M env steps (the study's S)", 0.8), "H": ("HAPPO from scratch 3M (the study's happo)", 0.5)}
@@ -34,13 +35,15 @@ EPISODES = 256
 SEEDS = 3
 
 
-def read_arm(path: Path) -> list[dict]:
-    """Per seed of one evaluation table: wins, episodes and the Wilson 95% interval; refuses a table that is
-    not the plan's (sampled actions, shared episodes, another episode count or seed count)."""
-    if not path.exists():
+def read_arm(files, name: str) -> list[dict]:
+    """Per seed of one evaluation table ``name`` of the pilot's files (``studies.store.Folder``, or None before
+    any): wins, episodes and the Wilson 95% interval; refuses a table that is not the plan's (sampled actions,
+    shared episodes, another episode count or seed count)."""
+    if files is None or not files.exists(name):
         return []
-    with np.load(path) as z:
-        won, greedy, own = z["won"], bool(z["greedy"]), bool(z.get("own_episodes", False))
+    path = files.path / name
+    z = files.load_npz(name)
+    won, greedy, own = z["won"], bool(z["greedy"]), bool(z.get("own_episodes", False))
     if not greedy or not own:
         raise UserError(f"{path}: not greedy on each seed's own episodes (greedy={greedy}, own_episodes={own}); "
                         f"evaluate with marl eval RUN --episodes {EPISODES} --own-episodes")
@@ -67,8 +70,9 @@ def report(folder: Path) -> tuple[str, str | None]:
     lines = ["# The third map's pilot (PLAN.md Amendment 4)", "",
              "Seeds 90-92, the study's recipe; each seed greedy on 256 of its own episodes; interval: Wilson 95% over",
              "that seed's episodes (unit: episodes of one seed). Pass: every S seed's lower bound >= 0.8 and every H",
-             "seed's >= 0.5. Reproduce: the module docstring's commands per candidate MAP, then `python -m studies.third_map_pilot`.", ""]
-    arms = {m: {a: read_arm(folder / f"{m.replace(':', '-')}-{a}.npz") for a in ARMS} for m in CANDIDATES}
+             "seed's >= 0.5. Reproduce: per candidate MAP the commands of `studies/third_map_pilot.py`'s docstring, then `python -m studies.third_map_pilot`.", ""]
+    files = store.open_folder(folder) if store.has_folder(folder) else None  # the folder, or its pack (pilot.npz)
+    arms = {m: {a: read_arm(files, f"{m.replace(':', '-')}-{a}.npz") for a in ARMS} for m in CANDIDATES}
     verdicts = {m: decide(arms[m]) for m in CANDIDATES}
     chosen = None
     for i, m in enumerate(CANDIDATES):  # the first pass in order, once every earlier candidate has failed
@@ -96,7 +100,7 @@ def report(folder: Path) -> tuple[str, str | None]:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--dir", default="bench/results/connectivity_3maps/pilot", help="the pilot's evaluation files")
+    ap.add_argument("--dir", default="bench/results/connectivity_3maps/pilot", help="the pilot's evaluation files (the folder, or its pack DIR.npz)")
     ap.add_argument("--to", default="bench/results/connectivity_3maps/PILOT.md", help="the Markdown file written")
     a = ap.parse_args(argv)
     try:

@@ -25,7 +25,8 @@ design, never on one env.
 ``export`` packs, per probe job, ``barrier.json``, ``barrier.csv``, ``barrier.npz`` (per-episode
 outcomes), ``teams.json``, ``teams.npz`` (the team probes' per-episode outcomes) and ``sweep_job.json`` into
 the part's one file ``RESULTS/jobs/<env>.npz`` (``studies.store.pack`` of the folder ``jobs/<env>``, read back by
-``studies.store.connectivity_part``), copies per run its ``config.toml`` and ``metrics.jsonl`` to ``RESULTS/runs/<run>``, and
+``studies.store.connectivity_part``), per run its ``config.toml`` and ``metrics.jsonl`` into ``RESULTS/runs/<env>.npz``
+(``<history>/...``; ``studies.store.connectivity_runs``), and
 ``RESULTS/parts/<env>.json`` (the commit the part ran on, its runs' measured training time); it refuses
 a part whose runs or probe jobs are not all done. ``report`` refuses until every env's part is exported.
 """
@@ -152,11 +153,16 @@ def export_part(sweep: dict, env: str, root, to, sweep_file: str = "") -> Path:
                 shutil.copy2(j.out / f, dst / f)
     pack(stage, folder.with_name(folder.name + ".npz"))
     shutil.rmtree(stage)
+    runs_folder = to / "runs" / env.replace(":", "-")  # the part's runs' files, staged then packed into FOLDER.npz
+    stage = runs_folder.with_name(runs_folder.name + ".staging")
+    shutil.rmtree(stage, ignore_errors=True)
     for r in runs:
-        dst = to / "runs" / r.name
+        dst = stage / r.name.split("/", 1)[1]
         dst.mkdir(parents=True, exist_ok=True)
         for f in RUN_FILES:
             shutil.copy2(r.out / f, dst / f)
+    pack(stage, runs_folder.with_name(runs_folder.name + ".npz"))
+    shutil.rmtree(stage)
     record = {"env": env, "sweep": sweep_file, "commit": _commit(), "exported": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
               "runs": {r.name: {"train_s": round(_train_seconds(r.out), 1), "updates": r.config.num_updates,
                                 "seeds": r.config.num_seeds} for r in runs},
@@ -167,19 +173,36 @@ def export_part(sweep: dict, env: str, root, to, sweep_file: str = "") -> Path:
     return path
 
 
+def _run_rows(to, name: str) -> list[dict] | None:
+    """The rows of the exported run ``name`` (``<env>/<history>``)'s ``metrics.jsonl`` in ``to`` (``runs/<env>``,
+    folder or pack: ``studies.store.connectivity_runs``), or None when it is not there."""
+    from marl.runs.metrics_log import metric_rows
+    from studies import store
+
+    env, hist = name.split("/", 1)
+    if not store.has_folder(Path(to) / "runs" / env):
+        return None
+    files = store.connectivity_runs(to, env)
+    log = f"{hist}/metrics.jsonl"
+    return metric_rows(files.path / log, text=files.read_text(log)) if files.exists(log) else None
+
+
 def retime(to) -> list[Path]:
     """Recompute ``train_s`` in every part record under ``to`` from the part's exported logs (each chunk once);
     records exported before this rule (they summed a chunk's duration over each of its rows) get a note.
     Returns the records changed."""
+    from marl.runs.metrics_log import train_seconds
+
     to = Path(to)
     changed = []
     for path in sorted((to / "parts").glob("*.json")):
         rec = json.loads(path.read_text())
-        lost = [k for k in rec["runs"] if not (to / "runs" / k / "metrics.jsonl").is_file()]
+        logs = {k: _run_rows(to, k) for k in rec["runs"]}
+        lost = [k for k, rows in logs.items() if rows is None]
         if lost:  # a record is never rewritten from a log that is not there (it would read 0 s)
             raise UserError(f"{path}: {to / 'runs' / lost[0] / 'metrics.jsonl'} is missing; copy the part's runs in "
                             "again (python -m sweeps.parts export) before retime")
-        new = {k: round(_train_seconds(to / "runs" / k), 1) for k in rec["runs"]}
+        new = {k: round(train_seconds(rows), 1) for k, rows in logs.items()}
         if any(rec["runs"][k]["train_s"] != v for k, v in new.items()):
             for k, v in new.items():
                 rec["runs"][k]["train_s"] = v
@@ -365,7 +388,7 @@ def _cost_lines(sweep: dict, to, estimates=()) -> tuple[Path, list[str]]:
     chunk once) beside the estimate printed by ``marl sweep --estimate`` in the committed ``estimates`` files
     (the run's line, if any): the ratio of the totals, and the seconds per update of the run's median chunk and
     of its fastest tenth (the rate of a quiet machine). Writes nothing."""
-    from marl.runs.metrics_log import chunks, metric_rows
+    from marl.runs.metrics_log import chunks
     from marl_common.preflight import check_output
     from sweeps.estimate import parse_probes, parse_runs
 
@@ -393,10 +416,10 @@ def _cost_lines(sweep: dict, to, estimates=()) -> tuple[Path, list[str]]:
     for env in sweep["envs"]:
         runs, _ = _plan(part(sweep, env), to / "runs")
         for r in runs:
-            log = to / "runs" / r.name / "metrics.jsonl"
-            if not log.exists():
+            rows = _run_rows(to, r.name)
+            if rows is None:
                 continue
-            ch = chunks(metric_rows(log))
+            ch = chunks(rows)
             rate = sorted(s / u for u, s in ch)
             measured = sum(s for _, s in ch)
             e = est.get(r.name)

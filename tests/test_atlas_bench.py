@@ -249,3 +249,28 @@ def test_liveness_by_size_pools_seeds_and_fails_an_inert_or_unmeasured_size(tmp_
     assert not got[4]["live"] and got[4]["outcome"] == INERT and "variance ratio" in got[4]["text"]
     assert "/48 instances" in got[4]["text"]  # 3 seeds x 16 instances, pooled
     assert not got[8]["live"] and got[8]["outcome"] == NOT_SHOWN and "not measured: 3 of 3" in got[8]["text"]
+
+
+def test_a_packed_study_reads_as_its_folder_and_search_will_not_write_beside_it(tmp_path):
+    """A recorded study's raw files are one pack (RAW.npz, studies.store): the measures read from it are the
+    folder's; search and liveness refuse to write a folder beside it (it would hide the pack from every reader)."""
+    import shutil
+
+    from studies import store
+
+    recipe = {"name": "t", "per_agent": "sep-cmaes-per-agent", "shared": "sep-cmaes-shared", "stochastic": True,
+              "sizes": [8], "seeds": [0, 1]}
+    atlas.use_results(recipe, tmp_path)
+    atlas.RAW.mkdir(parents=True)
+    for s, (pa, sh) in enumerate([(0.9, 0.7), (0.8, 0.7)]):
+        (atlas.RAW / f"N8_s{s}.json").write_text(json.dumps(_raw(8, s, 1.5, pa, sh)))
+    want = atlas.measures(recipe)
+    store.pack(atlas.RAW)
+    shutil.rmtree(atlas.RAW)
+    got = atlas.measures(recipe)
+    assert [r["D"] for r in got["rows"][8]] == [r["D"] for r in want["rows"][8]] and len(got["rows"][8]) == 2
+    assert atlas.missing_raw(recipe) == []
+    for step in (atlas.search, atlas.liveness):
+        with pytest.raises(SystemExit, match="raw files are packed; unpack them first"):
+            step(recipe, tmp_path / "runs", [8], [0])
+    assert not atlas.RAW.exists()

@@ -74,8 +74,11 @@ def test_differences_name_what_the_pack_does_not_hold(tmp_path):
 def test_bad_inputs_are_refused_in_one_line(tmp_path, capsys):
     d = _folder(tmp_path)
     np.savez(d / "obj.npz", o=np.array([{"a": 1}], dtype=object))
-    with pytest.raises(ValueError):
+    with pytest.raises(UserError, match="holds Python objects"):
         store.pack(d)  # an object array is no data numpy reads without pickle
+    assert not (tmp_path / "part.npz").exists()
+    with pytest.raises(UserError, match="inside the folder it packs"):
+        store.pack(d, d / "x.npz")
     (d / "obj.npz").unlink()
     store.pack(d)
     with pytest.raises(UserError, match="already there"):
@@ -126,3 +129,14 @@ def test_the_three_map_verdict_re_derives_from_its_packs(tmp_path):
     got, want = (to / "summary.md").read_text(), (study / "summary.md").read_text()
     assert got.split("\n\n## Estimated against")[0] == want.split("\n\n## Provenance\n")[0]  # the report, then its cost
     assert got.split("\n\n## Estimated against")[1] == want.split("\n\n## Estimated against")[1]
+
+
+def test_the_pilot_re_derives_from_its_pack():
+    # PILOT.md (Amendment 4's choice of the third map) from the pilot's pack
+    from studies import third_map_pilot as tp
+
+    study = ROOT / "bench" / "results" / "connectivity_3maps"
+    assert not (study / "pilot").exists() and store.connectivity_pilot(study).names("*.npz") == [
+        "smax-3s_vs_5z-H.npz", "smax-3s_vs_5z-S.npz"]
+    text, chosen = tp.report(study / "pilot")
+    assert text == (study / "PILOT.md").read_text() and chosen == "smax:3s_vs_5z"

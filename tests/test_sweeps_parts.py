@@ -186,6 +186,13 @@ def test_cost_sets_each_run_beside_its_estimate_line(tmp_path, capsys):
     got = json.loads((res / "parts" / "smax-3m.json").read_text())
     assert got["runs"]["smax-3m/shared"] == {"train_s": 40.0, "updates": 2} and "train_s_note" in got
     assert parts.retime(res) == []
+    # the same from the part's pack (runs/smax-3m.npz, as export writes it): the same cost table, nothing retimed
+    import shutil
+
+    store.pack(res / "runs" / "smax-3m")
+    shutil.rmtree(res / "runs" / "smax-3m")
+    assert parts.main(["cost", "--sweep", str(f), "--to", str(res), "--estimate", str(rec)]) == 0
+    assert (res / "cost.md").read_text() == text and parts.retime(res) == []
     (res / "parts" / "smax-2s3z.json").write_text(json.dumps({"runs": {"smax-2s3z/shared": {"train_s": 9.0}}}))
     with pytest.raises(UserError, match="smax-2s3z/shared/metrics.jsonl is missing"):
         parts.retime(res)

@@ -116,11 +116,16 @@ def truncate(run: Path, last_update: int) -> None:
         write_atomic(path, "".join(json.dumps(d) + "\n" for d in keep))
 
 
-def metric_rows(path: Path, repair: bool = False) -> list[dict]:
+def metric_rows(path: Path, repair: bool = False, text: str | None = None) -> list[dict]:
     """The JSON lines of a metrics.jsonl. A torn last line (a kill during the append) is dropped, and
-    with ``repair`` removed from the file; a damaged line before it is a one-line UserError."""
+    with ``repair`` removed from the file; a damaged line before it is a one-line UserError. ``text``: the
+    file's contents read elsewhere (a recorded run in its study's pack, ``studies.store``); ``path`` then
+    only names it, and nothing is repaired."""
     path = Path(path)
-    text = path.read_text() if path.exists() else ""
+    if text is not None:
+        repair = False
+    else:
+        text = path.read_text() if path.exists() else ""
     lines = [ln for ln in text.splitlines() if ln.strip()]
     rows = []
     for i, ln in enumerate(lines):
