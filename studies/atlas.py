@@ -26,7 +26,6 @@ and the records in studies/records.json).
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 
 import numpy as np

@@ -173,6 +173,8 @@ def open_pack(path) -> Folder:
     path = Path(path)
     if not path.is_file():
         raise UserError(f"{path}: no such file; name a study part's pack (FOLDER.npz)")
+    if not zipfile.is_zipfile(path):
+        raise UserError(f"{path}: not a study pack (not an .npz archive); write one with python -m studies.store pack FOLDER")
     try:
         reader = _Packed(path)
         man = _manifest(reader._z)
