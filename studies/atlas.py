@@ -625,7 +625,8 @@ def family_verdicts(recipe: dict, raw: Path, recorded: dict, preconditions, equi
     (``rules.verdict``: a verdict only with a passing record for the study's design), each gated by the
     declared ``preconditions`` (``ATLAS_PRECONDITIONS``; competence and latent weights are the ``recorded``
     report's figures). Refuses (one line) while a planned raw file is missing. Returns {"preconditions",
-    "per_size", "verdicts", "v_size", "v_compute", "designs", "live_by", "inputs", "meas", ...}."""
+    "per_size", "verdicts", "v_size", "v_compute", "designs", "live_by", "inputs", "meas", "lead_percent" (the lead in
+    per cent over the shared search at the trend's budget, ``lead_percent``), ...}."""
     from marl_common.errors import UserError
 
     raw = Path(raw)

@@ -114,7 +114,9 @@ def family_measures(family: str) -> tuple[dict, dict, dict]:
     return rec, meas, atlas.study_designs(rec, meas)
 
 
-def _upper(comps: dict, y: dict, confidence: float | None) -> dict:
+def _upper(y: dict, confidence: float | None) -> dict:
+    """{N: (seed, instance, residual)} of y {N: [S, I]}, the seed part at its one-sided ``confidence`` upper bound
+    (None: the point estimate); one-instance sizes take the pooled instance and residual parts."""
     up = confidence is not None
     out = {n: atlas.seed_variance_upper(v, confidence) if up and v.shape[0] > 1 else atlas.anova(v) for n, v in y.items()}
     pooled = atlas._pool(out)
@@ -127,13 +129,13 @@ def trend_noise(meas: dict, des: dict, confidence: float = SEED_UPPER) -> dict:
     parts. {} when the measure is undefined (no lead anywhere)."""
     data = atlas.study_data(meas, des["slope_sizes"], des["b_main"])
     y = per_agent_lead(data)
-    return {} if isinstance(y, str) else _upper(None, y, confidence)
+    return {} if isinstance(y, str) else _upper(y, confidence)
 
 
 def compute_noise(meas: dict, des: dict, confidence: float = SEED_UPPER) -> dict:
     """{N: (seed, instance, residual)} variance of the compute gain (``studies.atlas.compute_data``), the seed part
     at its one-sided ``confidence`` upper bound."""
-    return _upper(None, atlas.compute_data(meas, des["sizes_b"]), confidence) if des["sizes_b"] else {}
+    return _upper(atlas.compute_data(meas, des["sizes_b"]), confidence) if des["sizes_b"] else {}
 
 
 # -- the rules ---------------------------------------------------------------------------------------
@@ -366,7 +368,7 @@ def compute_sizes(sims: int = 2000, seed: int = 0) -> list[dict]:
     across all (``GrowsWithComputeAll``)."""
     out = []
     for conf in (None, 0.80, 0.95):
-        allc, fams, sizes, inst, seeds = {}, [], [], [], None
+        allc, fams, sizes, inst = {}, [], [], []
         for fam in FAMILIES:
             _, meas, des = family_measures(fam)
             if not des["sizes_b"]:
@@ -375,13 +377,10 @@ def compute_sizes(sims: int = 2000, seed: int = 0) -> list[dict]:
             r = rules.rate(dataclasses.replace(atlas.GROWS_WITH_COMPUTE, noise=comps), des["compute"], None, sims, seed)
             out.append({"seed_variance": conf, "family": fam, "holm": "within the family", **r})
             allc[fam] = comps
-            d = des["compute"]
-            fams += [fam] * d.tests
+            fams += [fam] * des["compute"].tests
             sizes += list(des["sizes_b"])
             inst += [meas["rows"][n][0]["instances"] for n in des["sizes_b"]]
-            seeds = d.units  # the committed families differ in seeds (3 or 6): simulate the smaller
-            seeds = min(seeds, *(len(meas["rows"][n]) for n in des["sizes_b"]))
-        d = Design(name="committed_all", unit="seed", units=3, strata=len(sizes),
+        d = Design(name="committed_all", unit="seed", units=3,  # the committed families have 3 or 6 seeds: the fewer strata=len(sizes),
                    shared=(("instances", "/".join(map(str, inst))),), tests=len(sizes),
                    extra=(("families", "/".join(fams)), ("sizes", "/".join(map(str, sizes)))))
         r = rules.rate(GrowsWithComputeAll(noise={d.name: allc}), d, None, sims, seed)
@@ -456,7 +455,7 @@ def plan_text(sims: int = 400) -> str:
 def atlas_noise_point(meas: dict, des: dict) -> dict:
     """{N: comps} of the per-agent lead per agent in return units (point estimates): the constant-lead simulation's noise."""
     y = lead_per_agent(atlas.study_data(meas, des["slope_sizes"], des["b_main"]))
-    return _upper(None, y, None)
+    return _upper(y, None)
 
 
 def main(argv=None) -> None:
