@@ -570,6 +570,26 @@ def liveness_by_size(recipe: dict, sizes, raw: Path) -> dict:
     return out
 
 
+PAPER_LEAD_PERCENT = 45.0  # the seed paper's "up to 45%" (REFERENCE.md: ATLAS)
+
+
+def lead_percent(meas: dict, b: int) -> dict:
+    """Per N the lead in per cent over the shared search, two readings (the paper's denominator is not stated in
+    REFERENCE.md): ``over_gain`` = 100 mean(D) / mean(shared gain over zero-shot) (per-agent gain / shared gain - 1),
+    ``over_random`` = 100 mean(D) / mean(shared - random) (the shared search's return above the random policy)."""
+    out = {}
+    for n, rows in sorted(meas["rows"].items()):
+        if b not in rows[0]["cells"]["D"]:
+            continue
+        d = cells(rows, "D", b).mean()
+        gs = cells(rows, "gain_sh", b).mean()
+        sh_ret = float(np.mean([r["zero_shot"] for r in rows])) + gs
+        above = sh_ret - float(np.mean([r["random"] for r in rows]))
+        out[n] = {"over_gain": 100 * d / gs if gs > 0 else float("nan"),
+                  "over_random": 100 * d / above if above > 0 else float("nan")}
+    return out
+
+
 def study_designs(recipe: dict, meas: dict) -> dict:
     """The designs the report's rules read (one place for the report, the declared study and ``calibrate``):
     the budget of the size trend, the out-of-distribution sizes, which sizes have a margin (precondition 2),
@@ -604,7 +624,8 @@ def family_verdicts(recipe: dict, raw: Path, recorded: dict, preconditions, equi
     (``rules.verdict``: a verdict only with a passing record for the study's design), each gated by the
     declared ``preconditions`` (``ATLAS_PRECONDITIONS``; competence and latent weights are the ``recorded``
     report's figures). Refuses (one line) while a planned raw file is missing. Returns {"preconditions",
-    "per_size", "verdicts", "v_size", "v_compute", "designs", "live_by", "inputs", "meas", ...}."""
+    "per_size", "verdicts", "v_size", "v_compute", "designs", "live_by", "inputs", "meas", "lead_percent" (the lead in
+    per cent over the shared search at the trend's budget, ``lead_percent``), ...}."""
     from marl_common.errors import UserError
 
     raw = Path(raw)
@@ -665,7 +686,8 @@ def family_verdicts(recipe: dict, raw: Path, recorded: dict, preconditions, equi
     return {"preconditions": {k: bool(v) for k, v in pre.items()}, "per_size": per_size, "D_over_M": dm,
             "verdicts": {"lead grows with N": size_txt, "lead grows with compute": comp_txt},
             "v_size": v_size, "v_compute": v_compute, "designs": des, "live_by": live_by, "trend_data": trend_data,
-            "dm_all": dm_all, "pooled_dm": pooled_dm, "inputs": inputs, "meas": meas}
+            "dm_all": dm_all, "pooled_dm": pooled_dm, "inputs": inputs, "meas": meas,
+            "lead_percent": lead_percent(meas, des["b_main"])}
 
 
 # -- calibration ----------------------------------------------------------------------------------

@@ -3,6 +3,7 @@ studies.calibrate`` imports each before it calibrates every registered (rule, de
 
 RULE_MODULES = (
     "studies.atlas",
+    "studies.atlas_rerun",
     "studies.fresh_seeds",
     "studies.connectivity",
     "studies.liveness",

@@ -372,7 +372,7 @@ def _check_atlas(plan: dict, where: str) -> None:
 def read_atlas(plan: dict, data: Path, echo=print) -> Reading:
     """The family's verdicts (``studies.atlas.family_verdicts``) from its raw files in ``data``."""
     from marl_common.preflight import read_json, read_toml
-    from studies.atlas import family_verdicts
+    from studies.atlas import PAPER_LEAD_PERCENT, family_verdicts
 
     recipe = read_toml(plan["recipe"], "atlas recipe")
     seeds = seed_list(plan["seeds"], "[analysis]")
@@ -385,6 +385,9 @@ def read_atlas(plan: dict, data: Path, echo=print) -> Reading:
     lines = [f"- precondition {k}: **{'holds' if ok else 'FAILED'}**" for k, ok in v["preconditions"].items()]
     lines += [f"- **per-agent beats shared** at N = {n}: {t}" for n, t in v["per_size"].items()]
     lines += [f"- **{k}**: **{t}**" for k, t in v["verdicts"].items()]
+    lines += [f"- lead in per cent over the shared search at N = {n} (B = {v['designs']['b_main']}): "
+              f"{p['over_gain']:+.1f}% of the shared search's gain over zero-shot, {p['over_random']:+.1f}% of its return "
+              f"above random (the paper: up to {PAPER_LEAD_PERCENT:g}%)" for n, p in v["lead_percent"].items()]
     verdicts = {**{f"per-agent beats shared at N = {n}": t for n, t in v["per_size"].items()}, **v["verdicts"]}
     return Reading(verdicts, lines, tuple(v["inputs"]))
 

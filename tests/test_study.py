@@ -76,6 +76,9 @@ def test_atlas_lbf_reproduces_the_committed_verdicts(atlas_read):
     want.update({k: v["verdict"] for k, v in committed["verdicts"].items()})
     assert rec["verdicts"] == want
     assert want["lead grows with compute"] == "not shown at N = 2, 4, 8, 16"
+    md = (atlas_read / "summary" / "verdict.md").read_text()
+    assert "lead in per cent over the shared search at N = 16 (B = 256): +100.5% of the shared search's gain" in md
+    assert "(the paper: up to 45%)" in md
 
 
 def test_a_verdict_is_read_once(atlas_read, tmp_path, capsys):

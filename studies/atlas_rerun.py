@@ -1,0 +1,471 @@
+"""The ATLAS re-run's statistics (issue 52 item 3): a trend measure that is flat under a constant per-agent lead,
+Holm across every compute test of every family with the seed variance at an upper bound, the power calculation
+and cost of the re-run, and the lead in the paper's unit (per cent over the shared search).
+
+Why a new trend measure. ``grows_with_n`` decides on the slope of ``log(gain_pa / gain_sh)`` over log2 N. When
+both gains scale alike its slope is 0, but the null the issue names is a constant lead *per agent*:
+``gain_pa - gain_sh = c N``. Then ``log(gain_pa / gain_sh) = log(1 + c N / gain_sh)`` falls wherever the shared
+gain grows faster than N (MPE: about N^1.5-1.7), so that measure reads a constant per-agent lead as "shrinks"
+(``constant_lead_slope``: about -0.10 per doubling on the committed MPE shared gains). The re-run decides on
+
+    y = (gain_pa - gain_sh) / N / |mean over every cell and size of (gain_pa - gain_sh) / N|
+
+(``per_agent_lead``): the per-agent lead per agent, in units of its own mean level. Under a constant per-agent
+lead E[y] is the same at every size, so its expected slope is exactly 0 (a linear measure: no Jensen bias, no
+log of a gain <= 0); the scale is one positive number common to every size, and the slope's t-statistic
+(``studies.atlas.slope_ci``) is invariant to it, so dividing by it changes neither the size nor the power of
+the test, only the unit of the effect: +0.2 per doubling = the per-agent lead rises by 0.2 of its mean level per
+doubling of N (the log measure's +0.2 read a 22% rise of the gain ratio per doubling: the same order).
+
+``lead_per_agent_trend`` (a rule, registered; the re-run's) decides on it with ``slope_ci``; its designs are the
+re-run plan's (``RERUN``), simulated with each family's variance components of y from its committed raw files,
+the seed variance at its one-sided 80% upper bound (``studies.atlas.seed_variance_upper``: 3-6 seeds estimate
+it poorly, mostly 0). ``grows_with_compute_all``: per (family, N) the gain of D / M from B = 64 to B2, crossed
+interval, Holm across every test of every family (one family-wise error); calibrated the same way.
+
+``python -m studies.atlas_rerun`` prints the figures of bench/results/atlas_rerun_PLAN.md (simulation, Holm over
+the committed p-values, power table, cost, lead per cent); ``python -m studies.calibrate --rule NAME`` writes the
+rules' records.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+
+from studies import atlas, rules
+from studies.rules import Design, Verdict
+
+FAMILIES = {"atlas": "bench/atlas.toml", "atlas_lbf": "bench/atlas_lbf.toml",
+            "atlas_rware": "bench/atlas_rware.toml", "atlas_smax": "bench/atlas_smax.toml"}
+SEED_UPPER = 0.80  # the one-sided confidence of the seed variance's upper bound the re-run's rules are calibrated at
+PAPER_LEAD_PERCENT = atlas.PAPER_LEAD_PERCENT
+
+
+# -- the measure ------------------------------------------------------------------------------------
+
+def lead_per_agent(data: dict) -> dict:
+    """{N: [S, I]} per-agent lead per agent (gain_pa - gain_sh) / N, in return units, from ``grows_with_n`` data."""
+    return {n: (np.asarray(d["pa"], np.float64) - np.asarray(d["sh"], np.float64)) / n for n, d in data.items()}
+
+
+def per_agent_lead(data: dict) -> dict | str:
+    """{N: [S, I]} the trend measure y (module text): ``lead_per_agent`` over the absolute mean of every cell of
+    every size; the reason it is undefined when that mean is 0 (no lead at all: no relative trend to read)."""
+    raw = lead_per_agent(data)
+    scale = abs(float(np.mean([v.mean() for v in raw.values()])))
+    if not np.isfinite(scale) or scale == 0.0:
+        return "undefined: the mean per-agent lead is 0 at every size"
+    return {n: v / scale for n, v in raw.items()}
+
+
+def _slope(ys: dict) -> float:
+    ns = sorted(ys)
+    x = np.log2(np.asarray(ns, np.float64))
+    w = (x - x.mean()) / ((x - x.mean()) ** 2).sum()
+    return float(sum(wk * float(np.mean(ys[n])) for wk, n in zip(w, ns)))
+
+
+def constant_lead_slope(shared: dict, lead: float, noise: dict | None = None, sims: int = 2000, seed: int = 0) -> dict:
+    """Both trend measures under a constant per-agent lead ``lead`` (return units per agent) on the shared gains
+    ``shared`` {N: [S, I]} (the committed cells): ``expected`` the log measure's slope on the mean gains with no
+    noise (log((sh + c N) / sh)); then ``sims`` studies with gain_pa = gain_sh + N (c + noise), noise [S, I] drawn
+    with the (seed, instance, residual) variance ``noise[N]`` of the per-agent lead per agent (None: none).
+    Returns the mean slope of each measure with its simulation standard error (the per-agent lead's in units of
+    ``lead``: the re-run's measure up to its estimated scale, which leaves the test unchanged), and how often the
+    log measure was undefined (a gain <= 0)."""
+    rng = np.random.default_rng(seed)
+    ns = sorted(shared)
+    mean_sh = {n: float(np.mean(shared[n])) for n in ns}
+    expected = _slope({n: np.log((mean_sh[n] + lead * n) / mean_sh[n]) for n in ns})
+    logs, lins, undefined = [], [], 0
+    for _ in range(sims):
+        data = {}
+        for n in ns:
+            sh = np.asarray(shared[n], np.float64)
+            e = atlas._crossed_draw(rng, sh.shape, noise[n]) if noise else 0.0
+            data[n] = {"pa": sh + n * (lead + e), "sh": sh}
+        y = atlas.trend_measure(data, "log_gain_ratio")
+        if isinstance(y, str):
+            undefined += 1
+        else:
+            logs.append(_slope(y))
+        lins.append(_slope(lead_per_agent(data)) / lead)
+    se = lambda v: float(np.std(v, ddof=1) / np.sqrt(len(v))) if len(v) > 1 else float("nan")
+    return {"expected_log": expected, "log": float(np.mean(logs)) if logs else float("nan"), "log_se": se(logs),
+            "per_agent": float(np.mean(lins)), "per_agent_se": se(lins),
+            "undefined": undefined, "sims": sims}
+
+
+# -- the noise of each family (from its committed raw files) ---------------------------------------
+
+def _recipe(family: str) -> dict:
+    from marl_common.preflight import read_toml
+
+    return read_toml(FAMILIES[family], "atlas recipe")
+
+
+def family_measures(family: str) -> tuple[dict, dict, dict]:
+    """(recipe, measures, study designs) of one family from its committed raw files (``studies.atlas``)."""
+    rec = _recipe(family)
+    meas = atlas.measures(Path(f"bench/results/{family}_raw"), rec)
+    return rec, meas, atlas.study_designs(rec, meas)
+
+
+def _upper(y: dict, confidence: float | None) -> dict:
+    """{N: (seed, instance, residual)} of y {N: [S, I]}, the seed part at its one-sided ``confidence`` upper bound
+    (None: the point estimate); one-instance sizes take the pooled instance and residual parts."""
+    up = confidence is not None
+    out = {n: atlas.seed_variance_upper(v, confidence) if up and v.shape[0] > 1 else atlas.anova(v) for n, v in y.items()}
+    pooled = atlas._pool(out)
+    return {n: (c[0], pooled[1], pooled[2]) if not np.isfinite(c[1]) else c for n, c in out.items()}
+
+
+def trend_noise(meas: dict, des: dict, confidence: float = SEED_UPPER) -> dict:
+    """{N: (seed, instance, residual)} variance of ``per_agent_lead`` at the trend's sizes and budget, the seed
+    part at its one-sided ``confidence`` upper bound; one-instance sizes take the pooled instance and residual
+    parts. {} when the measure is undefined (no lead anywhere)."""
+    data = atlas.study_data(meas, des["slope_sizes"], des["b_main"])
+    y = per_agent_lead(data)
+    return {} if isinstance(y, str) else _upper(y, confidence)
+
+
+def compute_noise(meas: dict, des: dict, confidence: float = SEED_UPPER) -> dict:
+    """{N: (seed, instance, residual)} variance of the compute gain (``studies.atlas.compute_data``), the seed part
+    at its one-sided ``confidence`` upper bound."""
+    return _upper(atlas.compute_data(meas, des["sizes_b"]), confidence) if des["sizes_b"] else {}
+
+
+# -- the rules ---------------------------------------------------------------------------------------
+
+def _key_list(design: Design, key: str) -> list[str]:
+    return str(design.get(key)).split("/")
+
+
+@dataclasses.dataclass(frozen=True)
+class LeadPerAgentTrend:
+    """Does the per-agent lead per agent change with N (``per_agent_lead``; null: a constant per-agent lead)?
+    ``slope_ci``'s interval above 0: "grows", below: "shrinks" (both positive), else "not shown". ``noise``:
+    {design name: {N: (seed, instance, residual)}} of y, the seed part at its 80% upper bound."""
+
+    name: str = "lead_per_agent_trend"
+    claim: str = "the per-agent lead per agent changes with N (grows or shrinks)"
+    noise: dict = dataclasses.field(default_factory=dict)
+
+    def decide(self, data: dict, design: Design) -> Verdict:
+        """The verdict on ``grows_with_n`` data {N: {"pa", "sh", "M"}} of a study of ``design``."""
+        ys = per_agent_lead(data)
+        if isinstance(ys, str):
+            return Verdict(self.name, f"not shown ({ys})", False)
+        sl = atlas.slope_ci(ys)
+        est, lo, hi = sl["slope"], sl["lo"], sl["hi"]
+        if not np.isfinite(lo):
+            return Verdict(self.name, f"not shown (no interval: {sl.get('no_interval', '')})", False, est, details=sl)
+        outcome = "grows" if lo > 0 else "shrinks" if hi < 0 else "not shown"
+        return Verdict(self.name, outcome, outcome != "not shown", est, (lo, hi), sl["unit"],
+                       details={"measure": "per_agent_lead", **sl})
+
+    def simulate(self, design: Design, effect: float | None, rng: np.random.Generator) -> dict:
+        """y = 1 + effect (log2 N - mean log2 N) + crossed noise (the family's components): a constant per-agent
+        lead (the null) or one rising by ``effect`` of its mean level per doubling. As data: pa = N y, sh = 0."""
+        sizes, inst = atlas._sizes(design)
+        x = np.log2(np.asarray(sizes, np.float64))
+        comps = self.noise[design.name]
+        out = {}
+        for n, i, xn in zip(sizes, inst, x):
+            y = 1.0 + (0.0 if effect is None else effect * (xn - x.mean()))
+            y = y + atlas._crossed_draw(rng, (design.units, i), comps[n])
+            out[n] = {"pa": n * y, "sh": np.zeros_like(y), "M": np.ones_like(y)}
+        return out
+
+    def designs(self) -> list[Design]:
+        return [d for d, _ in RERUN_TREND.values()]
+
+    def power_effect(self, design: Design) -> float:
+        return 0.2  # the per-agent lead rises by 0.2 of its mean level per doubling of N
+
+
+def holm_families(pvals: dict) -> dict:
+    """Holm across every test of every family: {family: {N: p}} -> {family: {N: (adjusted p, rejected)}}."""
+    flat = {(f, n): p for f, by in pvals.items() for n, p in by.items() if np.isfinite(p)}
+    adj = atlas.holm(flat)
+    return {f: {n: adj.get((f, n), (float("nan"), False)) for n in by} for f, by in pvals.items()}
+
+
+@dataclasses.dataclass(frozen=True)
+class GrowsWithComputeAll:
+    """Per (family, N), does D / M gain from B = 64 to B2? Crossed interval per test (``studies.atlas.crossed_ci``),
+    two-sided p-values Holm-corrected across every test of every family (``holm_families``). Data:
+    {family: {N: [S, I]}}. ``noise``: {design name: {family: {N: components}}}, the seed part at its 80% upper
+    bound. Positive: a claim at any (family, N)."""
+
+    name: str = "grows_with_compute_all"
+    claim: str = "the lead changes with compute at some size of some family (family-wise over every family)"
+    noise: dict = dataclasses.field(default_factory=dict)
+
+    def decide(self, data: dict, design: Design) -> Verdict:
+        per = {f: {n: atlas.crossed_ci(y) for n, y in by.items()} for f, by in data.items()}
+        tests = sum(len(by) for by in per.values())
+        if tests != design.tests:
+            raise ValueError(f"{tests} tests, the design declares {design.tests}")
+        adj = holm_families({f: {n: c["p"] for n, c in by.items()} for f, by in per.items()})
+        by_test, claimed = {}, []
+        for f, by in per.items():
+            for n, c in by.items():
+                p, rej = adj[f][n]
+                v = ("supported" if c["mean"] > 0 else "refuted") if rej else "not shown"
+                by_test[f"{f} N={n}"] = {**c, "p_holm_all": p, "verdict": v}
+                if rej:
+                    claimed.append(f"{v} at {f} N = {n}")
+        return Verdict(self.name, "; ".join(claimed) or "not shown", bool(claimed), details={"by_test": by_test})
+
+    def simulate(self, design: Design, effect: float | None, rng: np.random.Generator) -> dict:
+        fams, sizes, inst = (_key_list(design, k) for k in ("families", "sizes", "instances"))
+        comps = self.noise[design.name]
+        out = {}
+        for f, n, i in zip(fams, sizes, inst):
+            out.setdefault(f, {})[int(n)] = (0.0 if effect is None else effect) + atlas._crossed_draw(
+                rng, (design.units, int(i)), comps[f][int(n)])
+        return out
+
+    def designs(self) -> list[Design]:
+        return [RERUN_COMPUTE[0]]
+
+    def power_effect(self, design: Design) -> float:
+        return 0.05  # D / M gains 0.05 of the margin from B = 64 to B2 at every tested size
+
+
+# -- the re-run's designs (bench/results/atlas_rerun_PLAN.md) ----------------------------------------
+
+RERUN_SEEDS = 8
+RERUN_INSTANCES = 16
+
+
+def _comps(d: dict) -> dict:
+    return {int(k): tuple(float(x) for x in v) for k, v in d.items()}
+
+
+# Re-derived by ``rerun_noise()`` from the committed raw files (tests/test_atlas_rerun.py checks): per family,
+# the trend measure's and the compute gain's variance components, the seed part at its 80% upper bound.
+RERUN_NOISE = {
+    "trend": {
+        "atlas": {8: (0.552614, 0, 0.878808), 16: (2.11984, 0, 1.59945), 32: (0, 0, 1.75928), 64: (6.30585, 0.227752, 0.121004), 128: (0, 0, 5.27909), 200: (49.2307, 0.0455504, 1.92753)},
+        "atlas_lbf": {4: (5.91487, 0.605152, 65.2051), 8: (21.0049, 2.08237, 99.1404), 16: (0.160956, 0, 10.0202)},
+        "atlas_rware": {3: (0.102048, 0.0677629, 1.88139), 4: (0, 0.058117, 5.93402), 6: (0.559723, 0, 8.92973), 7: (15.5916, 13.3931, 155.739)},
+        "atlas_smax": {8: (0, 77.3027, 901.805), 25: (13.3988, 0, 12.3688)},
+    },
+    "compute": {
+        "atlas": {4: (0.00236363, 0.00306327, 0.00384894), 8: (0.00279391, 0.0001109, 0.00751082), 16: (0.00994706, 0, 0.00380798), 32: (0.00135335, 0.000326839, 0.000439893), 64: (0, 0, 0.00109648)},
+        "atlas_lbf": {2: (0, 0, 0), 4: (0, 0, 0), 8: (7.72055e-05, 0, 0.00139297), 16: (0.000125954, 0, 0.00292656)},
+        "atlas_rware": {2: (0.00010477, 1.25727e-05, 0.00109918), 3: (0.000666778, 0.000406039, 0.0103876), 4: (0.0101459, 0.0010844, 0.0646759), 6: (1.36216, 0, 3.6748), 7: (16.397, 0.333407, 55.0834)},
+    },
+}
+
+
+def rerun_noise(confidence: float | None = SEED_UPPER) -> dict:
+    """{"trend": {family: {N: comps}}, "compute": {family: {N: comps}}} from the committed raw files, the seed part
+    at its one-sided ``confidence`` upper bound (None: the point estimate)."""
+    out = {"trend": {}, "compute": {}}
+    for fam in FAMILIES:
+        _, meas, des = family_measures(fam)
+        t = trend_noise(meas, des, confidence)
+        if t and len(t) >= 2:
+            out["trend"][fam] = t
+        c = compute_noise(meas, des, confidence)
+        if c:
+            out["compute"][fam] = c
+    return out
+
+
+# the trend's sizes where the re-run drops some of the committed ones: MPE's N = 128 and 200 cost 0.75 and 2.0 CPU h
+# per seed at B = 256 and their seed variance (1-2 instances, 3 seeds) lowers the power (atlas_rerun_PLAN.md)
+RERUN_TREND_SIZES = {"atlas": (8, 16, 32, 64)}
+
+
+def _trend_designs(noise: dict) -> dict:
+    out = {}
+    for fam, comps in noise.items():
+        sizes = sorted(RERUN_TREND_SIZES.get(fam, comps))
+        d = atlas.trend_design(f"atlas_rerun_{fam}", sizes, [RERUN_INSTANCES] * len(sizes), RERUN_SEEDS, 256)
+        out[fam] = (d, comps)
+    return out
+
+
+def _compute_design(noise: dict) -> tuple[Design, dict]:
+    fams = [f for f in noise for _ in noise[f]]
+    sizes = [n for f in noise for n in sorted(noise[f])]
+    d = Design(name="atlas_rerun_compute", unit="seed", units=RERUN_SEEDS, strata=len(sizes),
+               shared=(("instances", "/".join([str(RERUN_INSTANCES)] * len(sizes))),), tests=len(sizes),
+               extra=(("families", "/".join(fams)), ("sizes", "/".join(map(str, sizes))), ("budget", "64->Bmax")))
+    return d, noise
+
+
+RERUN_TREND: dict = {}
+RERUN_COMPUTE: tuple = ()
+LEAD_PER_AGENT_TREND = None
+GROWS_WITH_COMPUTE_ALL = None
+
+
+def _register(noise: dict) -> None:
+    global RERUN_TREND, RERUN_COMPUTE, LEAD_PER_AGENT_TREND, GROWS_WITH_COMPUTE_ALL
+    RERUN_TREND = _trend_designs(noise["trend"])
+    RERUN_COMPUTE = _compute_design(noise["compute"])
+    LEAD_PER_AGENT_TREND = rules.register(LeadPerAgentTrend(noise={d.name: c for d, c in RERUN_TREND.values()}))
+    GROWS_WITH_COMPUTE_ALL = rules.register(GrowsWithComputeAll(noise={RERUN_COMPUTE[0].name: RERUN_COMPUTE[1]}))
+
+
+_register(RERUN_NOISE)
+
+
+# -- power, cost and the lead per cent ----------------------------------------------------------------
+
+def trend_power(family: str, seeds: int, instances: int, effect: float | None = 0.2, sims: int = 400,
+                seed: int = 0, noise: dict | None = None, sizes=None) -> dict:
+    """Rate of a positive ``lead_per_agent_trend`` verdict on a design of ``seeds`` x ``instances`` per size at the
+    family's trend sizes, with its recorded noise (``RERUN_NOISE``): the power at ``effect`` (None: the size)."""
+    comps = (noise or RERUN_NOISE["trend"])[family]
+    sizes = sorted(comps) if sizes is None else sorted(sizes)
+    d = atlas.trend_design(f"power_{family}", sizes, [instances] * len(sizes), seeds, 256)
+    rule = LeadPerAgentTrend(noise={d.name: comps})
+    return rules.rate(rule, d, effect, sims, seed)
+
+
+def power_grid(family: str, seeds=(6, 8, 16, 32, 64), instances=(16, 32), sims: int = 400,
+               noise: dict | None = None) -> list[dict]:
+    """``trend_power`` at +0.2 per doubling over a grid of designs (``noise``: {family: {N: comps}}, default the
+    80% upper-bound ``RERUN_NOISE``)."""
+    return [{"seeds": s, "instances": i, **trend_power(family, s, i, sims=sims, noise=noise)}
+            for s in seeds for i in instances]
+
+
+def search_cost(meas: dict, sizes, seeds: int, instances: int, budget: int) -> dict:
+    """{N: CPU hours} of searching ``seeds`` x ``instances`` at size N to ``budget``, scaled from the committed runs'
+    wall time (``wall_s`` of each (N, seed) raw file: every method on its instances to its budget) linearly in
+    instances and budget."""
+    out = {}
+    for n in sizes:
+        rows = meas["rows"][n]
+        per = float(np.mean([r["wall_s"] / (r["instances"] * r["budget"]) for r in rows]))
+        out[n] = per * seeds * instances * budget / 3600.0
+    return out
+
+
+def committed_compute_pvalues() -> dict:
+    """{family: {N: p}} the committed compute tests' two-sided p-values (``studies.atlas.crossed_ci``)."""
+    out = {}
+    for fam in FAMILIES:
+        _, meas, des = family_measures(fam)
+        if des["sizes_b"]:
+            out[fam] = {n: atlas.crossed_ci(y)["p"] for n, y in atlas.compute_data(meas, des["sizes_b"]).items()}
+    return out
+
+
+def compute_sizes(sims: int = 2000, seed: int = 0) -> list[dict]:
+    """The compute rules' size on the committed designs with the seed variance at its point estimate, 80% and 95%
+    upper bound: per family the registered rule (Holm within the family), and every family together with Holm
+    across all (``GrowsWithComputeAll``)."""
+    out = []
+    for conf in (None, 0.80, 0.95):
+        allc, fams, sizes, inst = {}, [], [], []
+        for fam in FAMILIES:
+            _, meas, des = family_measures(fam)
+            if not des["sizes_b"]:
+                continue
+            comps = compute_noise(meas, des, conf)
+            r = rules.rate(dataclasses.replace(atlas.GROWS_WITH_COMPUTE, noise=comps), des["compute"], None, sims, seed)
+            out.append({"seed_variance": conf, "family": fam, "holm": "within the family", **r})
+            allc[fam] = comps
+            fams += [fam] * des["compute"].tests
+            sizes += list(des["sizes_b"])
+            inst += [meas["rows"][n][0]["instances"] for n in des["sizes_b"]]
+        d = Design(name="committed_all", unit="seed", units=3,  # the committed families have 3 or 6 seeds: the fewer strata=len(sizes),
+                   shared=(("instances", "/".join(map(str, inst))),), tests=len(sizes),
+                   extra=(("families", "/".join(fams)), ("sizes", "/".join(map(str, sizes)))))
+        r = rules.rate(GrowsWithComputeAll(noise={d.name: allc}), d, None, sims, seed)
+        out.append({"seed_variance": conf, "family": "all (3 seeds each)", "holm": f"across all {len(sizes)} tests", **r})
+    return out
+
+
+def plan_text(sims: int = 400) -> str:
+    """The figures of bench/results/atlas_rerun_PLAN.md as markdown (``python -m studies.atlas_rerun``)."""
+    fmt = lambda r: f"{r['rate']:.3f} [{r['lo']:.3f}, {r['hi']:.3f}]"
+    L = ["## Figures (generated by `python -m studies.atlas_rerun`)", ""]
+    _, meas, des = family_measures("atlas")
+    data = atlas.study_data(meas, des["slope_sizes"], des["b_main"])
+    shared = {n: d["sh"] for n, d in data.items()}
+    lead = float(np.mean([v.mean() for v in lead_per_agent(data).values()]))
+    sim = constant_lead_slope(shared, lead, None, sims=1)
+    noisy = constant_lead_slope(shared, lead, {n: tuple(c) for n, c in atlas_noise_point(meas, des).items()}, sims=sims)
+    L += ["### 1. The trend measure under a constant per-agent lead (MPE, committed shared gains at B = 256)", "",
+          f"Constant lead c = {lead:.3f} per agent (the committed mean), gain_pa = gain_sh + c N on every committed cell:",
+          f"- log(gain_pa / gain_sh) slope per doubling: {sim['expected_log']:+.3f} on the mean gains; {sim['log']:+.3f} on the cells",
+          f"- per-agent lead (the re-run's measure) slope: {sim['per_agent']:+.3f}",
+          f"With the per-agent lead's own noise (point estimates; {sims} simulated studies): log measure "
+          f"{noisy['log']:+.3f} (se {noisy['log_se']:.3f}; undefined, a gain <= 0, in {noisy['undefined']} of {sims}); "
+          f"per-agent lead {noisy['per_agent']:+.4f} (se {noisy['per_agent_se']:.4f}).", ""]
+    pv = committed_compute_pvalues()
+    adj = holm_families(pv)
+    L += ["### 2. Holm across every compute test of every family (committed data)", "",
+          "| family | N | p | Holm within the family | Holm across all |", "| --- | ---: | ---: | ---: | ---: |"]
+    for f, by in pv.items():
+        within = atlas.holm({n: p for n, p in by.items() if np.isfinite(p)})
+        for n, p in by.items():
+            L.append(f"| {f} | {n} | {p:.4f} | {within.get(n, (float('nan'),))[0]:.4f} | {adj[f][n][0]:.4f} |")
+    L += ["", "Size of the compute rules under the null (no change with compute at any size), committed designs, "
+          f"the seed variance at its point estimate / one-sided 80% / 95% upper bound ({2000} simulated studies; Wilson):", "",
+          "| seed variance | family | Holm | size [95% CI] |", "| --- | --- | --- | ---: |"]
+    for r in compute_sizes():
+        c = "point estimate" if r["seed_variance"] is None else f"{r['seed_variance']:.0%} upper bound"
+        L.append(f"| {c} | {r['family']} | {r['holm']} | {fmt(r)} |")
+    L += ["", "### 3. Power of `lead_per_agent_trend` at +0.2 per doubling (and its size), per family", "",
+          f"{sims} simulated studies per row; noise: the committed cells' variance components of the measure, the seed "
+          "part at its point estimate and at its 80% upper bound; instances per size as in the column.", "",
+          "| family | sizes | seeds | instances | size (80% bound) | power (point) | power (80% bound) |",
+          "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+    point = rerun_noise(None)["trend"]
+    for fam in RERUN_NOISE["trend"]:
+        for s in (6, 8, 16, 32, 64, 128):
+            size = trend_power(fam, s, 16, None, sims=sims, sizes=RERUN_TREND_SIZES.get(fam))
+            pw = trend_power(fam, s, 16, sims=sims, noise=point, sizes=RERUN_TREND_SIZES.get(fam))
+            pu = trend_power(fam, s, 16, sims=sims, sizes=RERUN_TREND_SIZES.get(fam))
+            L.append(f"| {fam} | {'/'.join(map(str, sorted(RERUN_TREND_SIZES.get(fam, RERUN_NOISE['trend'][fam]))))} | {s} | 16 | {fmt(size)} | "
+                     f"{fmt(pw)} | {fmt(pu)} |")
+    L += ["", "### 4. Search cost (CPU hours, scaled from the committed runs' wall_s)", "",
+          "Per size: one training seed searched on 16 instances to B = 4096 and to B = 1024 (every method, as committed).", "",
+          "| family | N | s per instance-episode-budget unit | h per seed at B=4096 | h per seed at B=1024 |",
+          "| --- | ---: | ---: | ---: | ---: |"]
+    for fam in FAMILIES:
+        _, m, _ = family_measures(fam)
+        c4, c1 = search_cost(m, sorted(m["rows"]), 1, 16, 4096), search_cost(m, sorted(m["rows"]), 1, 16, 1024)
+        for n in sorted(m["rows"]):
+            per = float(np.mean([r["wall_s"] / (r["instances"] * r["budget"]) for r in m["rows"][n]]))
+            L.append(f"| {fam} | {n} | {per:.4f} | {c4[n]:.2f} | {c1[n]:.2f} |")
+    L += ["", "### 5. The lead in per cent over the shared search (committed data, B = 256), beside the paper's "
+          f"'up to {PAPER_LEAD_PERCENT:g}%'", "", "| family | N | 100 D / shared gain over zero-shot | 100 D / (shared - random) |",
+          "| --- | ---: | ---: | ---: |"]
+    for fam in FAMILIES:
+        _, m, d = family_measures(fam)
+        for n, v in atlas.lead_percent(m, d["b_main"]).items():
+            L.append(f"| {fam} | {n} | {v['over_gain']:+.1f}% | {v['over_random']:+.1f}% |")
+    return "\n".join(L) + "\n"
+
+
+def atlas_noise_point(meas: dict, des: dict) -> dict:
+    """{N: comps} of the per-agent lead per agent in return units (point estimates): the constant-lead simulation's noise."""
+    y = lead_per_agent(atlas.study_data(meas, des["slope_sizes"], des["b_main"]))
+    return _upper(y, None)
+
+
+def main(argv=None) -> None:
+    """``python -m studies.atlas_rerun [--sims N]``: print the re-run plan's figures."""
+    import argparse
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--sims", type=int, default=400)
+    print(plan_text(ap.parse_args(argv).sims))
+
+
+if __name__ == "__main__":
+    main()
