@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from marl.core.settings import AlgoSettings, setting
+from marl.core.settings import MAX_COUNT, AlgoSettings, setting
 
 ADV_NORMS = ("update", "minibatch")  # adv_norm choices (marl.core.minibatch)
+MAX_EPOCHS = 10_000
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,8 +36,8 @@ class PPOSettings(AlgoSettings):
     critic_on_dead: bool = setting(False, shape=True)  # SMAX: also fit the critic on dead agents' samples (default: mask by alive)
 
     def validate(self):
-        self.require(1 <= self.epochs <= 10_000, "epochs", "must be in [1, 10000]")
-        self.require(1 <= self.minibatches <= 1 << 20, "minibatches", f"must be in [1, {1 << 20}]")
+        self.require(1 <= self.epochs <= MAX_EPOCHS, "epochs", f"must be in [1, {MAX_EPOCHS}]")
+        self.require(1 <= self.minibatches <= MAX_COUNT, "minibatches", f"must be in [1, {MAX_COUNT}]")
         self.require(self.clip_eps > 0, "clip_eps", "must be > 0")
         self.require(self.value_clip_eps >= 0, "value_clip_eps", "must be >= 0")
         self.require(self.ent_coef >= 0, "ent_coef", "must be >= 0")
@@ -50,5 +51,5 @@ class PPOSettings(AlgoSettings):
     def check_with(self, config) -> None:
         """Minibatches split the envs: ``num_envs`` must be divisible by ``minibatches``."""
         if config.num_envs % self.minibatches:
-            self.fail("minibatches", f"({self.minibatches}) must divide num_envs ({config.num_envs}): "
-                                     f"num_envs must be divisible by minibatches")
+            self.fail("minibatches", f"= {self.minibatches} does not split num_envs = {config.num_envs}: "
+                                     f"num_envs must be divisible by it")

@@ -36,6 +36,9 @@ import typing
 from marl_common.errors import UserError
 
 PREFIX = "algo."  # the settings' keys on the command line and in flat config keys
+# the upper bound on a count (num_envs, rollout_len, minibatches, ...): past it a shape overflows int32 long
+# before it trains
+MAX_COUNT = 1 << 20
 
 
 class SettingError(UserError, ValueError):
