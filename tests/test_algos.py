@@ -230,3 +230,27 @@ def test_recipe_registers_and_trains_a_new_algorithm(tmp_path, monkeypatch, caps
         assert main(["report", str(out), "--out", str(tmp_path / "report"), "--boot", "20"]) == 0
         assert "toyppo" in (tmp_path / "report" / "report.md").read_text()
     assert "toyppo" not in algos.names()
+
+
+# -- runs written before the algorithms owned their settings ---------------------------------------------
+
+C5B6943_RUN = ROOT / "tests" / "data" / "c5b6943_run"  # written by the suite at c5b6943 (PPO keys at top level)
+
+
+def test_a_run_written_before_the_settings_moved_loads_and_resumes(tmp_path, capsys):
+    """A run folder of c5b6943 (``epochs = 1``, ``ent_coef = 0.01``... at the top level of its config.toml and
+    of its checkpoint's recorded config) reads as mappo with those settings, its checkpoint restores verified
+    into today's state, and `marl train --resume` continues it (the recorded config and the folder's agree)."""
+    import shutil
+
+    from marl.core.ppo_settings import PPOSettings
+    from marl.runs.loader import load_state
+
+    run = tmp_path / "old"
+    shutil.copytree(C5B6943_RUN, run)
+    cfg = layout.load_config(run)
+    assert cfg.algo == "mappo" and cfg.algo_settings == PPOSettings(epochs=1, minibatches=1, ent_coef=0.01)
+    assert cfg.flat()["algo.ent_coef"] == 0.01 and "ent_coef" not in cfg.flat()
+    assert int(load_state(f"{run}#0").state.update[0]) == 1  # digests verified, the run's own config
+    assert main(["train", "--resume", str(run), "total_steps=16", "--quiet"]) == 0
+    assert layout.steps(run) == [1, 2] and layout.load_config(run) == cfg.with_overrides({"total_steps": 16})
