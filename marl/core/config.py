@@ -349,6 +349,16 @@ def settings_from_dict(settings_cls, table: dict, algo: str) -> AlgoSettings:
     return settings_cls(**{k: _coerce(ALGO_PREFIX + k, v, types[k]) for k, v in table.items()})
 
 
+def flat_key(key: str) -> str:
+    """A config key as ``TrainConfig.flat`` writes it: ``algo.name`` is ``algo``, and a key of an algorithm's
+    settings written bare (``ent_coef``, as before session 25) is ``algo.ent_coef``; other keys unchanged."""
+    if key == ALGO_PREFIX + "name":
+        return "algo"
+    if key not in field_types(TrainConfig) and ALGO_PREFIX + key in algo_keys():
+        return ALGO_PREFIX + key
+    return key
+
+
 def algo_keys() -> dict:
     """``{"algo.KEY": type}`` of every registered algorithm's settings (first declaration wins)."""
     out = {}
