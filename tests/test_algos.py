@@ -272,10 +272,10 @@ def test_recipe_registers_and_trains_a_new_algorithm(tmp_path, monkeypatch, caps
 C5B6943_RUN = ROOT / "tests" / "data" / "c5b6943_run"  # written by the suite at c5b6943 (PPO keys at top level)
 
 
-def test_a_run_written_before_the_settings_moved_loads_and_resumes(tmp_path, capsys):
+def test_a_run_written_before_the_settings_moved_loads_and_resumes(tmp_path):
     """A run folder of c5b6943 (``epochs = 1``, ``ent_coef = 0.01``... at the top level of its config.toml and
     of its checkpoint's recorded config) reads as mappo with those settings, its checkpoint restores verified
-    into today's state, and `marl train --resume` continues it (the recorded config and the folder's agree)."""
+    into today's state, and the resume rule accepts it (the recorded config and the folder's agree)."""
     import shutil
 
     from marl.core.ppo_settings import PPOSettings
@@ -287,5 +287,9 @@ def test_a_run_written_before_the_settings_moved_loads_and_resumes(tmp_path, cap
     assert cfg.algo == "mappo" and cfg.algo_settings == PPOSettings(epochs=1, minibatches=1, ent_coef=0.01)
     assert cfg.flat()["algo.ent_coef"] == 0.01 and "ent_coef" not in cfg.flat()
     assert int(load_state(f"{run}#0").state.update[0]) == 1  # digests verified, the run's own config
-    assert main(["train", "--resume", str(run), "total_steps=16", "--quiet"]) == 0
-    assert layout.steps(run) == [1, 2] and layout.load_config(run) == cfg.with_overrides({"total_steps": 16})
+    from marl import api
+
+    # the resume rule accepts it (checkpoint config == folder config), without training (no compile here)
+    assert api.resume_config(run, {"total_steps": 16}) == cfg.with_overrides({"total_steps": 16})
+    with pytest.raises(UserError, match="--resume cannot change algo.ent_coef"):
+        api.resume_config(run, ["ent_coef=0.02"])
