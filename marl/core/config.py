@@ -15,7 +15,6 @@ from marl_common import preflight
 from marl_common.preflight import SEED_MAX
 from marl_common.files import write_atomic
 from marl.core import algos as _algos
-from marl.core.ppo_settings import ADV_NORMS  # noqa: F401  (adv_norm's choices, also read from here)
 from marl.core.settings import MAX_COUNT, PREFIX as ALGO_PREFIX, AlgoSettings, SettingError
 
 ACTIVATIONS = ("relu", "tanh", "gelu")
