@@ -33,12 +33,19 @@ def test_entries_declare_their_capabilities():
         ("any", "centralised", "separate", "centralised", "any", "independent")
     assert all(s.on_policy and s.description for s in (m, h, i))
     assert h.implied == {"share_actor": False} and m.implied == i.implied == {}
-    assert [type(algos.make_algo(n)).__name__ for n in ("mappo", "happo", "ippo")] == ["MAPPO", "HAPPO", "IPPO"]
+    from marl.core.ppo_settings import PPOSettings
+    from marl.core.trainer import Trainer
+    from tests.conftest import tiny_config
+
+    built = [Trainer(tiny_config(algo=n, **algos.get(n).implied)).learner for n in ("mappo", "happo", "ippo")]
+    assert [(type(lr).__name__, type(lr.algo).__name__, lr.critic_kind) for lr in built] == \
+        [("PPOLearner", "MAPPO", "centralised"), ("PPOLearner", "HAPPO", "centralised"), ("PPOLearner", "IPPO", "independent")]
+    assert all(s.settings is PPOSettings for s in (m, h, i))
     with pytest.raises(ValueError, match="critic must be one of"):
         AlgoSpec("x", "any", "central", True, "d", "m:C")
     with pytest.raises(ValueError, match="actor must be one of"):
         AlgoSpec("x", "shared", "centralised", True, "d", "m:C")
-    with pytest.raises(ValueError, match="module:Class"):
+    with pytest.raises(ValueError, match="module:factory"):
         AlgoSpec("x", "any", "centralised", True, "d", "m.C")
     with pytest.raises(ValueError, match="algorithm 'mappo' is already registered"):  # another entry, same name
         algos.register(dataclasses.replace(algos.get("mappo"), description="another"))
@@ -92,6 +99,41 @@ def test_cli_choices_and_config_show_come_from_the_registry(capsys):
     assert "toyalgo" not in algos.names()
 
 
+def test_settings_are_typed_validated_and_round_trip(tmp_path):
+    """An algorithm's settings: ``algo.KEY`` overrides (or a bare key, as before), the ``[algo]`` table of a
+    config file, type and range errors and unknown keys as one line naming ``algo.KEY``, shape keys apart."""
+    from marl.core.ppo_settings import PPOSettings
+    from marl.core.settings import SettingError
+
+    cfg = TrainConfig().with_overrides(["algo.clip_eps=0.1", "epochs=2", "algo.adv_norm=minibatch"])
+    assert cfg.algo_settings == PPOSettings(clip_eps=0.1, epochs=2, adv_norm="minibatch")
+    assert cfg.flat()["algo"] == "mappo" and cfg.flat()["algo.clip_eps"] == 0.1 and "clip_eps" not in cfg.flat()
+    cfg.to_toml(tmp_path / "c.toml")
+    text = (tmp_path / "c.toml").read_text()
+    assert '[algo]\nname = "mappo"\nepochs = 2\n' in text and "\nepochs" not in text.split("[algo]")[0]
+    assert TrainConfig.from_toml(tmp_path / "c.toml") == cfg
+    # another algorithm keeps the settings its class shares (all of the PPO family's)
+    assert cfg.with_overrides(["algo=happo", "share_actor=false"]).algo_settings == cfg.algo_settings
+    assert PPOSettings.shape_keys() == ("epochs", "minibatches", "value_norm", "adv_norm", "critic_on_dead")
+    assert "clip_eps" in PPOSettings.scalar_keys() and "epochs" not in PPOSettings.scalar_keys()
+    for bad, msg in ((["algo.clip_eps=0"], "bad config: algo.clip_eps must be > 0, got 0.0"),
+                     (["algo.epochs=1.5"], "bad config: algo.epochs must be int, got '1.5'"),
+                     (["algo.ent_coef=nan"], "bad config: algo.ent_coef must be a finite number, got nan"),
+                     (["algo.adv_norm=batch"], "bad config: algo.adv_norm must be one of ('update', 'minibatch'), got 'batch'"),
+                     (["algo.clip=0.1"], "bad config: unknown key algo.clip for algo mappo; did you mean 'algo.clip_eps'?"),
+                     (["minibatches=3"], "bad config: algo.minibatches = 3 does not split num_envs = 64"),
+                     (["epoch=3"], "bad config: unknown key 'epoch'; did you mean algo.epochs?")):
+        with pytest.raises(UserError) as e:
+            TrainConfig().with_overrides(bad)
+        assert str(e.value).startswith(msg) and "\n" not in str(e.value), (bad, str(e.value))
+    with pytest.raises(SettingError):  # a ValueError too, for the Python API
+        PPOSettings(gae_lambda=2.0)
+    assert issubclass(SettingError, ValueError)
+    with pytest.raises(UserError, match="give it once, as algo.epochs"):
+        TrainConfig.from_dict({"epochs": 2, "algo": {"name": "mappo", "epochs": 3}})
+    assert TrainConfig.from_dict({"algo": "ippo", "ent_coef": 0.01}).algo_settings.ent_coef == 0.01  # the old form
+
+
 # -- no algorithm-name test outside the registry ---------------------------------------------------------
 
 def name_comparisons(text: str, names) -> list[str]:
@@ -125,26 +167,66 @@ def test_no_library_module_compares_an_algorithm_name():
 
 # -- the recipe: a new algorithm is a module and one registry line ---------------------------------------
 
+TOY_SETTINGS = '''
+"""The toy PPO variant's settings (no jax: the CLI reads a registered algorithm's settings to build its help)."""
+import dataclasses
+
+from marl.core.ppo_settings import PPOSettings
+
+
+@dataclasses.dataclass(frozen=True)
+class ToySettings(PPOSettings):
+    """PPO's settings plus the toy's own."""
+
+    huber_delta: float = 1.0  # the value loss is quadratic within huber_delta of the target, linear beyond
+
+    def validate(self):
+        super().validate()
+        self.require(self.huber_delta > 0, "huber_delta", "must be > 0")
+'''
+
 TOY_MODULE = '''
-"""A toy algorithm for the recipe test: MAPPO's update under another name, counting its constructions."""
+"""A toy PPO variant for the recipe test: MAPPO's actor update with its own value loss (Huber, reading its own
+setting ``algo.huber_delta``)."""
+import jax.numpy as jnp
+
+from marl.core import ppo
 from marl.core.mappo import MAPPO
+from marl.core.ppo_family import PPOLearner, factory
 
-BUILT = []
+BUILT = []  # the learners the trainer built
+DELTAS = []  # the huber_delta each traced value loss read
 
 
-class ToyPPO(MAPPO):
-    def __init__(self):
+class ToyLearner(PPOLearner):
+    def __init__(self, ctx, algo):
+        super().__init__(ctx, algo)
         BUILT.append(self)
+
+    def value_loss(self, values, mb):
+        delta = self.settings.huber_delta
+        DELTAS.append(delta)
+        err = jnp.abs(values - mb.targets)
+        huber = jnp.where(err <= delta, 0.5 * err ** 2, delta * (err - 0.5 * delta))
+        return ppo.masked_mean(huber, mb.tr.alive)
+
+
+learner = factory(MAPPO, ToyLearner)  # AlgoSpec.impl: "toy_algo_recipe:learner"
 '''
 
 
 def test_recipe_registers_and_trains_a_new_algorithm(tmp_path, monkeypatch, capsys):
-    """docs/architecture.md's recipe: the module (written here to a temporary folder) and the one
-    ``register`` line make `marl train --algo toyppo` train, checkpoint and record it; without the line,
-    the same command is refused."""
+    """docs/architecture.md's recipe: a PPO variant with its own setting and its own value loss, in its own
+    modules (written here to a temporary folder), and the one ``register`` line make `marl config show` list its
+    setting, `marl train --algo toyppo algo.huber_delta=...` train it with its loss (marl/core/trainer.py is not
+    edited), and `marl eval`, `marl probe barrier` and `marl report` read the run; without the line, the same
+    command is refused, and a bad value of its setting is one line naming it."""
+    (tmp_path / "toy_algo_settings.py").write_text(textwrap.dedent(TOY_SETTINGS))
     (tmp_path / "toy_algo_recipe.py").write_text(textwrap.dedent(TOY_MODULE))
     monkeypatch.syspath_prepend(str(tmp_path))
-    argv = ["train", "--env", "mpe:simple_spread", "--algo", "toyppo", "--total-steps", "256", "--quiet", *TINY]
+    out = tmp_path / "toy"
+    argv = ["train", "--env", "mpe:simple_spread", "--algo", "toyppo", "--total-steps", "256", "--seeds", "2",
+            "--quiet", *TINY, "algo.huber_delta=0.5"]
 
     # without the registry line: one-line error, nothing trained
     with pytest.raises(SystemExit) as e:
@@ -152,16 +234,62 @@ def test_recipe_registers_and_trains_a_new_algorithm(tmp_path, monkeypatch, caps
     assert e.value.code == 2 and "unknown algorithm 'toyppo'" in capsys.readouterr().err
     assert not (tmp_path / "none").exists()
 
+    from toy_algo_settings import ToySettings
+
     # the registry line (registered for this test only)
-    with algos.ALGORITHMS.registered(AlgoSpec("toyppo", "any", "centralised", True,
-                                              "MAPPO under another name (recipe test)", "toy_algo_recipe:ToyPPO")):
-        out = tmp_path / "toy"
+    with algos.ALGORITHMS.registered(AlgoSpec("toyppo", "any", "centralised", True, "MAPPO with a Huber value loss "
+                                              "(recipe test)", "toy_algo_recipe:learner", ToySettings)):
+        assert main(["config", "show", "--algo", "toyppo"]) == 0
+        shown = capsys.readouterr().out
+        assert re.search(r"^huber_delta = 1\.0 +# float: the value loss is quadratic", shown, re.M)
+        assert main([*argv[:-1], "algo.huber_delta=0", "--out", str(tmp_path / "bad")]) == 2
+        assert "bad config: algo.huber_delta must be > 0, got 0.0" in capsys.readouterr().err
+        assert not (tmp_path / "bad").exists()
+
         assert main([*argv, "--out", str(out)]) == 0
         import toy_algo_recipe
 
-        assert toy_algo_recipe.BUILT  # the trainer built the registered class
-        assert layout.load_config(out).algo == "toyppo" and layout.steps(out) == [2]
+        assert toy_algo_recipe.BUILT and set(toy_algo_recipe.DELTAS) == {0.5}  # its own loss, its own setting
+        cfg = layout.load_config(out)
+        assert cfg.algo == "toyppo" and cfg.algo_settings == ToySettings(epochs=1, minibatches=2, huber_delta=0.5)
+        assert layout.steps(out) == [2]
         from marl.runs.loader import load_team
 
         assert load_team(str(out)).source["algo"] == "toyppo"
+        assert main(["eval", str(out), "--episodes", "4"]) == 0
+        probe = tmp_path / "probe"
+        assert main(["probe", "barrier", f"{out}#0", f"{out}#1", "--out", str(probe), "--alphas", "3",
+                     "--episodes", "4", "--boot", "20"]) == 0
+        assert (probe / "barrier.json").exists()
+        capsys.readouterr()
+        assert main(["report", str(out), "--out", str(tmp_path / "report"), "--boot", "20"]) == 0
+        assert "toyppo" in (tmp_path / "report" / "report.md").read_text()
     assert "toyppo" not in algos.names()
+
+
+# -- runs written before the algorithms owned their settings ---------------------------------------------
+
+C5B6943_RUN = ROOT / "tests" / "data" / "c5b6943_run"  # written by the suite at c5b6943 (PPO keys at top level)
+
+
+def test_a_run_written_before_the_settings_moved_loads_and_resumes(tmp_path):
+    """A run folder of c5b6943 (``epochs = 1``, ``ent_coef = 0.01``... at the top level of its config.toml and
+    of its checkpoint's recorded config) reads as mappo with those settings, its checkpoint restores verified
+    into today's state, and the resume rule accepts it (the recorded config and the folder's agree)."""
+    import shutil
+
+    from marl.core.ppo_settings import PPOSettings
+    from marl.runs.loader import load_state
+
+    run = tmp_path / "old"
+    shutil.copytree(C5B6943_RUN, run)
+    cfg = layout.load_config(run)
+    assert cfg.algo == "mappo" and cfg.algo_settings == PPOSettings(epochs=1, minibatches=1, ent_coef=0.01)
+    assert cfg.flat()["algo.ent_coef"] == 0.01 and "ent_coef" not in cfg.flat()
+    assert int(load_state(f"{run}#0").state.update[0]) == 1  # digests verified, the run's own config
+    from marl import api
+
+    # the resume rule accepts it (checkpoint config == folder config), without training (no compile here)
+    assert api.resume_config(run, {"total_steps": 16}) == cfg.with_overrides({"total_steps": 16})
+    with pytest.raises(UserError, match="--resume cannot change algo.ent_coef"):
+        api.resume_config(run, ["ent_coef=0.02"])
