@@ -24,7 +24,9 @@ from marl_common.registry import Registry
 ACTOR_KINDS = ("any", "separate")
 # critic kinds: "centralised": V(s, i, t) on the team-global state s, the seat i and the episode's time step
 # (marl.core.networks.Critic); "independent": V(o_i, i, t) on agent i's own observation (ObsCritic)
-CRITIC_KINDS = ("centralised", "independent")
+# "mixer": a value-based algorithm (marl/core/qlearn.py): no V critic; its Q-network is the actor (greedy on
+# its Q-values) and its mixer (none, a sum, or QMIX's on the state) sits where a critic would
+CRITIC_KINDS = ("centralised", "independent", "mixer")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,7 +63,8 @@ class AlgoSpec:
     def summary(self) -> str:
         """``name: description (actor ..., critic ...)``: one line for help texts and docs."""
         actor = "one actor per agent" if self.separate_actors else "shared or separate actors"
-        return f"{self.name}: {self.description} ({actor}; {self.critic} critic)"
+        critic = "no critic, Q-values mixed" if self.critic == "mixer" else f"{self.critic} critic"
+        return f"{self.name}: {self.description} ({actor}; {critic})"
 
 
 ALGORITHMS: Registry[AlgoSpec] = Registry("algorithm", AlgoSpec)  # name -> entry, in registration order
@@ -92,3 +95,9 @@ register(AlgoSpec("happo", "separate", "centralised", True,
 register(AlgoSpec("ippo", "any", "independent", True,
                   "PPO on every actor at once, each agent's value from its own observation",
                   "marl.core.ippo:IPPO"))
+register(AlgoSpec("iql", "any", "mixer", True, "independent Q-learning, PQN-style Q(lambda), greedy team",
+                  "marl.core.qlearn:IQL"))
+register(AlgoSpec("vdn", "any", "mixer", True, "VDN: summed agent Q-values, PQN-style Q(lambda), greedy team",
+                  "marl.core.qlearn:VDN"))
+register(AlgoSpec("qmix", "any", "mixer", True, "QMIX: monotonic state-conditioned mixer, PQN-style Q(lambda)",
+                  "marl.core.qlearn:QMIX"))

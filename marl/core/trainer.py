@@ -30,7 +30,7 @@ from marl.core.team import Team, make_team, team_step
 # (GUARDED_FIELDS) or whose losses (GUARDED_LOSSES) hold a NaN or inf is dropped (the seed keeps its
 # state from before it) and reported in the chunk's NONFINITE metric; from then on the seed is frozen.
 GUARDED_FIELDS = ("actor_params", "critic_params", "actor_opt", "critic_opt", "value_norm")
-GUARDED_LOSSES = ("actor_loss", "value_loss", "entropy")
+GUARDED_LOSSES = ("actor_loss", "value_loss", "entropy", "td_loss")
 NONFINITE = "nonfinite"
 
 METRIC_KEYS = ("episodes", "return", "win_rate", "length", "actor_loss", "entropy", "approx_kl",
@@ -125,7 +125,10 @@ def init_state(config: TrainConfig, env, algo: "ActorAlgo", setup: ActorSetup, c
     k_actor, k_critic, k_env, k_state = jax.random.split(key, 4)
     spec, net = env.spec, config.network
     actor = init_actor_params(k_actor, spec, net, config.share_actor)
-    critic = init_critic(k_critic, spec, net, critic_kind(config))
+    if critic_kind(config) == "mixer":  # value-based: the mixer's parameters (marl/core/qlearn.py)
+        critic = algo.init_critic(k_critic, spec)
+    else:
+        critic = init_critic(k_critic, spec, net, critic_kind(config))
     return TrainState(
         actor_params=actor,
         critic_params=critic,
@@ -170,13 +173,21 @@ class Trainer:
         self.rollout = rollout or (BestOfK(self.env, config) if config.num_latents > 0 else Continuous())
         self.actor_tx, self.critic_tx = make_optimizers(config)
         self.critic_kind = critic_kind(config)
-        self.critic = make_critic(self.spec, self.net, self.critic_kind)
         self.actor_setup = make_actor_setup(config, self.spec, self.actor_tx)
+        # value-based algorithms (critic kind "mixer", marl/core/qlearn.py) run their own whole update
+        self.value_based = self.critic_kind == "mixer"
+        if self.value_based:
+            self.critic = None
+            self.q_setup = self.algo.make_setup(config, self.spec, self.actor_tx, self.critic_tx)
+        else:
+            self.critic = make_critic(self.spec, self.net, self.critic_kind)
 
     @property
     def metric_keys(self) -> tuple[str, ...]:
-        """The metrics every update returns: ``METRIC_KEYS`` plus the algorithm's and the rollout's own."""
-        return METRIC_KEYS + tuple(self.algo.extra_metric_keys) + tuple(self.rollout.extra_metric_keys)
+        """The metrics every update returns: ``METRIC_KEYS`` (a value-based algorithm's own ``metric_keys``)
+        plus the algorithm's and the rollout's own."""
+        base = tuple(getattr(self.algo, "metric_keys", METRIC_KEYS))
+        return base + tuple(getattr(self.algo, "extra_metric_keys", ())) + tuple(self.rollout.extra_metric_keys)
 
     # -- state ------------------------------------------------------------------------------
     def init(self, key: jax.Array) -> TrainState:
@@ -271,6 +282,8 @@ class Trainer:
 
     def update(self, state: TrainState) -> tuple[TrainState, dict]:
         """One PPO iteration: collect a rollout, update actors and critic; (new state, metrics of scalars)."""
+        if self.value_based:
+            return self.value_update(state)
         key, k_start, k_roll, k_actor, k_critic = jax.random.split(state.key, 5)
         start = state.replace(runner=self.rollout.start(k_start, state.runner))
         runner, tr = self.collect(start, k_roll)
@@ -283,10 +296,19 @@ class Trainer:
         metrics = {**self.rollout.stats(tr), **am, **cm}
         return new, {k: jnp.asarray(metrics[k], jnp.float32) for k in self.metric_keys}
 
+    def value_update(self, state: TrainState) -> tuple[TrainState, dict]:
+        """One value-based iteration (``marl.core.qlearn.ValueDecomposition.update``)."""
+        key, k = jax.random.split(state.key)
+        qp, mp, qo, mo, runner, tr, qm = self.algo.update(self.q_setup, self.env, state, k)
+        new = state.replace(actor_params=qp, critic_params=mp, actor_opt=qo, critic_opt=mo, runner=runner, key=key,
+                            update=state.update + 1)
+        metrics = {**self.rollout.stats(tr), **qm}
+        return new, {k_: jnp.asarray(metrics[k_], jnp.float32) for k_ in self.metric_keys}
+
     def finite(self, state: TrainState, metrics: dict) -> jax.Array:
         """Whether every guarded array of ``state`` and every guarded loss is finite (a scalar bool)."""
         leaves = [x for f in GUARDED_FIELDS for x in jax.tree.leaves(getattr(state, f))
-                  if jnp.issubdtype(x.dtype, jnp.inexact)] + [metrics[k] for k in GUARDED_LOSSES]
+                  if jnp.issubdtype(x.dtype, jnp.inexact)] + [metrics[k] for k in GUARDED_LOSSES if k in metrics]
         return jnp.stack([jnp.isfinite(x).all() for x in leaves]).all()
 
     # -- programs -----------------------------------------------------------------------------
