@@ -44,7 +44,7 @@ def test_mixers_shapes_vdn_sum_and_qmix_monotone():
     key = jax.random.PRNGKey(1)
     q = jax.random.normal(key, (5, 4, n))
     state = jax.random.normal(jax.random.PRNGKey(2), (5, 4, s))
-    iql, vdn, qmix = (Mixer(k, n, s) for k in ("iql", "vdn", "qmix"))
+    iql, vdn, qmix = (Mixer(k, n, s) for k in ("none", "sum", "monotonic"))
     assert iql.init(key) == {} and vdn.init(key) == {}
     chex.assert_shape(iql.apply({}, q, state), (5, 4, n))
     np.testing.assert_allclose(vdn.apply({}, q, state), q.sum(-1), rtol=1e-6)

@@ -26,6 +26,7 @@ import numpy as np
 from marl_common.errors import UserError
 from marl_common.stats import mean_ci, wilson_ci
 from envs.catalog import return_range
+from marl.core.algos import check_sampling
 from marl.core.evaluation import evaluate
 from marl_common.files import save_npz, write_json
 from marl.runs.layout import CheckpointRef, load_config, parse_ref, resolve_step, steps as run_steps
@@ -170,6 +171,7 @@ def evaluate_run(ref, *, episodes: int = EPISODES, greedy: bool = True, eval_see
         check_output(json_path, "--json", suffixes=(".json",))
         check_output(Path(json_path).with_suffix(".npz"), "--json's outcomes file", suffixes=(".npz",))
     config = load_config(ref.run)
+    check_sampling(config.algo, greedy, f"run {ref.run}")
     old = None
     if save and json_path is None:  # the run's table is read (and its place checked) before any work
         check_output(outcomes_path(ref.run, greedy, own_episodes), "outcomes file", suffixes=(".npz",), outcome_of=ref.run)

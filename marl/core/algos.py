@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 
+from marl_common.errors import UserError
 from marl_common.registry import Registry
 
 # actor kinds: "any" trains a shared actor (share_actor=true) or one per agent; "separate" needs one actor
@@ -60,6 +61,12 @@ class AlgoSpec:
         """Config keys that choosing this algorithm sets unless the user sets them (--algo, sweep layers)."""
         return {"share_actor": False} if self.separate_actors else {}
 
+    @property
+    def value_based(self) -> bool:
+        """Its team acts greedily on learnt Q-values (critic kind ``"mixer"``, marl/core/qlearn.py): it has no
+        stochastic policy, so sampled acting (``--sample``) is not its policy."""
+        return self.critic == "mixer"
+
     def summary(self) -> str:
         """``name: description (actor ..., critic ...)``: one line for help texts and docs."""
         actor = "one actor per agent" if self.separate_actors else "shared or separate actors"
@@ -79,6 +86,15 @@ def make_algo(name: str):
     """A fresh instance of ``name``'s actor update (imports its module)."""
     module, cls = get(name).impl.split(":")
     return getattr(importlib.import_module(module), cls)()
+
+
+def check_sampling(algo: str, greedy: bool, what: str) -> None:
+    """A one-line UserError when ``what`` (a run, a team) of the value-based ``algo`` is asked to act by
+    sampling (``greedy=False``): its policy is the greedy action on its Q-values; softmax(Q) is not a policy it
+    trained. Probes and evaluations that compare sampled teams say so instead of reporting numbers."""
+    if not greedy and get(algo).value_based:
+        raise UserError(f"{what} was trained with {algo}, a value-based algorithm: its team acts greedily on its "
+                        "Q-values and has no stochastic policy to sample; drop --sample (or --sampled)")
 
 
 def help_text() -> str:

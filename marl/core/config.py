@@ -167,6 +167,11 @@ class TrainConfig:
                f"{self.algo} trains one actor per agent: set share_actor=false")
         _check(not (spec.critic == "independent" and self.network.kind == "entity"),
                f"{self.algo}'s independent critic has no entity form (network.kind=entity): use network.kind=mlp")
+        _check(not (spec.value_based and self.num_latents),
+               f"{self.algo} is value-based: latent best-of-K training (num_latents) is a policy-gradient scheme; "
+               "set num_latents=0")
+        _check(not (spec.value_based and self.reward == "agent"),
+               f"{self.algo} is value-based and learns from the team reward: use reward=team")
         _check(self.adv_norm in ADV_NORMS, f"adv_norm must be one of {ADV_NORMS}, got {self.adv_norm!r}")
         _check(self.reward in REWARDS, f"reward must be one of {REWARDS}, got {self.reward!r}")
         _check(not (self.reward == "agent" and not capabilities(self.env).per_agent_reward),

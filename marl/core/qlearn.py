@@ -224,13 +224,13 @@ Q_METRIC_KEYS = ("td_loss", "epsilon", "q_taken")  # the TD loss, the rollout's 
 
 
 class ValueDecomposition:
-    """A value-based algorithm: PQN-style Q(lambda) with the mixer ``kind`` (IQL, VDN or QMIX).
+    """A value-based algorithm: PQN-style Q(lambda) with the mixer ``kind`` (``marl.core.mixers.MIXERS``).
 
     Its state lives in the run's ``TrainState`` as a policy-gradient run's does: the Q-network(s) in
     ``actor_params`` (so ``Trainer.team`` is the greedy team), the mixer's parameters in ``critic_params``
     (QMIX; an empty dict for IQL and VDN), their optimiser states in ``actor_opt`` / ``critic_opt``."""
 
-    kind = "qmix"
+    kind = "monotonic"
     metric_keys = EPISODE_KEYS + Q_METRIC_KEYS
 
     def __init__(self, settings: QSettings | None = None):
@@ -283,14 +283,14 @@ class ValueDecomposition:
 
 class IQL(ValueDecomposition):
     """Independent Q-learning: every agent's own Q-value fitted to the team reward's return."""
-    kind = "iql"
+    kind = "none"
 
 
 class VDN(ValueDecomposition):
     """VDN: the team's value is the sum of the agents' Q-values."""
-    kind = "vdn"
+    kind = "sum"
 
 
 class QMIX(ValueDecomposition):
     """QMIX: the team's value is a monotonic mix of the agents' Q-values, weighted by the world state."""
-    kind = "qmix"
+    kind = "monotonic"
