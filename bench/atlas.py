@@ -946,9 +946,9 @@ def cost_child(recipe: dict, n: int, entity_k: int = 0) -> dict:
         return jax.lax.scan(body, (ts, st), jax.random.split(key, T))[1]
 
     _, act_s = timed(jax.jit(act), jax.random.PRNGKey(1))
-    cfg = TrainConfig(env=f"{recipe['env']}:{n}", num_envs=E, rollout_len=T, epochs=1, minibatches=1,
+    cfg = TrainConfig.from_dict(dict(env=f"{recipe['env']}:{n}", num_envs=E, rollout_len=T, epochs=1, minibatches=1,
                       updates_per_chunk=1, total_steps=E * T * 4, ent_coef=0.01, value_norm=False,
-                      network=dataclasses.replace(net, latent_dim=0))
+                      network=dataclasses.replace(net, latent_dim=0)))
     tr = Trainer(cfg)
     state = jax.jit(tr.init_seeds)(seed_keys(cfg))
     chunk = jax.jit(jax.vmap(tr.chunk))

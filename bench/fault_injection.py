@@ -47,8 +47,8 @@ from bad_input_files import make_bad_input_files, run_case  # bench/bad_input_fi
 ROOT = Path(__file__).resolve().parent.parent
 BAD_INPUTS = ROOT / "tests" / "data" / "bad_inputs.toml"  # the cases tests/test_faults.py runs
 
-CFG = TrainConfig(env="smax:3m", num_envs=8, rollout_len=16, total_steps=8 * 16 * 4, updates_per_chunk=2, epochs=1,
-                  minibatches=2, num_seeds=2, network=NetworkConfig(hidden=16, critic_hidden=16))
+CFG = TrainConfig.from_dict(dict(env="smax:3m", num_envs=8, rollout_len=16, total_steps=8 * 16 * 4, updates_per_chunk=2, epochs=1,
+                  minibatches=2, num_seeds=2, network=NetworkConfig(hidden=16, critic_hidden=16)))
 ENV = dict(os.environ)  # the suite is installed (pip install -e .), so `python -m marl_cli.main` works from any folder
 
 

@@ -56,8 +56,8 @@ def throughput(args) -> None:
     base = dict(JAXMARL_SMAX, num_envs=args.num_envs, rollout_len=args.rollout_len)
     progs = {}
     for name, kw in variants.items():
-        cfg = TrainConfig(**base, **kw, updates_per_chunk=args.updates_per_chunk,
-                          total_steps=10_000 * args.num_envs * args.rollout_len)
+        cfg = TrainConfig.from_dict(dict(**base, **kw, updates_per_chunk=args.updates_per_chunk,
+                          total_steps=10_000 * args.num_envs * args.rollout_len))
         tr = Trainer(cfg)
         state = jax.jit(tr.init_seeds)(seed_keys(cfg))
         chunk = jax.jit(jax.vmap(tr.chunk), donate_argnums=0)
@@ -160,7 +160,7 @@ def learn(args) -> None:
         algos.append(("mappo", dict(algo="mappo", share_actor=True)))
     rows, finals = [], {}
     for algo, kw in algos:
-        cfg = TrainConfig(**common, **kw)
+        cfg = TrainConfig.from_dict(dict(**common, **kw))
         run = ROOT / "runs" / f"bench-{algo}-3m{'-' + args.tag if args.tag else ''}"
         print(f"{algo}: {cfg.num_updates} updates of {cfg.steps_per_update} steps -> {run}", flush=True)
         t0 = time.time()

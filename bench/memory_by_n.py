@@ -35,9 +35,9 @@ def child(n: int, chunks: int) -> dict:
         from marl.config import NetworkConfig, TrainConfig
         from marl.trainer import Trainer, seed_keys
 
-    cfg = TrainConfig(env="mpe:simple_spread", num_agents=n, num_envs=16, rollout_len=25, epochs=1, minibatches=1,
+    cfg = TrainConfig.from_dict(dict(env="mpe:simple_spread", num_agents=n, num_envs=16, rollout_len=25, epochs=1, minibatches=1,
                       updates_per_chunk=2, total_steps=16 * 25 * 2 * (chunks + 1),
-                      network=NetworkConfig(hidden=32, critic_hidden=32))
+                      network=NetworkConfig(hidden=32, critic_hidden=32)))
     tr = Trainer(cfg)
     state = jax.jit(tr.init_seeds)(seed_keys(cfg))
     chunk = jax.jit(jax.vmap(tr.chunk), donate_argnums=0)

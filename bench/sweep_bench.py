@@ -80,8 +80,8 @@ import jax
 from marl.runs.loop import train_run
 from marl.core.config import NetworkConfig, TrainConfig
 out, devices = sys.argv[1], int(sys.argv[2])
-cfg = TrainConfig(env="smax:3m", num_seeds=4, num_envs=32, rollout_len=32, total_steps=32 * 32 * 16, epochs=2,
-                  minibatches=2, updates_per_chunk=4, network=NetworkConfig(hidden=64, critic_hidden=64))
+cfg = TrainConfig.from_dict(dict(env="smax:3m", num_seeds=4, num_envs=32, rollout_len=32, total_steps=32 * 32 * 16, epochs=2,
+                  minibatches=2, updates_per_chunk=4, network=NetworkConfig(hidden=64, critic_hidden=64)))
 train_run(cfg, f"{out}/warm", progress=False, devices=devices)   # compiles (and fills the cache)
 t0 = time.time()
 train_run(cfg, f"{out}/timed", progress=False, devices=devices)

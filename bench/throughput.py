@@ -51,8 +51,8 @@ def raw_env_sps(name: str, num_envs: int = 128, length: int = 128, repeats: int 
 
 def train_sps(name: str, num_seeds: int = 1, chunks: int = 2, updates_per_chunk: int = 2) -> float:
     """Total env steps/s (all seeds) of the compiled MAPPO training chunk."""
-    cfg = TrainConfig(env=name, num_seeds=num_seeds, updates_per_chunk=updates_per_chunk, num_envs=128,
-                      ent_coef=0.0)  # JaxMARL's SMAX settings, not our tuned defaults
+    cfg = TrainConfig.from_dict(dict(env=name, num_seeds=num_seeds, updates_per_chunk=updates_per_chunk, num_envs=128,
+                      ent_coef=0.0))  # JaxMARL's SMAX settings, not our tuned defaults
     tr = Trainer(cfg)
     state = jax.jit(tr.init_seeds)(seed_keys(cfg))
     chunk = jax.jit(jax.vmap(tr.chunk), donate_argnums=0)

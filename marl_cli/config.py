@@ -18,7 +18,7 @@ def render(cfg) -> str:
         docs, types = field_docs(cls), field_types(cls)
         out = []
         for f in dataclasses.fields(cls):
-            if f.name == "network":
+            if f.name in ("network", "algo_settings", "algo"):
                 continue
             value = getattr(obj, f.name)
             text = tomli_w.dumps({f.name: value}).strip()
@@ -35,7 +35,11 @@ def render(cfg) -> str:
             "key=value after `marl train`)", "# algorithms (algo = NAME):"] + [f"#   {s.summary()}" for s in algos.ALGORITHMS.values()]
     body = lines(cfg, TrainConfig, TrainConfig())
     net = ["", f"[network]  # {field_docs(TrainConfig)['network']}"] + lines(cfg.network, NetworkConfig, NetworkConfig())
-    return "\n".join(head + body + net)
+    settings = type(cfg.algo_settings)
+    name = f"{tomli_w.dumps({'name': cfg.algo}).strip():<28s} # str: {field_docs(TrainConfig)['algo']}"
+    algo = ["", f"[algo]  # {cfg.algo}'s settings (algo.KEY=VALUE; another algorithm has its own: "
+                f"`marl config show --algo NAME`)", name] + lines(cfg.algo_settings, settings, settings())
+    return "\n".join(head + body + algo + net)
 
 
 def _cmd_show(args) -> int:

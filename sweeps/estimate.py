@@ -34,9 +34,10 @@ import numpy as np
 UPDATES = 2  # timed updates per training calibration (after the compiling one)
 CACHE_SUBDIR = "estimate"  # the calibrations kept, beside the compile cache (``marl_common.compile_cache.cache_dir``)
 CACHE_VERSION = 1  # bumped when what a calibration measures changes (older entries are then measured again)
-# config keys that change a training program's cost (everything else is a number inside the same program)
-COST_KEYS = ("env", "num_agents", "algo", "share_actor", "reward", "critic_on_dead", "num_seeds", "num_envs",
-             "rollout_len", "epochs", "minibatches", "num_latents", "network")
+# config keys that change a training program's cost (everything else is a number inside the same program);
+# "algo": its name and its settings' shape keys (``AlgoSettings.shape_keys``: epochs, minibatches, ...)
+COST_KEYS = ("env", "num_agents", "algo", "share_actor", "reward", "num_seeds", "num_envs", "rollout_len",
+             "num_latents", "network")
 # what changes the cost of a team playing episodes (evaluation, probes): its env and actor, not how it was trained
 TEAM_KEYS = ("env", "num_agents", "share_actor", "network")
 
@@ -132,6 +133,7 @@ class Calibrations:
 
 def _cost_key(config, keys=COST_KEYS) -> str:
     d = config.to_dict()
+    d["algo"] = {k: v for k, v in d["algo"].items() if k == "name" or k in config.algo_settings.shape_keys()}
     return json.dumps({k: d[k] for k in keys}, sort_keys=True)
 
 

@@ -17,7 +17,7 @@ import typing
 
 from marl_common.errors import UserError, did_you_mean
 from marl_common.preflight import check_number
-from marl.core.config import NetworkConfig, TrainConfig, field_types, flatten, read_toml, suggest
+from marl.core.config import flatten, key_types, read_toml, suggest
 from sweeps.histories import HISTORY_KEYS, HISTORY_SPECS, get_history
 
 # top-level key -> what it must be ("table", "list of str", ...)
@@ -82,9 +82,11 @@ def typed(table: dict, types: dict, where: str) -> None:
 
 
 def config_fields() -> dict:
-    """Every TrainConfig key a sweep may set (``network.X`` for the network) -> its type."""
-    fields = {k: t for k, t in field_types(TrainConfig).items() if k != "network"}
-    fields.update({f"network.{k}": t for k, t in field_types(NetworkConfig).items()})
+    """Every TrainConfig key a sweep may set (``network.X`` for the network, ``algo.X`` for an algorithm's
+    settings, also written bare as before session 25: ``epochs``) -> its type."""
+    fields = key_types()
+    fields.update({k[len("algo."):]: t for k, t in fields.items() if k.startswith("algo.")})
+    fields["algo.name"] = str  # the [algo] table's name (the same as algo)
     return fields
 
 

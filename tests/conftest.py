@@ -48,7 +48,7 @@ def tiny_config(**kw) -> TrainConfig:
     base = dict(env="smax:3m", num_envs=8, rollout_len=16, total_steps=8 * 16 * 4, updates_per_chunk=2, epochs=1,
                 minibatches=2, network=NetworkConfig(hidden=16, critic_hidden=16))
     base.update(kw)
-    return TrainConfig(**base)
+    return TrainConfig.from_dict(dict(**base))
 
 
 @pytest.fixture(scope="session")

@@ -33,12 +33,19 @@ def test_entries_declare_their_capabilities():
         ("any", "centralised", "separate", "centralised", "any", "independent")
     assert all(s.on_policy and s.description for s in (m, h, i))
     assert h.implied == {"share_actor": False} and m.implied == i.implied == {}
-    assert [type(algos.make_algo(n)).__name__ for n in ("mappo", "happo", "ippo")] == ["MAPPO", "HAPPO", "IPPO"]
+    from marl.core.ppo_settings import PPOSettings
+    from marl.core.trainer import Trainer
+    from tests.conftest import tiny_config
+
+    built = [Trainer(tiny_config(algo=n, **algos.get(n).implied)).learner for n in ("mappo", "happo", "ippo")]
+    assert [(type(lr).__name__, type(lr.algo).__name__, lr.critic_kind) for lr in built] == \
+        [("PPOLearner", "MAPPO", "centralised"), ("PPOLearner", "HAPPO", "centralised"), ("PPOLearner", "IPPO", "independent")]
+    assert all(s.settings is PPOSettings for s in (m, h, i))
     with pytest.raises(ValueError, match="critic must be one of"):
         AlgoSpec("x", "any", "central", True, "d", "m:C")
     with pytest.raises(ValueError, match="actor must be one of"):
         AlgoSpec("x", "shared", "centralised", True, "d", "m:C")
-    with pytest.raises(ValueError, match="module:Class"):
+    with pytest.raises(ValueError, match="module:factory"):
         AlgoSpec("x", "any", "centralised", True, "d", "m.C")
     with pytest.raises(ValueError, match="algorithm 'mappo' is already registered"):  # another entry, same name
         algos.register(dataclasses.replace(algos.get("mappo"), description="another"))
@@ -125,26 +132,66 @@ def test_no_library_module_compares_an_algorithm_name():
 
 # -- the recipe: a new algorithm is a module and one registry line ---------------------------------------
 
+TOY_SETTINGS = '''
+"""The toy PPO variant's settings (no jax: the CLI reads a registered algorithm's settings to build its help)."""
+import dataclasses
+
+from marl.core.ppo_settings import PPOSettings
+
+
+@dataclasses.dataclass(frozen=True)
+class ToySettings(PPOSettings):
+    """PPO's settings plus the toy's own."""
+
+    huber_delta: float = 1.0  # the value loss is quadratic within huber_delta of the target, linear beyond
+
+    def validate(self):
+        super().validate()
+        self.require(self.huber_delta > 0, "huber_delta", "must be > 0")
+'''
+
 TOY_MODULE = '''
-"""A toy algorithm for the recipe test: MAPPO's update under another name, counting its constructions."""
+"""A toy PPO variant for the recipe test: MAPPO's actor update with its own value loss (Huber, reading its own
+setting ``algo.huber_delta``)."""
+import jax.numpy as jnp
+
+from marl.core import ppo
 from marl.core.mappo import MAPPO
+from marl.core.ppo_family import PPOLearner, factory
 
-BUILT = []
+BUILT = []  # the learners the trainer built
+DELTAS = []  # the huber_delta each traced value loss read
 
 
-class ToyPPO(MAPPO):
-    def __init__(self):
+class ToyLearner(PPOLearner):
+    def __init__(self, ctx, algo):
+        super().__init__(ctx, algo)
         BUILT.append(self)
+
+    def value_loss(self, values, mb):
+        delta = self.settings.huber_delta
+        DELTAS.append(delta)
+        err = jnp.abs(values - mb.targets)
+        huber = jnp.where(err <= delta, 0.5 * err ** 2, delta * (err - 0.5 * delta))
+        return ppo.masked_mean(huber, mb.tr.alive)
+
+
+learner = factory(MAPPO, ToyLearner)  # AlgoSpec.impl: "toy_algo_recipe:learner"
 '''
 
 
 def test_recipe_registers_and_trains_a_new_algorithm(tmp_path, monkeypatch, capsys):
-    """docs/architecture.md's recipe: the module (written here to a temporary folder) and the one
-    ``register`` line make `marl train --algo toyppo` train, checkpoint and record it; without the line,
-    the same command is refused."""
+    """docs/architecture.md's recipe: a PPO variant with its own setting and its own value loss, in its own
+    modules (written here to a temporary folder), and the one ``register`` line make `marl config show` list its
+    setting, `marl train --algo toyppo algo.huber_delta=...` train it with its loss (marl/core/trainer.py is not
+    edited), and `marl eval`, `marl probe barrier` and `marl report` read the run; without the line, the same
+    command is refused, and a bad value of its setting is one line naming it."""
+    (tmp_path / "toy_algo_settings.py").write_text(textwrap.dedent(TOY_SETTINGS))
     (tmp_path / "toy_algo_recipe.py").write_text(textwrap.dedent(TOY_MODULE))
     monkeypatch.syspath_prepend(str(tmp_path))
-    argv = ["train", "--env", "mpe:simple_spread", "--algo", "toyppo", "--total-steps", "256", "--quiet", *TINY]
+    out = tmp_path / "toy"
+    argv = ["train", "--env", "mpe:simple_spread", "--algo", "toyppo", "--total-steps", "256", "--seeds", "2",
+            "--quiet", *TINY, "algo.huber_delta=0.5"]
 
     # without the registry line: one-line error, nothing trained
     with pytest.raises(SystemExit) as e:
@@ -152,16 +199,58 @@ def test_recipe_registers_and_trains_a_new_algorithm(tmp_path, monkeypatch, caps
     assert e.value.code == 2 and "unknown algorithm 'toyppo'" in capsys.readouterr().err
     assert not (tmp_path / "none").exists()
 
+    from toy_algo_settings import ToySettings
+
     # the registry line (registered for this test only)
-    with algos.ALGORITHMS.registered(AlgoSpec("toyppo", "any", "centralised", True,
-                                              "MAPPO under another name (recipe test)", "toy_algo_recipe:ToyPPO")):
-        out = tmp_path / "toy"
+    with algos.ALGORITHMS.registered(AlgoSpec("toyppo", "any", "centralised", True, "MAPPO with a Huber value loss "
+                                              "(recipe test)", "toy_algo_recipe:learner", ToySettings)):
+        assert main(["config", "show", "--algo", "toyppo"]) == 0
+        shown = capsys.readouterr().out
+        assert re.search(r"^huber_delta = 1\.0 +# float: the value loss is quadratic", shown, re.M)
+        assert main([*argv[:-1], "algo.huber_delta=0", "--out", str(tmp_path / "bad")]) == 2
+        assert "bad config: algo.huber_delta must be > 0, got 0.0" in capsys.readouterr().err
+        assert not (tmp_path / "bad").exists()
+
         assert main([*argv, "--out", str(out)]) == 0
         import toy_algo_recipe
 
-        assert toy_algo_recipe.BUILT  # the trainer built the registered class
-        assert layout.load_config(out).algo == "toyppo" and layout.steps(out) == [2]
+        assert toy_algo_recipe.BUILT and set(toy_algo_recipe.DELTAS) == {0.5}  # its own loss, its own setting
+        cfg = layout.load_config(out)
+        assert cfg.algo == "toyppo" and cfg.algo_settings == ToySettings(epochs=1, minibatches=2, huber_delta=0.5)
+        assert layout.steps(out) == [2]
         from marl.runs.loader import load_team
 
         assert load_team(str(out)).source["algo"] == "toyppo"
+        assert main(["eval", str(out), "--episodes", "4"]) == 0
+        probe = tmp_path / "probe"
+        assert main(["probe", "barrier", f"{out}#0", f"{out}#1", "--out", str(probe), "--alphas", "3",
+                     "--episodes", "4", "--boot", "20"]) == 0
+        assert (probe / "barrier.json").exists()
+        capsys.readouterr()
+        assert main(["report", str(out), "--out", str(tmp_path / "report"), "--boot", "20"]) == 0
+        assert "toyppo" in (tmp_path / "report" / "report.md").read_text()
     assert "toyppo" not in algos.names()
+
+
+# -- runs written before the algorithms owned their settings ---------------------------------------------
+
+C5B6943_RUN = ROOT / "tests" / "data" / "c5b6943_run"  # written by the suite at c5b6943 (PPO keys at top level)
+
+
+def test_a_run_written_before_the_settings_moved_loads_and_resumes(tmp_path, capsys):
+    """A run folder of c5b6943 (``epochs = 1``, ``ent_coef = 0.01``... at the top level of its config.toml and
+    of its checkpoint's recorded config) reads as mappo with those settings, its checkpoint restores verified
+    into today's state, and `marl train --resume` continues it (the recorded config and the folder's agree)."""
+    import shutil
+
+    from marl.core.ppo_settings import PPOSettings
+    from marl.runs.loader import load_state
+
+    run = tmp_path / "old"
+    shutil.copytree(C5B6943_RUN, run)
+    cfg = layout.load_config(run)
+    assert cfg.algo == "mappo" and cfg.algo_settings == PPOSettings(epochs=1, minibatches=1, ent_coef=0.01)
+    assert cfg.flat()["algo.ent_coef"] == 0.01 and "ent_coef" not in cfg.flat()
+    assert int(load_state(f"{run}#0").state.update[0]) == 1  # digests verified, the run's own config
+    assert main(["train", "--resume", str(run), "total_steps=16", "--quiet"]) == 0
+    assert layout.steps(run) == [1, 2] and layout.load_config(run) == cfg.with_overrides({"total_steps": 16})

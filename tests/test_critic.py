@@ -80,7 +80,7 @@ def test_gae_runs_on_the_team_or_each_agents_reward(reward):
     adv = np.zeros_like(values)
     for e in range(cfg.num_envs):  # the numpy reference, one (env, agent) sequence at a time
         for i in range(3):
-            adv[:, e, i] = np_gae(r[:, e, i], values[:, e, i], dones[:, e, i], last[e, i], cfg.gamma, cfg.gae_lambda)[0]
+            adv[:, e, i] = np_gae(r[:, e, i], values[:, e, i], dones[:, e, i], last[e, i], cfg.gamma, cfg.algo_settings.gae_lambda)[0]
     targets = adv + values
     np.testing.assert_allclose(batch.targets, targets, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(batch.advantages, (adv - adv.mean()) / adv.std(), rtol=1e-3, atol=1e-3)
@@ -117,7 +117,7 @@ def test_critic_trains_on_dead_agents_samples():
 def test_critic_masked_by_alive_when_asked():
     """critic_on_dead=False (the default): the first value step's loss is the alive-masked loss, by hand."""
     cfg = tiny_config(epochs=1, minibatches=1)
-    assert not cfg.critic_on_dead
+    assert not cfg.algo_settings.critic_on_dead
     tr = Trainer(cfg)
     state = tr.init(jax.random.PRNGKey(0))
     runner, t = jax.jit(tr.collect)(state, jax.random.PRNGKey(1))
@@ -130,7 +130,7 @@ def test_critic_masked_by_alive_when_asked():
     v = tr.values(state.critic_params, batch.tr.state, batch.tr.episode_step)
     v_old, tgt = np.asarray(batch.values), np.asarray(batch.targets)
     v = np.asarray(v)
-    clipped = v_old + np.clip(v - v_old, -cfg.value_clip_eps, cfg.value_clip_eps)
+    clipped = v_old + np.clip(v - v_old, -cfg.algo_settings.value_clip_eps, cfg.algo_settings.value_clip_eps)
     per = np.maximum((v - tgt) ** 2, (clipped - tgt) ** 2)
     want = 0.5 * (per * half).sum() / half.sum()
     np.testing.assert_allclose(float(m["value_loss"]), want, rtol=1e-5)

@@ -22,7 +22,7 @@ def _cfg(**kw) -> TrainConfig:
     base = dict(env="mpe:simple_spread:3", num_envs=8, rollout_len=26, total_steps=8 * 26 * 4, updates_per_chunk=2,
                 epochs=1, minibatches=2, network=NetworkConfig(**ENTITY, recurrent=False, latent_dim=2), num_latents=2)
     base.update(kw)
-    return TrainConfig(**base)
+    return TrainConfig.from_dict(dict(**base))
 
 
 @pytest.fixture(scope="session")
@@ -142,9 +142,9 @@ def test_smax_happo_entity_run_resumes_exactly(tmp_path):
     from marl.runs.loader import load_state
     from marl.runs.loop import train_run
 
-    cfg = TrainConfig(env="smax:3m", algo="happo", share_actor=False, num_envs=8, rollout_len=16,
+    cfg = TrainConfig.from_dict(dict(env="smax:3m", algo="happo", share_actor=False, num_envs=8, rollout_len=16,
                       total_steps=8 * 16 * 4, updates_per_chunk=2, epochs=1, minibatches=2,
-                      network=NetworkConfig(**ENTITY))
+                      network=NetworkConfig(**ENTITY)))
     full = train_run(cfg, tmp_path / "full", progress=False)
     part = train_run(cfg, tmp_path / "part", progress=False, stop_after_chunks=1)
     train_run(cfg, part, resume=True, progress=False)

@@ -191,7 +191,7 @@ def test_one_boolean_reading_for_config_values_and_environment_variables():
                        ("0", False), ("", False), ("maybe", None), ("2", None), (True, True), (False, False)):
         assert parse_bool(word) is want, word
     for word, want in (("yes", True), ("off", False), ("t", True)):
-        assert TrainConfig().with_overrides([f"value_norm={word}"]).value_norm is want
+        assert TrainConfig().with_overrides([f"value_norm={word}"]).algo_settings.value_norm is want
     for word in ("maybe", ""):
         with pytest.raises(UserError):
             TrainConfig().with_overrides([f"value_norm={word}"])

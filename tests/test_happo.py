@@ -13,6 +13,7 @@ from marl.core.config import NetworkConfig, TrainConfig
 from marl.core.happo import HAPPO, agent_slice, factor_stats, happo_factor, happo_permutation
 from marl.core.rollout import collect
 from marl.core.team import agent_unroll, tile
+from marl.core.ppo_family import PPOLearner
 from marl.core.trainer import Trainer
 
 NET = NetworkConfig(hidden=16, critic_hidden=16)
@@ -62,9 +63,9 @@ class RecordingHAPPO(HAPPO):
 
 @pytest.fixture(scope="module")
 def happo():
-    cfg = TrainConfig(**TINY, algo="happo", share_actor=False)
+    cfg = TrainConfig.from_dict(dict(**TINY, algo="happo", share_actor=False))
     algo = RecordingHAPPO()
-    trainer = Trainer(cfg, algo=algo)
+    trainer = Trainer(cfg, learner=lambda ctx: PPOLearner(ctx, algo))
     state0 = jax.jit(trainer.init)(jax.random.PRNGKey(3))
     state, metrics = jax.jit(trainer.chunk)(state0)
     jax.block_until_ready(state)
@@ -90,7 +91,7 @@ def test_happo_state_is_stacked_per_agent(happo):
     counts = [x for x in jax.tree.leaves(state.actor_opt) if x.dtype == jnp.int32]
     c = trainer.config
     for cnt in counts:
-        np.testing.assert_array_equal(cnt, np.full(n, c.updates_per_chunk * c.epochs * c.minibatches))
+        np.testing.assert_array_equal(cnt, np.full(n, c.updates_per_chunk * c.algo_settings.epochs * c.algo_settings.minibatches))
     # every agent's actor moved
     for i in range(n):
         d = sum(float(jnp.abs(a[i] - b[i]).sum()) for a, b in zip(jax.tree.leaves(state.actor_params),
@@ -163,7 +164,7 @@ def test_happo_from_identical_rows_trains_rows_apart(happo):
 def test_agents_sample_with_different_keys():
     """Identical agents (the same uniform logits) in the rollout do not pick identical actions: each
     agent's action is drawn with its own noise, not one key shared by the team."""
-    cfg = TrainConfig(**TINY, algo="happo", share_actor=False)
+    cfg = TrainConfig.from_dict(dict(**TINY, algo="happo", share_actor=False))
     trainer = Trainer(cfg)
     state = jax.jit(trainer.init)(jax.random.PRNGKey(0))
     A = trainer.spec.num_actions
@@ -184,7 +185,7 @@ def test_agents_sample_with_different_keys():
 
 # -- separate-actor MAPPO (parameter decoupling) ---------------------------------------------------
 def test_separate_actor_mappo():
-    cfg = TrainConfig(**{**TINY, "updates_per_chunk": 1}, algo="mappo", share_actor=False)
+    cfg = TrainConfig.from_dict(dict(**{**TINY, "updates_per_chunk": 1}, algo="mappo", share_actor=False))
     trainer = Trainer(cfg)
     state = jax.jit(trainer.init)(jax.random.PRNGKey(0))
     n = trainer.n
@@ -208,7 +209,7 @@ def test_separate_mappo_and_happo_differ_only_in_the_sequential_update():
     """One epoch, one minibatch: HAPPO's first agent (M = 1) takes exactly the step separate-actor MAPPO
     takes for that agent (same per-agent loss, optimiser, clipping and advantages); the agents after it
     differ (they train with M != 1). Both keep one optimiser state per agent."""
-    cfg = TrainConfig(**{**TINY, "epochs": 1, "minibatches": 1}, algo="happo", share_actor=False)
+    cfg = TrainConfig.from_dict(dict(**{**TINY, "epochs": 1, "minibatches": 1}, algo="happo", share_actor=False))
     h = Trainer(cfg)
     m = Trainer(cfg.with_overrides({"algo": "mappo"}))
     state = jax.jit(h.init)(jax.random.PRNGKey(0))

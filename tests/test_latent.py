@@ -15,6 +15,7 @@ from marl.core.latent import BestOfK, best_of_k, first_episode_length, first_epi
 from marl.core.networks import init_actor
 from marl.core.rollout import Continuous
 from marl.core.team import Team, team_step, tile
+from marl.core.ppo_family import PPOLearner
 from marl.core.trainer import Trainer
 
 NET = dict(hidden=16, critic_hidden=16)
@@ -25,7 +26,7 @@ def tiny_config(**kw):
                 epochs=1, minibatches=2, num_latents=4,
                 network=NetworkConfig(**NET, latent_dim=4, recurrent=False))
     base.update(kw)
-    return TrainConfig(**base)
+    return TrainConfig.from_dict(dict(**base))
 
 
 @pytest.mark.parametrize("recurrent", [False, True])
@@ -220,7 +221,7 @@ def test_best_of_k_normalises_advantages_over_all_samples():
             z = jnp.zeros(())
             return params, opt, dict(actor_loss=z, entropy=z, approx_kl=z, clip_frac=z)
 
-    t = Trainer(tiny_config(), algo=Capture())
+    t = Trainer(tiny_config(), learner=lambda ctx: PPOLearner(ctx, Capture()))
     state = t.init(jax.random.PRNGKey(0))
     t.update(state)
     b = captured["batch"]

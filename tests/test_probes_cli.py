@@ -20,10 +20,10 @@ TINY = dict(num_envs=8, rollout_len=16, total_steps=8 * 16 * 2, updates_per_chun
 def runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("probe_runs")
     out = {}
-    out["shared"] = train_run(TrainConfig(env="smax:3m", num_seeds=2, **TINY), root / "shared", progress=False)
-    out["separate"] = train_run(TrainConfig(env="smax:3m", share_actor=False, **TINY), root / "separate",
+    out["shared"] = train_run(TrainConfig.from_dict(dict(env="smax:3m", num_seeds=2, **TINY)), root / "shared", progress=False)
+    out["separate"] = train_run(TrainConfig.from_dict(dict(env="smax:3m", share_actor=False, **TINY)), root / "separate",
                                 init_from=str(out["shared"]) + "#0", progress=False)
-    out["mpe"] = train_run(TrainConfig(env="mpe:simple_spread", **TINY), root / "mpe", progress=False)
+    out["mpe"] = train_run(TrainConfig.from_dict(dict(env="mpe:simple_spread", **TINY)), root / "mpe", progress=False)
     return out
 
 

@@ -11,7 +11,8 @@ import pytest
 
 from marl.core import ppo
 from marl.core.mixers import Mixer
-from marl.core.qlearn import QSettings, epsilon, epsilon_greedy, q_lambda_returns
+from marl.core.qlearn import epsilon, epsilon_greedy, q_lambda_returns
+from marl.core.qlearn_settings import QSettings
 
 
 def _reference_returns(r, d, v, gamma, lam):
@@ -83,5 +84,5 @@ def test_epsilon_schedule_and_settings():
     eps = [float(epsilon(s, jnp.int32(u), 10)) for u in range(10)]
     np.testing.assert_allclose(eps[:6], [1.0, 0.82, 0.64, 0.46, 0.28, 0.1], atol=1e-6)
     assert eps[6:] == pytest.approx([0.1] * 4)
-    with pytest.raises(ValueError, match="q_lambda"):
+    with pytest.raises(ValueError, match=r"algo\.q_lambda must be in \[0, 1\]"):
         QSettings(q_lambda=1.5)

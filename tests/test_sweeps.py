@@ -353,7 +353,7 @@ def test_grid_and_variants_plan(tmp_path):
     by = {r.name: r for r in runs}
     pre, fine = by["smax-3m/pre/lr-0.001+network.hidden-32/shared"], by["smax-3m/fine/lr-0.001+network.hidden-32/shared"]
     assert (pre.config.total_steps, pre.config.lr, pre.config.network.hidden, pre.init_from) == (32, 1e-3, 32, None)
-    assert fine.init_from == str(pre.out) and fine.config.ent_coef == 0.02 and fine.config.total_steps == 64
+    assert fine.init_from == str(pre.out) and fine.config.algo_settings.ent_coef == 0.02 and fine.config.total_steps == 64
     cont = by["smax-3m/fine/lr-0.001+network.hidden-32/continued"]
     assert cont.init_from == str(by["smax-3m/pre/lr-0.001+network.hidden-32/continued"].out)
     order = [r.name for r in runs]

@@ -38,13 +38,17 @@ def qmix_run(tmp_path_factory):
 def test_registry_declares_the_value_based_algorithms():
     for name in ("iql", "vdn", "qmix"):
         spec = algos.get(name)
-        assert spec.value_based and spec.critic == "mixer" and spec.on_policy
-        assert "no critic" in spec.summary()
+        assert spec.value_based and spec.critic == "none" and spec.on_policy
+        assert "no state-value critic" in spec.summary() and spec.settings.__name__ == "QSettings"
     assert not any(algos.get(n).value_based for n in ("mappo", "happo", "ippo"))
     with pytest.raises(UserError, match="value-based: latent best-of-K"):
         tiny_config(algo="vdn", num_latents=2, network=dataclasses.replace(tiny_config().network, latent_dim=2))
     with pytest.raises(UserError, match="team reward"):
         tiny_config(env="mpe:simple_spread", algo="iql", reward="agent")
+    cfg = tiny_config(algo="qmix").with_overrides(["algo.q_lambda=0.5", "algo.eps_decay=0.2"])
+    assert (cfg.algo_settings.q_lambda, cfg.algo_settings.epochs, cfg.algo_settings.minibatches) == (0.5, 1, 2)
+    with pytest.raises(UserError, match=r"algo\.eps_finish must be in \[0, 1\]"):
+        tiny_config(algo="qmix").with_overrides(["algo.eps_finish=2"])
 
 
 @pytest.mark.parametrize("algo", ["qmix", "iql"])
@@ -52,14 +56,13 @@ def test_targets_bootstrap_from_the_next_observation(algo):
     """With lambda = 0 the target of step t is r_t + gamma (1 - d_t) mix(max_a Q(o_{t+1}, a)), Q(o_{t+1}) from
     the same unroll (o_T: the observation after the rollout), the mix of the alive agents' greedy values on
     the next state: the alignment a one-step shift would break."""
-    cfg = tiny_config(algo=algo, rollout_len=24)
+    cfg = tiny_config(algo=algo, rollout_len=24).with_overrides(["algo.q_lambda=0"])
     tr_ = Trainer(cfg)
-    setup = dataclasses.replace(tr_.q_setup, settings=qlearn.QSettings(q_lambda=0.0))
+    lrn = tr_.learner
     state = tr_.init(jax.random.PRNGKey(0))
-    state = state.replace(critic_params=jax.tree.map(lambda x: 3.0 * x + 0.1, state.critic_params))
+    state = state.replace(mixer_params=jax.tree.map(lambda x: 3.0 * x + 0.1, state.mixer_params))
     runner, tr = jax.jit(tr_.collect)(state, jax.random.PRNGKey(1))
-    targets, q = qlearn.rollout_targets(setup, state.actor_params, state.critic_params, state.runner.carry, tr,
-                                        (runner.ts, runner.latent))
+    targets, q = lrn.targets(state.actor_params, state.mixer_params, state.runner.carry, tr, runner)
     T, E, N = cfg.rollout_len, cfg.num_envs, tr_.n
     chex.assert_shape(q, (T, E, N, tr_.spec.num_actions))
     chex.assert_shape(targets, (T, E, N) if algo == "iql" else (T, E))
@@ -73,7 +76,7 @@ def test_targets_bootstrap_from_the_next_observation(algo):
     q_steps = jnp.stack(steps)
     np.testing.assert_allclose(q, q_steps[:T], rtol=1e-4, atol=1e-5)
     nxt = lambda a, last: jnp.concatenate([a[1:], last[None]])
-    v = qlearn.team_values(setup.mixer, state.critic_params,
+    v = qlearn.team_values(lrn.mixer, state.mixer_params,
                            qlearn.greedy_values(q_steps[1:], nxt(tr.avail, runner.ts.avail)),
                            nxt(tr.alive, runner.ts.alive), nxt(tr.state, runner.ts.state))
     r, d = (tr.reward[..., None], tr.done[..., None]) if algo == "iql" else (tr.reward, tr.done)
@@ -86,7 +89,7 @@ def test_vdn_and_iql_train_a_few_updates(algo, share):
     cfg = tiny_config(algo=algo, share_actor=share)
     tr_ = Trainer(cfg)
     state0 = tr_.init(seed_keys(cfg)[0])
-    assert state0.critic_params == {}  # no mixer parameters
+    assert state0.mixer_params == {}  # no mixer parameters
     state, metrics = jax.jit(tr_.train)(seed_keys(cfg)[0])
     assert set(metrics) == set(tr_.metric_keys) >= {"td_loss", "epsilon", "q_taken"}
     chex.assert_tree_all_finite({k: metrics[k] for k in ("td_loss", "epsilon", "q_taken")})
@@ -103,10 +106,10 @@ def test_qmix_train_eval_probe_and_report_row(qmix_run, tmp_path, capsys):
     assert layout.steps(run) == [2, 4] and layout.load_config(run).algo == "qmix"
     rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
     assert {"td_loss", "epsilon", "q_taken"} <= set(rows[0]) and "entropy" not in rows[0]
-    # the mixer's hypernetworks are the run's critic parameters; the team is the Q-network, greedy
+    # the mixer's hypernetworks are saved with the run; the team is the Q-network, greedy
     loaded = load_team(f"{run}#1")
     assert loaded.source["algo"] == "qmix"
-    assert "hyper_w1_0" in load_state(str(run)).state.critic_params["params"]
+    assert "hyper_w1_0" in load_state(str(run)).state.mixer_params["params"]
     assert main(["eval", str(run), "--episodes", "8"]) == 0
     out = capsys.readouterr().out
     assert "seed 0" in out and "seed 1" in out and (run / "eval" / "greedy.npz").exists()

@@ -15,12 +15,13 @@ from marl_common import preflight
 from marl_common.preflight import SEED_MAX
 from marl_common.files import write_atomic
 from marl.core import algos as _algos
+from marl.core.ppo_settings import ADV_NORMS  # noqa: F401  (adv_norm's choices, also read from here)
+from marl.core.settings import MAX_COUNT, PREFIX as ALGO_PREFIX, AlgoSettings, SettingError
 
 ACTIVATIONS = ("relu", "tanh", "gelu")
 NETWORK_KINDS = ("mlp", "entity")  # network.kind choices (marl.core.networks.make_actor)
 REWARDS = ("team", "agent")
 TIE_BREAKS = ("none", "length", "random")  # latent_tie_break choices (marl.core.latent.best_of_k)
-ADV_NORMS = ("update", "minibatch")  # adv_norm choices (marl.core.minibatch)
 
 
 # The optimiser's step counter (and the update counter) are int32 inside the compiled program.
@@ -28,9 +29,7 @@ MAX_OPT_STEPS = 2**31 - 1
 # Upper bounds on sizes, checked at construction before anything is built: a width or a count past these
 # exhausts memory or overflows an int32 shape long before it trains (a 16384 x 16384 float32 layer is 1 GiB).
 MAX_WIDTH = 16_384  # network.hidden, network.critic_hidden, network.latent_dim
-MAX_COUNT = 1 << 20  # num_envs, rollout_len, minibatches, updates_per_chunk, checkpoint_every, keep_*
 MAX_SEEDS = 4096  # num_seeds (vmapped together), num_latents
-MAX_EPOCHS = 10_000
 
 
 def _check(cond: bool, msg: str) -> None:
@@ -104,31 +103,19 @@ class TrainConfig:
     # "team": every agent's advantages come from the team reward; "agent": each agent's GAE runs on its
     # own reward (MPE only; SMAX has only the shared one). The logged return is the team sum either way.
     reward: str = "team"
-    # actor advantages normalised over every alive sample of the update's batch ("update") or of each
-    # minibatch ("minibatch", JaxMARL's rule); the same rule for MAPPO, HAPPO and latent training
-    adv_norm: str = "update"
-    critic_on_dead: bool = False  # SMAX: also fit the critic on dead agents' samples (default: mask by alive)
     seed: int = 0  # first seed; the run trains seeds seed .. seed + num_seeds - 1
     num_seeds: int = 1  # seeds trained at once (vmapped)
     total_steps: int = 2_000_000  # env steps per seed
-    # Defaults: JaxMARL's SMAX MAPPO settings (128 x 128, GRU 128, 4 x 4, lr 2e-3, clip 0.2, grad norm
-    # 0.25) tuned on smax:3m to 64 envs (twice the updates per env step) and ent_coef 0.005: greedy win
-    # 0.922 / 0.926 at 2M steps on held-out seeds 0, 1 (0.898 / 0.887 with ent_coef 0.01), chosen on
-    # seeds 6, 7 (bench/results/smax_recheck/RESULTS.md). HAPPO's recorded recipe uses the same 0.005.
+    # Defaults: JaxMARL's SMAX MAPPO settings (128 x 128, GRU 128, lr 2e-3, grad norm 0.25) tuned on
+    # smax:3m to 64 envs (twice the updates per env step); the PPO family's own keys (epochs, clip, entropy)
+    # are its settings (marl/core/ppo_settings.py, the [algo] table)
     num_envs: int = 64  # parallel environments per seed
     rollout_len: int = 128  # env steps per environment in one update
-    epochs: int = 4  # PPO epochs over each update's batch
-    minibatches: int = 4  # minibatches per epoch, split over environments, so recurrent sequences stay whole
     lr: float = 2e-3  # actor learning rate (Adam)
     critic_lr: float = 0.0  # critic learning rate; 0: same as lr
     anneal_lr: bool = True  # learning rates decay linearly to 0 over the run
     gamma: float = 0.99  # discount
-    gae_lambda: float = 0.95  # GAE lambda
-    clip_eps: float = 0.2  # PPO ratio clip
-    value_clip_eps: float = 0.2  # value clip (0: unclipped value loss)
-    ent_coef: float = 0.005  # entropy bonus coefficient
     max_grad_norm: float = 0.25  # global gradient-norm clip
-    value_norm: bool = True  # normalise value targets with running statistics
     updates_per_chunk: int = 8  # updates per compiled chunk: progress and checkpoints happen between chunks
     checkpoint_every: int = 1  # chunks between checkpoints
     keep_last: int = 0  # checkpoints kept: the newest keep_last (0: all); the final one is always kept
@@ -145,6 +132,9 @@ class TrainConfig:
     # finite state while the other seeds train on (True); see marl/runs/loop.py
     keep_finite_seeds: bool = False
     network: NetworkConfig = NetworkConfig()  # actor and critic shapes ([network] table, network.KEY=VALUE)
+    # the algorithm's own settings ([algo] table beside its name, algo.KEY=VALUE; `marl config show --algo NAME`
+    # lists them): an instance of its registry entry's settings class; None: that class's defaults
+    algo_settings: AlgoSettings | None = None
 
     def __post_init__(self):
         _check_finite(self)
@@ -167,12 +157,10 @@ class TrainConfig:
                f"{self.algo} trains one actor per agent: set share_actor=false")
         _check(not (spec.critic == "independent" and self.network.kind == "entity"),
                f"{self.algo}'s independent critic has no entity form (network.kind=entity): use network.kind=mlp")
-        _check(not (spec.value_based and self.num_latents),
-               f"{self.algo} is value-based: latent best-of-K training (num_latents) is a policy-gradient scheme; "
-               "set num_latents=0")
-        _check(not (spec.value_based and self.reward == "agent"),
-               f"{self.algo} is value-based and learns from the team reward: use reward=team")
-        _check(self.adv_norm in ADV_NORMS, f"adv_norm must be one of {ADV_NORMS}, got {self.adv_norm!r}")
+        if self.algo_settings is None:
+            object.__setattr__(self, "algo_settings", spec.settings())
+        _check(type(self.algo_settings) is spec.settings,
+               f"algo_settings of {self.algo} must be a {spec.settings.__name__}, got {type(self.algo_settings).__name__}")
         _check(self.reward in REWARDS, f"reward must be one of {REWARDS}, got {self.reward!r}")
         _check(not (self.reward == "agent" and not capabilities(self.env).per_agent_reward),
                f"reward=agent needs per-agent rewards, which {self.env} does not have (its reward is shared): use reward=team")
@@ -183,7 +171,7 @@ class TrainConfig:
         _check(0 <= self.seed <= SEED_MAX, f"seed must be an integer in [0, {SEED_MAX}] (2^32 - 1: a larger seed "
                                             f"would give the key of a smaller one), got {self.seed}")
         for name, hi in (("num_seeds", MAX_SEEDS), ("num_envs", MAX_COUNT), ("rollout_len", MAX_COUNT),
-                         ("epochs", MAX_EPOCHS), ("minibatches", MAX_COUNT), ("updates_per_chunk", MAX_COUNT),
+                         ("updates_per_chunk", MAX_COUNT),
                          ("checkpoint_every", MAX_COUNT)):
             _check(1 <= getattr(self, name) <= hi, f"{name} must be in [1, {hi}], got {getattr(self, name)}")
         _check(0 <= self.keep_last <= MAX_COUNT and 0 <= self.keep_every <= MAX_COUNT,
@@ -191,19 +179,16 @@ class TrainConfig:
         _check(self.num_latents <= MAX_SEEDS, f"num_latents must be <= {MAX_SEEDS}, got {self.num_latents}")
         _check(self.total_steps >= self.num_envs * self.rollout_len,
                f"total_steps ({self.total_steps}) is less than one update (num_envs*rollout_len = {self.num_envs * self.rollout_len})")
-        opt_steps = self.num_updates * self.epochs * self.minibatches
+        per_update = self.algo_settings.opt_steps_per_update()
+        opt_steps = self.num_updates * per_update
         _check(opt_steps <= MAX_OPT_STEPS,
                f"total_steps ({self.total_steps:.3g}) is too large: its {opt_steps:,} optimiser steps "
-               f"(updates x epochs x minibatches) overflow the int32 step counter; at most "
-               f"{MAX_OPT_STEPS // (self.epochs * self.minibatches) * self.steps_per_update:.4g} env steps per seed with these settings")
-        _check(self.num_envs % self.minibatches == 0, f"num_envs ({self.num_envs}) must be divisible by minibatches ({self.minibatches})")
+               f"(updates x {per_update} per update) overflow the int32 step counter; at most "
+               f"{MAX_OPT_STEPS // per_update * self.steps_per_update:.4g} env steps per seed with these settings")
+        self.algo_settings.check_with(self)
         _check(self.lr > 0, f"lr must be > 0, got {self.lr}")
         _check(self.critic_lr >= 0, f"critic_lr must be >= 0, got {self.critic_lr}")
         _check(0 < self.gamma <= 1, f"gamma must be in (0, 1], got {self.gamma}")
-        _check(0 <= self.gae_lambda <= 1, f"gae_lambda must be in [0, 1], got {self.gae_lambda}")
-        _check(self.clip_eps > 0, f"clip_eps must be > 0, got {self.clip_eps}")
-        _check(self.value_clip_eps >= 0, f"value_clip_eps must be >= 0, got {self.value_clip_eps}")
-        _check(self.ent_coef >= 0, f"ent_coef must be >= 0, got {self.ent_coef}")
         _check(self.max_grad_norm > 0, f"max_grad_norm must be > 0, got {self.max_grad_norm}")
         _check(self.num_latents == 0 or self.num_latents >= 2,
                f"num_latents (--latents) must be 0 (off) or >= 2 (best-of-K needs K copies to compare), got {self.num_latents}")
@@ -248,28 +233,45 @@ class TrainConfig:
         return envs.make(self.env, **self.env_kwargs())
 
     def flat(self) -> dict:
-        """Every key as the command line writes it: ``{"lr": ..., "network.hidden": ...}``."""
-        return flatten(self.to_dict())
+        """Every key as the command line writes it: ``{"lr": ..., "algo": "mappo", "algo.epochs": 4,
+        "network.hidden": ...}``."""
+        return {("algo" if k == ALGO_PREFIX + "name" else k): v for k, v in flatten(self.to_dict()).items()}
 
     # -- (de)serialisation ---------------------------------------------------------------------
     def to_dict(self) -> dict:
-        """The config as nested plain data (``network`` a sub-dict), as written to ``config.toml``."""
-        return dataclasses.asdict(self)
+        """The config as nested plain data, as written to ``config.toml``: ``network`` a sub-dict and ``algo`` a
+        sub-dict ``{"name": ..., **the algorithm's settings}`` (the ``[algo]`` table)."""
+        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in ("network", "algo_settings")}
+        d["algo"] = {"name": self.algo, **self.algo_settings.to_dict()}
+        d["network"] = dataclasses.asdict(self.network)
+        return d
 
     @classmethod
     def from_dict(cls, d: dict) -> "TrainConfig":
         """Build and validate a config from ``to_dict``'s form; unknown keys raise a UserError with a
-        did-you-mean, values are coerced to each field's type."""
+        did-you-mean, values are coerced to each field's type. Also reads the forms written before the
+        algorithms owned their settings: ``algo = "NAME"`` and its settings as top-level keys (``epochs = 4``;
+        ``migrate_legacy``). ``network`` may be a NetworkConfig and ``algo_settings`` a settings instance."""
         d = dict(d)
         net = d.pop("network", {}) or {}
+        if isinstance(net, NetworkConfig):
+            net = dataclasses.asdict(net)
         if not isinstance(net, dict):
             raise UserError(f"bad config: network must be a table of network keys ([network] in a TOML file, "
                             f"network.KEY=VALUE on the command line), got {net!r}; `marl config show` lists them")
+        name, table = _algo_table(d.pop("algo", _algos.DEFAULT))
+        given = d.pop("algo_settings", None)
+        settings_cls = _algos.ALGORITHMS[name].settings if name in _algos.ALGORITHMS else None
+        if settings_cls is not None:
+            table = migrate_legacy(d, table, settings_cls)
         _reject_unknown(d, cls, "")
         _reject_unknown(net, NetworkConfig, "network.")
         d = {k: _coerce(k, v, field_types(cls)[k]) for k, v in d.items()}
         net = {k: _coerce("network." + k, v, field_types(NetworkConfig)[k]) for k, v in net.items()}
-        return cls(**d, network=NetworkConfig(**net))
+        if given is not None and table:
+            raise UserError("bad config: give the algorithm's settings once (algo_settings, or [algo] keys)")
+        settings = given if given is not None else (settings_from_dict(settings_cls, table, name) if settings_cls else None)
+        return cls(**d, algo=name, network=NetworkConfig(**net), algo_settings=settings)
 
     def to_toml(self, path: Path) -> None:
         """Write the config to ``path`` as TOML (atomically)."""
@@ -281,15 +283,79 @@ class TrainConfig:
         return cls.from_dict(read_toml(path, "config file"))
 
     def with_overrides(self, overrides: list[str] | dict) -> "TrainConfig":
-        """Apply ``["lr=1e-3", "network.hidden=64"]`` (strings are parsed to each field's type)."""
-        items = overrides.items() if isinstance(overrides, dict) else [split_override(o) for o in overrides]
+        """Apply ``["lr=1e-3", "network.hidden=64", "algo=happo", "algo.clip_eps=0.1"]`` (strings are parsed to
+        each field's type; a key of the algorithm's settings may also be written bare, ``clip_eps=0.1``). When
+        ``algo`` changes, the settings the new algorithm shares with the old one are kept, the others dropped."""
+        items = list(overrides.items() if isinstance(overrides, dict) else [split_override(o) for o in overrides])
         d = self.to_dict()
+        algo = d.pop("algo")
+        old = algo.pop("name")
+        name = old
         for key, value in items:
+            if key in ("algo", ALGO_PREFIX + "name"):
+                name = value if isinstance(value, str) else str(value)
+        settings_cls = _algos.ALGORITHMS[name].settings if name in _algos.ALGORITHMS else None
+        if name != old and settings_cls is not None:
+            algo = {k: v for k, v in algo.items() if k in settings_cls.keys()}
+        for key, value in items:
+            if key in ("algo", ALGO_PREFIX + "name"):
+                continue
             if key.startswith("network."):
                 d["network"][key.split(".", 1)[1]] = value
+            elif key.startswith(ALGO_PREFIX):
+                algo[key[len(ALGO_PREFIX):]] = value
+            elif key not in field_types(TrainConfig) and settings_cls is not None and key in settings_cls.keys():
+                algo[key] = value  # a setting written bare (before session 25 these were top-level keys)
             else:
                 d[key] = value
+        d["algo"] = {"name": name, **algo}
         return TrainConfig.from_dict(d)
+
+
+def _algo_table(value) -> tuple[str, dict]:
+    """``algo``'s value in a config dict -> (name, settings table): a table ``{"name": ..., KEY: ...}`` or,
+    as written before session 25, the name alone."""
+    if isinstance(value, dict):
+        table = dict(value)
+        name = table.pop("name", _algos.DEFAULT)
+    else:
+        name, table = value, {}
+    return (name if isinstance(name, str) else str(name)), table
+
+
+def migrate_legacy(d: dict, table: dict, settings_cls) -> dict:
+    """Move the top-level keys of ``d`` that ``settings_cls`` declares (and TrainConfig does not) into the
+    settings ``table`` (configs, sweeps and checkpoints written before session 25 held the PPO family's
+    settings at the top level: ``epochs = 4``); returns the table. A key given both ways must agree."""
+    table = dict(table)
+    for k in [k for k in d if k not in field_types(TrainConfig) and k in settings_cls.keys()]:
+        v = d.pop(k)
+        if k in table and table[k] != v:
+            raise UserError(f"bad config: {k} = {v!r} and {ALGO_PREFIX}{k} = {table[k]!r}: give it once, as {ALGO_PREFIX}{k}")
+        table[k] = v
+    return table
+
+
+def settings_from_dict(settings_cls, table: dict, algo: str) -> AlgoSettings:
+    """``algo``'s settings from ``{key: value}`` (TOML values or CLI strings, coerced to each key's type); an
+    unknown key is one line with the closest of its keys."""
+    types = field_types(settings_cls)
+    for k in table:
+        if k not in types:
+            listing = f"{algo}'s settings" if types else None
+            hint = did_you_mean(ALGO_PREFIX + k, [ALGO_PREFIX + t for t in types], listing,
+                                otherwise=f" ({algo} has no settings)")
+            raise SettingError(f"bad config: unknown key {ALGO_PREFIX}{k} for algo {algo}{hint}")
+    return settings_cls(**{k: _coerce(ALGO_PREFIX + k, v, types[k]) for k, v in table.items()})
+
+
+def algo_keys() -> dict:
+    """``{"algo.KEY": type}`` of every registered algorithm's settings (first declaration wins)."""
+    out = {}
+    for spec in _algos.ALGORITHMS.values():
+        for k, t in field_types(spec.settings).items():
+            out.setdefault(ALGO_PREFIX + k, t)
+    return out
 
 
 # the keys a resume may change (they do not change what the run has trained): ``marl train --resume``
@@ -332,23 +398,30 @@ ALIASES = {
     "learning_rate": "lr", "actor_lr": "lr", "lr_actor": "lr", "critic_learning_rate": "critic_lr", "lr_critic": "critic_lr",
     "seeds": "num_seeds", "n_seeds": "num_seeds", "envs": "num_envs", "n_envs": "num_envs", "n_rollout_threads": "num_envs",
     "num_steps": "rollout_len", "n_steps": "rollout_len", "rollout_length": "rollout_len", "episode_length": "rollout_len",
-    "update_epochs": "epochs", "ppo_epochs": "epochs", "ppo_epoch": "epochs", "n_epochs": "epochs",
-    "num_minibatches": "minibatches", "n_minibatches": "minibatches", "num_mini_batch": "minibatches",
-    "entropy_coef": "ent_coef", "ent_coeff": "ent_coef", "entropy": "ent_coef", "clip_param": "clip_eps", "clip": "clip_eps",
-    "clip_range": "clip_eps", "discount": "gamma", "lambda": "gae_lambda", "gae": "gae_lambda", "grad_clip": "max_grad_norm",
+    "update_epochs": "algo.epochs", "ppo_epochs": "algo.epochs", "ppo_epoch": "algo.epochs", "n_epochs": "algo.epochs",
+    "num_minibatches": "algo.minibatches", "n_minibatches": "algo.minibatches", "num_mini_batch": "algo.minibatches",
+    "entropy_coef": "algo.ent_coef", "ent_coeff": "algo.ent_coef", "entropy": "algo.ent_coef", "clip_param": "algo.clip_eps", "clip": "algo.clip_eps",
+    "clip_range": "algo.clip_eps", "discount": "gamma", "lambda": "algo.gae_lambda", "gae": "algo.gae_lambda", "grad_clip": "max_grad_norm",
     "max_grad": "max_grad_norm", "timesteps": "total_steps", "total_timesteps": "total_steps", "num_env_steps": "total_steps",
     "env_name": "env", "map": "env", "map_name": "env", "algorithm": "algo", "algorithm_name": "algo", "share": "share_actor",
     "shared_actor": "share_actor", "share_policy": "share_actor", "parameter_sharing": "share_actor",
-    "use_valuenorm": "value_norm", "scale_clip_eps": "clip_eps", "hidden_dim": "network.hidden", "hidden_size": "network.hidden",
+    "use_valuenorm": "algo.value_norm", "scale_clip_eps": "algo.clip_eps", "hidden_dim": "network.hidden", "hidden_size": "network.hidden",
     "fc_dim_size": "network.hidden", "gru_hidden_dim": "network.hidden", "rnn": "network.recurrent", "use_recurrent_policy":
     "network.recurrent", "latent": "network.latent_dim", "latent_size": "network.latent_dim",
 }
 
 
 def config_keys() -> list[str]:
-    """Every override key: TrainConfig's fields and ``network.`` + NetworkConfig's."""
-    top = [k for k in field_types(TrainConfig) if k != "network"]
-    return top + [f"network.{k}" for k in field_types(NetworkConfig)]
+    """Every override key: TrainConfig's fields, ``network.`` + NetworkConfig's and ``algo.`` + every registered
+    algorithm's settings."""
+    top = [k for k in field_types(TrainConfig) if k not in ("network", "algo_settings")]
+    return top + [f"network.{k}" for k in field_types(NetworkConfig)] + list(algo_keys())
+
+
+def key_types() -> dict:
+    """Every override key (``config_keys``) -> its type."""
+    top = {k: t for k, t in field_types(TrainConfig).items() if k not in ("network", "algo_settings")}
+    return {**top, **{f"network.{k}": t for k, t in field_types(NetworkConfig).items()}, **algo_keys()}
 
 
 def suggest(key: str) -> str | None:
@@ -357,7 +430,7 @@ def suggest(key: str) -> str | None:
     k = key.lower().replace("-", "_")
     if k in keys:
         return k
-    bare = k.split(".", 1)[1] if k.startswith("network.") else k
+    bare = k.split(".", 1)[1] if k.startswith(("network.", ALGO_PREFIX)) else k
     if bare in ALIASES:
         return ALIASES[bare]
     by_bare = {c.split(".")[-1]: c for c in keys}
@@ -378,27 +451,32 @@ def _reject_unknown(d: dict, cls, prefix: str) -> None:
 
 def field_docs(cls) -> dict[str, str]:
     """One-line description of each field of a config dataclass, read from its source: the comment on the
-    field's line, else the comment block right above it (the comments are the one place they are written)."""
+    field's line, else the comment block right above it (the comments are the one place they are written). A
+    field inherited from a base class (an algorithm's settings extending PPO's) is read from the base's source."""
     import inspect
     import io
     import tokenize
 
-    src = inspect.getsource(cls)
-    comments = {tok.start[0]: tok.string.lstrip("#").strip()
-                for tok in tokenize.generate_tokens(io.StringIO(src).readline) if tok.type == tokenize.COMMENT}
-    lines = src.splitlines()
     docs = {}
-    for name in field_types(cls):
-        row = next(i for i, ln in enumerate(lines, 1) if ln.startswith(f"    {name}:"))
-        text = comments.get(row)
-        if text is None:
-            above, r = [], row - 1
-            while r in comments and lines[r - 1].lstrip().startswith("#"):
-                above.insert(0, comments[r])
-                r -= 1
-            text = " ".join(above)
-        docs[name] = text
-    return docs
+    for klass in reversed(cls.__mro__):
+        own = [n for n in klass.__dict__.get("__annotations__", {}) if n in field_types(cls)]
+        if not own:
+            continue
+        src = inspect.getsource(klass)
+        comments = {tok.start[0]: tok.string.lstrip("#").strip()
+                    for tok in tokenize.generate_tokens(io.StringIO(src).readline) if tok.type == tokenize.COMMENT}
+        lines = src.splitlines()
+        for name in own:
+            row = next(i for i, ln in enumerate(lines, 1) if ln.startswith(f"    {name}:"))
+            text = comments.get(row)
+            if text is None:
+                above, r = [], row - 1
+                while r in comments and lines[r - 1].lstrip().startswith("#"):
+                    above.insert(0, comments[r])
+                    r -= 1
+                text = " ".join(above)
+            docs[name] = text
+    return {name: docs[name] for name in field_types(cls)}
 
 
 def _coerce(name: str, value, typ):

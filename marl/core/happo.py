@@ -26,6 +26,7 @@ import jax.numpy as jnp
 from flax import struct
 
 from marl.core import ppo
+from marl.core.ppo_family import factory
 from marl.core.minibatch import ActorSetup, Batch, init_opt, policy_terms, run_minibatches
 from marl.core.team import agent_unroll
 
@@ -156,3 +157,6 @@ class HAPPO:
         alive = jnp.moveaxis(jnp.take(batch.weight, visited, axis=2), 2, 0)  # [N, T, E], in update order
         stats = factor_stats(factors, alive)
         return params, opt, {**metrics, **stats, "order": visited, "factors": factors}
+
+
+learner = factory(HAPPO)  # the registry entry's impl: the PPO family's learner with this actor update

@@ -13,7 +13,11 @@ env has one) are the same as MAPPO's.
 from __future__ import annotations
 
 from marl.core.mappo import MAPPO
+from marl.core.ppo_family import factory
 
 
 class IPPO(MAPPO):
     """IPPO: MAPPO's simultaneous PPO actor update; the independent critic is chosen by the registry."""
+
+
+learner = factory(IPPO)  # the registry entry's impl: the PPO family's learner with this actor update

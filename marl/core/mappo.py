@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import jax
 
+from marl.core.ppo_family import factory
 from marl.core.minibatch import ActorSetup, Batch, apply_updates, init_opt, policy_terms, run_minibatches
 from marl.core.team import team_unroll
 
@@ -40,3 +41,6 @@ class MAPPO:
 
         (params, opt), metrics = run_minibatches(key, batch, setup.epochs, setup.minibatches, step, (params, opt))
         return params, opt, metrics
+
+
+learner = factory(MAPPO)  # the registry entry's impl: the PPO family's learner with this actor update

@@ -18,38 +18,20 @@ mix as 0 (an agent that is dead adds nothing to the team's value), and under IQL
 
 from __future__ import annotations
 
-import dataclasses
-
 import jax
 import jax.numpy as jnp
+from typing import Any
+
 from flax import struct
 
 from marl.core import ppo
+from marl.core.learner import LearnerContext, default_team, init_actor_params
+from marl.core.minibatch import init_opt_state, optimizer_step, run_minibatches
 from marl.core.mixers import Mixer
-from marl.core.rollout import Transition
-
-
-@dataclasses.dataclass(frozen=True)
-class QSettings:
-    """The settings of the value-based algorithms (besides gamma, lr, epochs, minibatches and the rollout
-    size, which are the run's)."""
-
-    eps_start: float = 1.0  # exploration: epsilon at the first update
-    eps_finish: float = 0.05  # epsilon after the decay, to the end of the run
-    eps_decay: float = 0.1  # fraction of the run's updates over which epsilon falls linearly to eps_finish
-    q_lambda: float = 0.85  # lambda of the Q(lambda) returns (0: one-step TD; 1: Monte Carlo)
-    mixer_embed: int = 32  # QMIX: width of the mixing layer
-    mixer_hidden: int = 64  # QMIX: hidden width of the hypernetworks
-
-    def __post_init__(self):
-        for name in ("eps_start", "eps_finish", "eps_decay", "q_lambda"):
-            v = getattr(self, name)
-            if not (isinstance(v, (int, float)) and 0.0 <= v <= 1.0):
-                raise ValueError(f"{name} must be in [0, 1], got {v!r}")
-        for name in ("mixer_embed", "mixer_hidden"):
-            v = getattr(self, name)
-            if not (isinstance(v, int) and 1 <= v <= 16_384):
-                raise ValueError(f"{name} must be an integer in [1, 16384], got {v!r}")
+from marl.core.ppo_family import make_optimizers
+from marl.core.qlearn_settings import QSettings
+from marl.core.rollout import Runner, Transition, collect, reset_runner
+from marl.core.team import Team, team_step, team_unroll
 
 
 def epsilon(settings: QSettings, update: jax.Array, num_updates: int) -> jax.Array:
@@ -142,155 +124,143 @@ def td_loss(mixer: Mixer, mixer_params, q: jax.Array, batch: QBatch) -> jax.Arra
     return 0.5 * ppo.masked_mean((pred - batch.targets) ** 2, mask)
 
 
-# -- the learner: one rollout, its targets, the TD epochs -----------------------------------------------
-@dataclasses.dataclass(frozen=True)
-class QSetup:
-    """The static pieces of a value-based run: shapes, the mixer, the optimisers and the schedule."""
-
-    spec: object  # envs.base.EnvSpec
-    net: object  # marl.core.config.NetworkConfig
-    shared: bool  # one Q-network for every agent (tiled in its Team) or one per agent (stacked [N, ...])
-    mixer: Mixer
-    settings: QSettings
-    q_tx: object  # optax transformation of the Q-network(s)
-    mixer_tx: object  # optax transformation of the mixer (QMIX; IQL and VDN have no parameters)
-    gamma: float
-    epochs: int
-    minibatches: int
-    rollout_len: int
-    num_updates: int
+# -- the learner (the seam's contract: marl/core/learner.py) -------------------------------------------
+GUARDED_FIELDS = ("actor_params", "mixer_params", "actor_opt", "mixer_opt")
+METRIC_KEYS = ("td_loss", "epsilon", "q_taken")  # the TD loss, the rollout's epsilon, mean Q of the actions taken
 
 
-def q_unroll(setup: QSetup, q_params, init_carry, obs, resets, latent=None) -> jax.Array:
-    """The Q-values of every agent along a sequence: obs [T, E, N, O] -> [T, E, N, A] (``team_unroll``)."""
-    from marl.core.team import team_unroll
+@struct.dataclass
+class QState:
+    """One seed's value-based training state (a pytree; seeds stack on a leading axis). Its field names are the
+    paths of a checkpoint's saved arrays."""
+    actor_params: Any  # the Q-network(s): the actor's shapes (shared: one; separate: stacked [N, ...])
+    mixer_params: Any  # QMIX's hypernetworks; IQL and VDN: an empty dict
+    actor_opt: Any
+    mixer_opt: Any
+    runner: Runner
+    key: jax.Array
+    update: jax.Array  # int32, updates done (the epsilon schedule reads it)
 
-    return team_unroll(setup.spec, setup.net, q_params, init_carry, obs, resets, latent, shared=setup.shared)
-
-
-def rollout_targets(setup: QSetup, q_params, mixer_params, init_carry, tr: Transition, last):
-    """The Q(lambda) targets of rollout ``tr`` (started from carry ``init_carry``; ``last``: the TimeStep after
-    it and the runner's latent or None) and the Q-values along it [T, E, N, A]: one unroll over the T + 1
-    observations."""
-    last_ts, last_latent = last
-    cat = lambda a, b: jnp.concatenate([a, b[None]], axis=0)
-    obs = cat(tr.obs, last_ts.obs)
-    resets = cat(tr.reset, last_ts.done)
-    latent = None if tr.latent is None else cat(tr.latent, last_latent)
-    q_all = q_unroll(setup, q_params, init_carry, obs, resets, latent)
-    nxt = lambda x, y: cat(x, y)[1:]
-    targets = td_targets(setup.mixer, mixer_params, q_all[1:], tr, nxt(tr.avail, last_ts.avail),
-                         nxt(tr.alive, last_ts.alive), nxt(tr.state, last_ts.state), setup.gamma,
-                         setup.settings.q_lambda)
-    return targets, q_all[:-1]
+    guarded_fields = GUARDED_FIELDS
 
 
-def init_opts(setup: QSetup, q_params, mixer_params):
-    """(Q-network optimiser state, mixer optimiser state); separate Q-networks have one state each."""
-    q_opt = setup.q_tx.init(q_params) if setup.shared else jax.vmap(setup.q_tx.init)(q_params)
-    return q_opt, setup.mixer_tx.init(mixer_params)
+class QLearner:
+    """PQN-style Q(lambda) with a mixer of ``kind`` (``marl.core.mixers.MIXERS``): ``QLearner(ctx, kind)``."""
 
+    metric_keys = METRIC_KEYS
+    guarded_losses = ("td_loss",)
 
-def fit(setup: QSetup, params, opts, batch: QBatch, key):
-    """``epochs`` x ``minibatches`` TD steps on ``batch`` (minibatches of whole env sequences);
-    params = (Q-network, mixer), opts their optimiser states. Returns (params, opts, mean TD loss)."""
-    from marl.core.minibatch import run_minibatches
-
-    def apply(tx, p, o, g, shared=True):
-        def one(g_, o_, p_):
-            updates, o_ = tx.update(g_, o_, p_)
-            return jax.tree.map(jnp.add, p_, updates), o_
-        return one(g, o, p) if shared else jax.vmap(one)(g, o, p)
-
-    def step(carry, mb: QBatch):
-        (qp, mp), (qo, mo) = carry
-
-        def loss_fn(qp_, mp_):
-            q = q_unroll(setup, qp_, mb.init_carry, mb.tr.obs, mb.tr.reset, mb.tr.latent)
-            return td_loss(setup.mixer, mp_, q, mb)
-
-        loss, (gq, gm) = jax.value_and_grad(loss_fn, argnums=(0, 1))(qp, mp)
-        qp, qo = apply(setup.q_tx, qp, qo, gq, setup.shared)
-        mp, mo = apply(setup.mixer_tx, mp, mo, gm)
-        return ((qp, mp), (qo, mo)), loss
-
-    (params, opts), loss = run_minibatches(key, batch, setup.epochs, setup.minibatches, step, (params, opts))
-    return params, opts, loss
-
-
-# -- the algorithms: one class, three mixers ------------------------------------------------------------
-EPISODE_KEYS = ("episodes", "return", "win_rate", "length")  # marl.core.rollout.episode_stats
-Q_METRIC_KEYS = ("td_loss", "epsilon", "q_taken")  # the TD loss, the rollout's epsilon, mean Q of the actions taken
-
-
-class ValueDecomposition:
-    """A value-based algorithm: PQN-style Q(lambda) with the mixer ``kind`` (``marl.core.mixers.MIXERS``).
-
-    Its state lives in the run's ``TrainState`` as a policy-gradient run's does: the Q-network(s) in
-    ``actor_params`` (so ``Trainer.team`` is the greedy team), the mixer's parameters in ``critic_params``
-    (QMIX; an empty dict for IQL and VDN), their optimiser states in ``actor_opt`` / ``critic_opt``."""
-
-    kind = "monotonic"
-    metric_keys = EPISODE_KEYS + Q_METRIC_KEYS
-
-    def __init__(self, settings: QSettings | None = None):
-        self.settings = settings or QSettings()
-
-    def make_setup(self, config, spec, q_tx, mixer_tx) -> QSetup:
-        """The static pieces of ``config``'s run on ``spec`` (TrainConfig: gamma, epochs, minibatches, sizes)."""
-        return QSetup(spec=spec, net=config.network, shared=config.share_actor, mixer=self.mixer(spec),
-                      settings=self.settings,
-                      q_tx=q_tx, mixer_tx=mixer_tx, gamma=config.gamma, epochs=config.epochs,
-                      minibatches=config.minibatches, rollout_len=config.rollout_len, num_updates=config.num_updates)
-
-    def mixer(self, spec) -> Mixer:
-        """The mixer of this algorithm for ``spec``'s team and state."""
+    def __init__(self, ctx: LearnerContext, kind: str):
+        self.ctx = ctx
+        self.config, self.settings, self.env, self.rollout = ctx.config, ctx.settings, ctx.env, ctx.rollout
+        self.spec, self.net, self.shared = ctx.spec, ctx.net, ctx.shared
+        self.n = self.spec.num_agents
+        self.critic_kind = ctx.algo.critic  # "none": no state-value critic (warm starts compare it)
         s = self.settings
-        return Mixer(self.kind, spec.num_agents, spec.state_dim, s.mixer_embed, s.mixer_hidden)
+        self.mixer = Mixer(kind, self.n, self.spec.state_dim, s.mixer_embed, s.mixer_hidden)
+        self.q_tx, self.mixer_tx = make_optimizers(self.config)
 
-    def init_critic(self, key: jax.Array, spec):
-        """The mixer's parameters (the run's ``critic_params``)."""
-        return self.mixer(spec).init(key)
+    # -- state ------------------------------------------------------------------------------
+    def init(self, key: jax.Array) -> QState:
+        """One seed's initial state; pure."""
+        k_q, k_mix, k_env, k_state = jax.random.split(key, 4)
+        q = init_actor_params(k_q, self.spec, self.net, self.shared)
+        mixer = self.mixer.init(k_mix)
+        return QState(actor_params=q, mixer_params=mixer, actor_opt=init_opt_state(self.q_tx, self.shared, q),
+                      mixer_opt=self.mixer_tx.init(mixer),
+                      runner=reset_runner(self.env, k_env, self.config.num_envs, self.net.hidden, self.net.latent_dim),
+                      key=k_state, update=jnp.zeros((), jnp.int32))
 
-    def init_opt(self, setup, actor_params):
-        """The Q-network's optimiser state (one per agent for separate Q-networks; ``minibatch.init_opt``)."""
-        from marl.core.minibatch import init_opt
+    def team(self, actor_params) -> Team:
+        """The greedy team of the Q-network(s) ``actor_params``."""
+        return default_team(self.ctx, actor_params)
 
-        return init_opt(setup, actor_params)
+    def policy(self, actor_params):
+        """``(carry, obs, reset, latent) -> (carry, Q-values [..., N, A])``: the Q-network as the team's acting
+        function (``collect`` takes epsilon-greedy actions on its masked outputs in training)."""
+        return lambda carry, obs, reset, latent: team_step(self.spec, self.net, actor_params, carry, obs, reset,
+                                                           latent, shared=self.shared)
 
-    def update(self, setup: QSetup, env, state, key: jax.Array, start_runner=None):
-        """One iteration from TrainState-like ``state`` (actor_params, critic_params, actor_opt, critic_opt,
-        runner, update): an epsilon-greedy rollout, its Q(lambda) targets, the TD epochs.
-        Returns (q_params, mixer_params, q_opt, mixer_opt, runner, tr, metrics)."""
-        from marl.core.rollout import collect
-        from marl.core.team import team_step
+    def warm_start(self, state: QState, actor_params, source) -> QState:
+        """The source's Q-network (fresh optimiser state) and, where its mixer has this run's shapes, its mixer."""
+        actor_opt = jax.vmap(lambda p: init_opt_state(self.q_tx, self.shared, p))(actor_params)
+        state = state.replace(actor_params=actor_params, actor_opt=actor_opt)
+        same = jax.tree.structure(source.mixer_params) == jax.tree.structure(state.mixer_params) and all(
+            a.shape == b.shape for a, b in zip(jax.tree.leaves(source.mixer_params), jax.tree.leaves(state.mixer_params)))
+        return state.replace(mixer_params=source.mixer_params) if same else state
 
-        k_roll, k_fit = jax.random.split(key)
-        runner0 = state.runner if start_runner is None else start_runner
-        eps = epsilon(self.settings, state.update, setup.num_updates)
-        policy = lambda carry, obs, reset, latent: team_step(setup.spec, setup.net, state.actor_params, carry, obs,
-                                                             reset, latent, shared=setup.shared)
-        select = lambda k, q: epsilon_greedy(k, q, eps)
-        runner, tr = collect(env, policy, runner0, k_roll, setup.rollout_len, select=select)
-        targets, q = rollout_targets(setup, state.actor_params, state.critic_params, runner0.carry, tr,
-                                     (runner.ts, runner.latent))
-        batch = QBatch(tr=tr, init_carry=runner0.carry, targets=targets)
-        (qp, mp), (qo, mo), loss = fit(setup, (state.actor_params, state.critic_params),
-                                       (state.actor_opt, state.critic_opt), batch, k_fit)
-        q_taken = ppo.masked_mean(chosen(q, tr.action), tr.alive)
-        return qp, mp, qo, mo, runner, tr, {"td_loss": loss, "epsilon": eps, "q_taken": q_taken}
+    # -- one update ---------------------------------------------------------------------------
+    def q_values(self, q_params, init_carry, obs, resets, latent=None) -> jax.Array:
+        """The Q-values of every agent along a sequence: obs [T, E, N, O] -> [T, E, N, A] (``team_unroll``)."""
+        return team_unroll(self.spec, self.net, q_params, init_carry, obs, resets, latent, shared=self.shared)
+
+    def epsilon(self, update: jax.Array) -> jax.Array:
+        """Epsilon of the rollout at ``update`` (``epsilon``)."""
+        return epsilon(self.settings, update, self.config.num_updates)
+
+    def collect(self, state: QState, key) -> tuple[Runner, Transition]:
+        """``rollout_len`` epsilon-greedy steps from ``state.runner``."""
+        eps = self.epsilon(state.update)
+        return collect(self.env, self.policy(state.actor_params), state.runner, key, self.config.rollout_len,
+                       self.rollout.copies, select=lambda k, q: epsilon_greedy(k, q, eps))
+
+    def targets(self, q_params, mixer_params, init_carry, tr: Transition, runner: Runner):
+        """The Q(lambda) targets of rollout ``tr`` (started from carry ``init_carry``, ended at ``runner``) and
+        the Q-values along it [T, E, N, A]: one unroll over the T + 1 observations."""
+        last = runner.ts
+        cat = lambda a, b: jnp.concatenate([a, b[None]], axis=0)
+        latent = None if tr.latent is None else cat(tr.latent, runner.latent)
+        q_all = self.q_values(q_params, init_carry, cat(tr.obs, last.obs), cat(tr.reset, last.done), latent)
+        nxt = lambda a, b: cat(a, b)[1:]
+        targets = td_targets(self.mixer, mixer_params, q_all[1:], tr, nxt(tr.avail, last.avail),
+                             nxt(tr.alive, last.alive), nxt(tr.state, last.state), self.config.gamma,
+                             self.settings.q_lambda)
+        return targets, q_all[:-1]
+
+    def fit(self, state: QState, batch: QBatch, key):
+        """``epochs`` x ``minibatches`` TD steps on ``batch`` (minibatches of whole env sequences).
+        Returns ((Q params, mixer params), (their optimiser states), mean TD loss)."""
+        s = self.settings
+
+        def step(carry, mb: QBatch):
+            (qp, mp), (qo, mo) = carry
+
+            def loss_fn(qp_, mp_):
+                q = self.q_values(qp_, mb.init_carry, mb.tr.obs, mb.tr.reset, mb.tr.latent)
+                return td_loss(self.mixer, mp_, q, mb)
+
+            loss, (gq, gm) = jax.value_and_grad(loss_fn, argnums=(0, 1))(qp, mp)
+            qp, qo = optimizer_step(self.q_tx, self.shared, qp, qo, gq)
+            mp, mo = optimizer_step(self.mixer_tx, True, mp, mo, gm)
+            return ((qp, mp), (qo, mo)), loss
+
+        carry = ((state.actor_params, state.mixer_params), (state.actor_opt, state.mixer_opt))
+        return run_minibatches(key, batch, s.epochs, s.minibatches, step, carry)
+
+    def update(self, state: QState) -> tuple[QState, dict]:
+        """One update: an epsilon-greedy rollout, its Q(lambda) targets, the TD epochs; (new state, metrics)."""
+        key, k_roll, k_fit = jax.random.split(state.key, 3)
+        runner, tr = self.collect(state, k_roll)
+        targets, q = self.targets(state.actor_params, state.mixer_params, state.runner.carry, tr, runner)
+        batch = QBatch(tr=tr, init_carry=state.runner.carry, targets=targets)
+        ((qp, mp), (qo, mo)), loss = self.fit(state, batch, k_fit)
+        new = state.replace(actor_params=qp, mixer_params=mp, actor_opt=qo, mixer_opt=mo, runner=runner, key=key,
+                            update=state.update + 1)
+        metrics = {"td_loss": loss, "epsilon": self.epsilon(state.update),
+                   "q_taken": ppo.masked_mean(chosen(q, tr.action), tr.alive)}
+        return new, {**self.rollout.stats(tr), **metrics}
 
 
-class IQL(ValueDecomposition):
-    """Independent Q-learning: every agent's own Q-value fitted to the team reward's return."""
-    kind = "none"
+def iql(ctx: LearnerContext) -> QLearner:
+    """IQL: every agent's own Q-value fitted to the team reward's return (no mixer)."""
+    return QLearner(ctx, "none")
 
 
-class VDN(ValueDecomposition):
+def vdn(ctx: LearnerContext) -> QLearner:
     """VDN: the team's value is the sum of the agents' Q-values."""
-    kind = "sum"
+    return QLearner(ctx, "sum")
 
 
-class QMIX(ValueDecomposition):
+def qmix(ctx: LearnerContext) -> QLearner:
     """QMIX: the team's value is a monotonic mix of the agents' Q-values, weighted by the world state."""
-    kind = "monotonic"
+    return QLearner(ctx, "monotonic")

@@ -23,7 +23,7 @@ from marl_common.errors import UserError
 from marl_common.version import package_version
 from envs.base import EnvSpec
 from marl.core.config import RESUME_SAFE, TrainConfig
-from marl.core.trainer import GUARDED_FIELDS
+from marl.core.learner import guarded
 from marl.runs.layout import CKPT_DIR, CONFIG_FILE, steps
 
 # Version of what a checkpoint holds (TrainState layout and meaning). 1 (no ``format_version`` in the
@@ -259,14 +259,14 @@ def restore_checked(run: Path, step: int, abstract_state, meta: dict | None = No
     """(state, meta) of the checkpoint at ``step``: a format this version reads (``check_format``), this
     run's (``check_belongs``, when ``config`` is given), restored into ``abstract_state`` and verified
     against its digest, with finite parameters, optimiser states and value-norm statistics
-    (``GUARDED_FIELDS``) in ``seeds`` (all by default); a one-line UserError otherwise."""
+    (the state class's ``guarded_fields``) in ``seeds`` (all by default); a one-line UserError otherwise."""
     where = f"{run}/{CKPT_DIR}/{step}"
     meta = read_meta(run, step) if meta is None else meta
     check_format(meta, where)
     if config is not None:
         check_belongs(run, step, meta, config)
     state = restore_state(run, step, abstract_state, meta)
-    check_finite([getattr(state, f) for f in GUARDED_FIELDS], where, seeds)
+    check_finite(guarded(state), where, seeds)
     return state, meta
 
 

@@ -78,7 +78,8 @@ def with_new_leaves(params: dict, template: dict) -> dict:
 
 
 def warm_start(trainer: Trainer, state: TrainState, source: str) -> tuple[TrainState, dict]:
-    """Copy actor, critic and value-norm statistics from another run's checkpoint into ``state``.
+    """Start ``state`` from another run's checkpoint: its actor, and what the learner takes of the rest
+    (``Learner.warm_start``; the PPO family: critic and value-norm statistics).
 
     A shared source actor is tiled into N rows when the new run trains separate actors. A source
     without latent input can start a latent-conditioned run (COMPASS starts from a trained policy):
@@ -111,10 +112,7 @@ def warm_start(trainer: Trainer, state: TrainState, source: str) -> tuple[TrainS
         actor = jax.vmap(lambda p: tile(p, trainer.n))(actor)
     if add_latent:  # the new latent weights keep their zero init: the team acts exactly like the source
         actor = with_new_leaves(actor, state.actor_params)
-    actor_opt = jax.vmap(lambda p: trainer.algo.init_opt(trainer.actor_setup, p))(actor)
-    state = state.replace(actor_params=actor, actor_opt=actor_opt,
-                          critic_params=jax.tree.map(pick, src.state.critic_params),
-                          value_norm=jax.tree.map(pick, src.state.value_norm))
+    state = trainer.learner.warm_start(state, actor, jax.tree.map(pick, src.state))
     parent = {"run": str(ref.run), "step": src.step, "seed": ref.seed}
     return state, parent
 
