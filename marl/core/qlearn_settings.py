@@ -31,6 +31,7 @@ class QSettings(AlgoSettings):
     mixer_hidden: int = setting(64, shape=True)  # QMIX: hidden width of the hypernetworks
 
     def validate(self):
+        """Counts and widths in range; lambda and the epsilon schedule's values in [0, 1]."""
         self.require(1 <= self.epochs <= 10_000, "epochs", "must be in [1, 10000]")
         self.require(1 <= self.minibatches <= MAX_COUNT, "minibatches", f"must be in [1, {MAX_COUNT}]")
         for key in ("q_lambda", "eps_start", "eps_finish", "eps_decay"):
