@@ -131,6 +131,10 @@ def test_qmix_train_eval_probe_and_report_row(qmix_run, tmp_path, capsys):
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and "value-based" in err[0] and "drop --sample" in err[0]
     assert not (tmp_path / "s").exists() and not (run / "eval" / "sampled.npz").exists()
+    # latent search has no latent to search in a value-based run: one line, before loading anything
+    assert main(["search", str(run), "--out", str(tmp_path / "search")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "value-based" in err[0] and "no latent" in err[0] and not (tmp_path / "search").exists()
 
 
 def test_qmix_resume_is_bitwise(qmix_run, tmp_path):
