@@ -149,3 +149,13 @@ def test_qmix_resume_is_bitwise(qmix_run, tmp_path):
     strip = lambda p: [{k: v for k, v in json.loads(x).items() if k not in TIMING_KEYS}
                        for x in (p / "metrics.jsonl").read_text().splitlines()]
     assert strip(qmix_run) == strip(part)
+
+
+def test_eval_note_names_epsilon_greedy_training_for_a_value_based_run():
+    from marl.analysis.run_eval import sampled_note
+
+    logged = {"win_rate": [0.1], "episodes": [200]}
+    rows = [{"seed": 0, "win_rate": 0.6, "win_rate_ci": [0.5, 0.7]}]
+    q, pg = sampled_note(logged, rows, 4, value_based=True), sampled_note(logged, rows, 4)
+    assert "epsilon-greedy" in q and "--sample" not in q and "training 0.100" in q
+    assert "--sample" in pg and "sampled 0.100" in pg
