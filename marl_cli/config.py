@@ -26,6 +26,8 @@ def render(cfg) -> str:
             dflt = getattr(default, f.name)
             if value != dflt:
                 note += f" (default: {tomli_w.dumps({'x': dflt}).strip()[4:]})"
+            if f.metadata.get("shape"):
+                note += " [shape key: changes the compiled program]"
             out.append(f"{text:<28s} # {types[f.name].__name__}: {note}")
         return out
 

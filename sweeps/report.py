@@ -111,13 +111,13 @@ RESAMPLED_JOB = "episodes within the job (its own CI, probes/estimators.py)"
 
 def report_keys(sweep: dict, runs) -> list[str]:
     """The training report's ``group_by``: history (several), the grid and variant keys that vary, else algo."""
-    from marl.core.config import flatten
+    from marl.core.config import flat_key, flatten
 
     keys = ["history"] if len(sweep.get("histories", [])) > 1 else []
     candidates = list(flatten(sweep.get("grid", {})))
     candidates += [k for v in sweep.get("variants", {}).values() for k in flatten(v) if k != INIT_FROM]
     for k in dict.fromkeys(candidates):
-        if k != "seed" and len({repr(r.config.flat()[k]) for r in runs}) > 1:
+        if k != "seed" and len({repr(r.config.flat()[flat_key(k)]) for r in runs}) > 1:
             keys.append(k)
     return keys or ["algo"]
 

@@ -99,6 +99,41 @@ def test_cli_choices_and_config_show_come_from_the_registry(capsys):
     assert "toyalgo" not in algos.names()
 
 
+def test_settings_are_typed_validated_and_round_trip(tmp_path):
+    """An algorithm's settings: ``algo.KEY`` overrides (or a bare key, as before), the ``[algo]`` table of a
+    config file, type and range errors and unknown keys as one line naming ``algo.KEY``, shape keys apart."""
+    from marl.core.ppo_settings import PPOSettings
+    from marl.core.settings import SettingError
+
+    cfg = TrainConfig().with_overrides(["algo.clip_eps=0.1", "epochs=2", "algo.adv_norm=minibatch"])
+    assert cfg.algo_settings == PPOSettings(clip_eps=0.1, epochs=2, adv_norm="minibatch")
+    assert cfg.flat()["algo"] == "mappo" and cfg.flat()["algo.clip_eps"] == 0.1 and "clip_eps" not in cfg.flat()
+    cfg.to_toml(tmp_path / "c.toml")
+    text = (tmp_path / "c.toml").read_text()
+    assert '[algo]\nname = "mappo"\nepochs = 2\n' in text and "\nepochs" not in text.split("[algo]")[0]
+    assert TrainConfig.from_toml(tmp_path / "c.toml") == cfg
+    # another algorithm keeps the settings its class shares (all of the PPO family's)
+    assert cfg.with_overrides(["algo=happo", "share_actor=false"]).algo_settings == cfg.algo_settings
+    assert PPOSettings.shape_keys() == ("epochs", "minibatches", "value_norm", "adv_norm", "critic_on_dead")
+    assert "clip_eps" in PPOSettings.scalar_keys() and "epochs" not in PPOSettings.scalar_keys()
+    for bad, msg in ((["algo.clip_eps=0"], "bad config: algo.clip_eps must be > 0, got 0.0"),
+                     (["algo.epochs=1.5"], "bad config: algo.epochs must be int, got '1.5'"),
+                     (["algo.ent_coef=nan"], "bad config: algo.ent_coef must be a finite number, got nan"),
+                     (["algo.adv_norm=batch"], "bad config: algo.adv_norm must be one of ('update', 'minibatch'), got 'batch'"),
+                     (["algo.clip=0.1"], "bad config: unknown key algo.clip for algo mappo; did you mean 'algo.clip_eps'?"),
+                     (["minibatches=3"], "bad config: algo.minibatches = 3 does not split num_envs = 64"),
+                     (["epoch=3"], "bad config: unknown key 'epoch'; did you mean algo.epochs?")):
+        with pytest.raises(UserError) as e:
+            TrainConfig().with_overrides(bad)
+        assert str(e.value).startswith(msg) and "\n" not in str(e.value), (bad, str(e.value))
+    with pytest.raises(SettingError):  # a ValueError too, for the Python API
+        PPOSettings(gae_lambda=2.0)
+    assert issubclass(SettingError, ValueError)
+    with pytest.raises(UserError, match="give it once, as algo.epochs"):
+        TrainConfig.from_dict({"epochs": 2, "algo": {"name": "mappo", "epochs": 3}})
+    assert TrainConfig.from_dict({"algo": "ippo", "ent_coef": 0.01}).algo_settings.ent_coef == 0.01  # the old form
+
+
 # -- no algorithm-name test outside the registry ---------------------------------------------------------
 
 def name_comparisons(text: str, names) -> list[str]:
@@ -237,10 +272,10 @@ def test_recipe_registers_and_trains_a_new_algorithm(tmp_path, monkeypatch, caps
 C5B6943_RUN = ROOT / "tests" / "data" / "c5b6943_run"  # written by the suite at c5b6943 (PPO keys at top level)
 
 
-def test_a_run_written_before_the_settings_moved_loads_and_resumes(tmp_path, capsys):
+def test_a_run_written_before_the_settings_moved_loads_and_resumes(tmp_path):
     """A run folder of c5b6943 (``epochs = 1``, ``ent_coef = 0.01``... at the top level of its config.toml and
     of its checkpoint's recorded config) reads as mappo with those settings, its checkpoint restores verified
-    into today's state, and `marl train --resume` continues it (the recorded config and the folder's agree)."""
+    into today's state, and the resume rule accepts it (the recorded config and the folder's agree)."""
     import shutil
 
     from marl.core.ppo_settings import PPOSettings
@@ -252,5 +287,9 @@ def test_a_run_written_before_the_settings_moved_loads_and_resumes(tmp_path, cap
     assert cfg.algo == "mappo" and cfg.algo_settings == PPOSettings(epochs=1, minibatches=1, ent_coef=0.01)
     assert cfg.flat()["algo.ent_coef"] == 0.01 and "ent_coef" not in cfg.flat()
     assert int(load_state(f"{run}#0").state.update[0]) == 1  # digests verified, the run's own config
-    assert main(["train", "--resume", str(run), "total_steps=16", "--quiet"]) == 0
-    assert layout.steps(run) == [1, 2] and layout.load_config(run) == cfg.with_overrides({"total_steps": 16})
+    from marl import api
+
+    # the resume rule accepts it (checkpoint config == folder config), without training (no compile here)
+    assert api.resume_config(run, {"total_steps": 16}) == cfg.with_overrides({"total_steps": 16})
+    with pytest.raises(UserError, match="--resume cannot change algo.ent_coef"):
+        api.resume_config(run, ["ent_coef=0.02"])

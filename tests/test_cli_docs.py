@@ -36,17 +36,20 @@ def test_config_show_lists_every_key_with_a_description(capsys):
     assert cfg.algo == "happo" and cfg.share_actor is False and cfg.lr == 1e-3
     assert cfg == TrainConfig(algo="happo", share_actor=False, lr=1e-3)
     lines = {ln.split("=")[0].strip(): ln for ln in out.splitlines() if "=" in ln and not ln.startswith(("#", "["))}
-    assert sorted(lines) == sorted(k.split(".")[-1] for k in config_keys())
+    top = [k.split(".")[-1] for k in config_keys() if k != "algo" and not k.startswith("algo.")]
+    assert sorted(lines) == sorted(top + ["name"] + list(cfg.algo_settings.keys()))  # [algo]: name and happo's settings
+    assert "[algo]" in out and lines["name"].startswith('name = "happo"')
     for k, ln in lines.items():
         assert "# " in ln and len(ln.split("# ", 1)[1].split(": ", 1)[1]) > 3, ln  # "# type: description"
     assert "(default: 0.002)" in lines["lr"] and "(default: true)" in lines["share_actor"]
-    docs = {**field_docs(TrainConfig), **field_docs(NetworkConfig)}
+    docs = {**field_docs(TrainConfig), **field_docs(NetworkConfig), **field_docs(type(cfg.algo_settings))}
     assert all(docs.values()) and docs["gamma"] == "discount"
 
 
 @pytest.mark.parametrize("key, want", [("learning_rate", "lr"), ("LR", "lr"), ("NUM_STEPS", "rollout_len"),
                                        ("hidden", "network.hidden"), ("network.lr", "lr"), ("num_seed", "num_seeds"),
-                                       ("network.hiden", "network.hidden"), ("entropy_coef", "ent_coef")])
+                                       ("network.hiden", "network.hidden"), ("entropy_coef", "algo.ent_coef"),
+                                       ("epoch", "algo.epochs"), ("algo.clip", "algo.clip_eps")])
 def test_did_you_mean(key, want):
     assert suggest(key) == want
 

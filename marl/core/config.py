@@ -15,7 +15,6 @@ from marl_common import preflight
 from marl_common.preflight import SEED_MAX
 from marl_common.files import write_atomic
 from marl.core import algos as _algos
-from marl.core.ppo_settings import ADV_NORMS  # noqa: F401  (adv_norm's choices, also read from here)
 from marl.core.settings import MAX_COUNT, PREFIX as ALGO_PREFIX, AlgoSettings, SettingError
 
 ACTIVATIONS = ("relu", "tanh", "gelu")
@@ -347,6 +346,16 @@ def settings_from_dict(settings_cls, table: dict, algo: str) -> AlgoSettings:
                                 otherwise=f" ({algo} has no settings)")
             raise SettingError(f"bad config: unknown key {ALGO_PREFIX}{k} for algo {algo}{hint}")
     return settings_cls(**{k: _coerce(ALGO_PREFIX + k, v, types[k]) for k, v in table.items()})
+
+
+def flat_key(key: str) -> str:
+    """A config key as ``TrainConfig.flat`` writes it: ``algo.name`` is ``algo``, and a key of an algorithm's
+    settings written bare (``ent_coef``, as before session 25) is ``algo.ent_coef``; other keys unchanged."""
+    if key == ALGO_PREFIX + "name":
+        return "algo"
+    if key not in field_types(TrainConfig) and ALGO_PREFIX + key in algo_keys():
+        return ALGO_PREFIX + key
+    return key
 
 
 def algo_keys() -> dict:

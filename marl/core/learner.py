@@ -34,7 +34,7 @@ and a class attribute ``guarded_fields``: the names of the fields whose float le
 divergence guard drops an update that breaks them, and a checkpoint whose guarded arrays are not finite is
 refused). Anything else an algorithm keeps -- critic, mixer, target networks, optimiser states, value
 normalisation, a replay buffer, an exploration schedule's counters -- is more fields of its own state class.
-PPO's is ``marl.core.trainer.TrainState`` (kept as is: its field names are the paths of the saved arrays, so
+PPO's is ``marl.core.ppo_family.TrainState`` (kept as is: its field names are the paths of the saved arrays, so
 today's checkpoints and recorded digests stay valid).
 
 **Checkpoints and resume** need nothing more: a checkpoint saves the whole state pytree (every field, seeds

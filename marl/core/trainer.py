@@ -21,7 +21,7 @@ from marl.core import algos
 from marl.core.config import TrainConfig
 from marl.core.latent import BestOfK
 from marl.core.learner import EPISODE_KEYS, Learner, LearnerContext, Rollout, guarded, init_actor_params
-from marl.core.ppo_family import TrainState, critic_input  # noqa: F401  (PPO's state: the names callers import)
+from marl.core.ppo_family import TrainState  # noqa: F401  (the PPO family's state: the name callers import)
 from marl.core.rollout import Continuous
 from marl.core.team import Team
 

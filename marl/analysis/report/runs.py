@@ -18,7 +18,7 @@ import numpy as np
 from marl_common.errors import UserError, did_you_mean
 from envs.catalog import has_win
 from marl.core import algos
-from marl.core.config import TrainConfig, config_keys
+from marl.core.config import TrainConfig, config_keys, flat_key
 from marl.runs.layout import CONFIG_FILE, METRICS_FILE, load_config, steps
 from marl.runs.metrics_log import describe_gap, missing_updates, read_metrics, torn_tail
 
@@ -82,14 +82,14 @@ def key_value(run_path: Path, config: TrainConfig, key: str):
         return run_path.name
     if key == "run":
         return str(run_path)
-    return config.flat()[key]
+    return config.flat()[flat_key(key)]
 
 
 def check_keys(keys) -> None:
     """Raise UserError (with a close match as a hint) for a ``--group-by`` key that is not known."""
     known = list(SPECIAL_KEYS) + config_keys()
     for k in keys:
-        if k not in known:
+        if flat_key(k) not in known:
             hint = did_you_mean(k, known, quote=False, otherwise=f"; keys: {', '.join(SPECIAL_KEYS)} or any config key")
             raise UserError(f"unknown --group-by key {k!r}{hint}")
 
