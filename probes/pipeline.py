@@ -15,6 +15,7 @@ import numpy as np
 
 from marl_common.files import save_npz, write_dict_csv, write_json
 from marl_common.preflight import check_count, check_seed
+from marl.core.algos import check_sampling
 from marl.core.team import check_compatible
 import probes.defaults as defaults
 import probes.plots as plots
@@ -69,9 +70,11 @@ def _check_memory(env, team, episodes: int, teams: int, num_boot: int) -> None:
     check_memory(8 * num_boot * episodes, f"{num_boot:,} bootstrap resamples of {episodes:,} episodes", "use a smaller --boot")
 
 
-def _load_pair(ref_a: str, ref_b: str):
+def _load_pair(ref_a: str, ref_b: str, greedy: bool = True):
     a, b = load(ref_a), load(ref_b)
     check_compatible(a.team, b.team, f"teams {ref_a} and {ref_b}")
+    for ref, x in ((ref_a, a), (ref_b, b)):
+        check_sampling(x.source["algo"], greedy, ref)
     return a.team, b.team, a.env, a.source, b.source
 
 
@@ -86,7 +89,7 @@ def probe_barrier(ref_a: str, ref_b: str, out: str | Path, alphas=defaults.ALPHA
     """Barrier between two checkpoints (and between A and permutation-aligned B with ``align``)."""
     grid = alpha_grid(alphas) if not isinstance(alphas, np.ndarray) else alphas
     _check_counts(episodes, team_batch, num_boot, eval_seed)
-    team_a, team_b, env, src_a, src_b = _load_pair(ref_a, ref_b)
+    team_a, team_b, env, src_a, src_b = _load_pair(ref_a, ref_b, greedy)
     _check_memory(env, team_a, episodes, min(team_batch, len(grid)) if team_batch else len(grid), num_boot)
     key = jax.random.PRNGKey(eval_seed)
     rep, eps = barrier_probe(env, team_a, team_b, grid, key, episodes, greedy, num_boot, team_batch=team_batch)
@@ -152,7 +155,7 @@ def probe_teams(ref_a: str, ref_b: str, out: str | Path, episodes: int = default
     unless ``seat_ids``), each with its paired difference to the probe's base team."""
     _check_counts(episodes, team_batch, num_boot, eval_seed)
     check_count(max_perms, "--max-perms")
-    team_a, team_b, env, src_a, src_b = _load_pair(ref_a, ref_b)
+    team_a, team_b, env, src_a, src_b = _load_pair(ref_a, ref_b, greedy)
     _check_memory(env, team_a, episodes, max(1, team_batch), num_boot)
     if seat_ids and not (team_a.shared and team_b.shared):
         warnings = ["--seat-ids feeds moved actors the seat's id; only a shared actor was trained on every id"]

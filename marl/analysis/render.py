@@ -311,6 +311,7 @@ def render(ref: str, out: str | Path, *, episodes: int = 1, sampled: bool = Fals
     ``out``; returns where the team came from, the env steps played and the frames written."""
     import jax
 
+    from marl.core.algos import check_sampling
     from marl.runs.loader import load
 
     check_count(episodes, "--episodes", hi=1000)  # every frame of every episode is drawn
@@ -325,6 +326,7 @@ def render(ref: str, out: str | Path, *, episodes: int = 1, sampled: bool = Fals
     out = check_output(out, "--out", suffixes=(".gif",))
     loaded = load(ref)
     team, env, source = loaded.team, loaded.env, loaded.source
+    check_sampling(source["algo"], not sampled, ref)
     z = parse_latent(latent, team.num_agents, team.network.latent_dim)
     sub = {"units": smax_sub_steps, "grid": grid_end_state}.get(render_kind(env), lambda env: None)(env)
     seq = play(env, team, jax.random.PRNGKey(eval_seed), not sampled, z, episodes, max_steps, sub)

@@ -26,6 +26,8 @@ import numpy as np
 from marl_common.errors import UserError
 from marl_common.stats import mean_ci, wilson_ci
 from envs.catalog import return_range
+from marl.core import algos
+from marl.core.algos import check_sampling
 from marl.core.evaluation import evaluate
 from marl_common.files import save_npz, write_json
 from marl.runs.layout import CheckpointRef, load_config, parse_ref, resolve_step, steps as run_steps
@@ -122,11 +124,12 @@ def _quiet(_msg: str) -> None:
     pass
 
 
-def sampled_note(logged: dict | None, rows: list[dict], step: int) -> str | None:
+def sampled_note(logged: dict | None, rows: list[dict], step: int, value_based: bool = False) -> str | None:
     """One line when a seed's greedy win rate (``rows``: evaluate_run's per-seed rows) and the win rate training
     logged at update ``step`` (``logged``: that metrics.jsonl row; sampled actions, a Wilson CI over that
     update's finished episodes) have disjoint 95% CIs, else None: greedy actions are not the policy the
-    training measured, and the line says so rather than leave two figures that disagree unexplained."""
+    training measured, and the line says so rather than leave two figures that disagree unexplained.
+    ``value_based`` (``AlgoSpec.value_based``): training's episodes were epsilon-greedy, and the line says that."""
     if not logged or "win_rate" not in logged or "episodes" not in logged:
         return None
     far = []
@@ -138,9 +141,14 @@ def sampled_note(logged: dict | None, rows: list[dict], step: int) -> str | None
         lo, hi = wilson_ci(round(w * n), int(n))
         if hi < row["win_rate_ci"][0] or lo > row["win_rate_ci"][1]:
             far.append(f"seed {s}: greedy {row['win_rate']:.3f} [{row['win_rate_ci'][0]:.3f}, {row['win_rate_ci'][1]:.3f}], "
-                       f"sampled {w:.3f} [{lo:.3f}, {hi:.3f}] over training's {int(n)} episodes")
+                       f"{'training' if value_based else 'sampled'} {w:.3f} [{lo:.3f}, {hi:.3f}] over training's "
+                       f"{int(n)} episodes")
     if not far:
         return None
+    if value_based:
+        return (f"note: at update {step} the greedy and training win rates differ beyond their 95% CIs "
+                f"({'; '.join(far)}): training logs its epsilon-greedy episodes (metric epsilon), this evaluation "
+                "takes the greedy action on the Q-values")
     return (f"note: at update {step} the greedy and sampled win rates differ beyond their 95% CIs ({'; '.join(far)}): "
             "training logs the sampled policy, this evaluation takes each agent's most likely action "
             "(`marl eval RUN --sample` evaluates the sampled policy)")
@@ -170,6 +178,7 @@ def evaluate_run(ref, *, episodes: int = EPISODES, greedy: bool = True, eval_see
         check_output(json_path, "--json", suffixes=(".json",))
         check_output(Path(json_path).with_suffix(".npz"), "--json's outcomes file", suffixes=(".npz",))
     config = load_config(ref.run)
+    check_sampling(config.algo, greedy, f"run {ref.run}")
     old = None
     if save and json_path is None:  # the run's table is read (and its place checked) before any work
         check_output(outcomes_path(ref.run, greedy, own_episodes), "outcomes file", suffixes=(".npz",), outcome_of=ref.run)
@@ -209,7 +218,8 @@ def evaluate_run(ref, *, episodes: int = EPISODES, greedy: bool = True, eval_see
                 line += f"  (diverged at update {meta['diverged'][str(s)]}: parameters from before it)"
             echo(line)
             rows.append(row)
-        note = sampled_note(logged.get(step), rows, step) if greedy and first.spec.has_win else None
+        note = (sampled_note(logged.get(step), rows, step, algos.get(config.algo).value_based)
+                if greedy and first.spec.has_win else None)
         if note:
             echo(note)
         per_step.append({"step": step, "env_steps": meta["env_steps"], "seeds": rows})

@@ -18,8 +18,10 @@ from __future__ import annotations
 import dataclasses
 import importlib
 
+from marl_common.errors import UserError
 from marl_common.registry import Registry
 from marl.core.ppo_settings import PPOSettings
+from marl.core.qlearn_settings import QSettings
 from marl.core.settings import AlgoSettings
 
 # actor kinds: "any" trains a shared actor (share_actor=true) or one per agent; "separate" needs one actor
@@ -67,6 +69,12 @@ class AlgoSpec:
         """Config keys that choosing this algorithm sets unless the user sets them (--algo, sweep layers)."""
         return {"share_actor": False} if self.separate_actors else {}
 
+    @property
+    def value_based(self) -> bool:
+        """Its team acts greedily on learnt Q-values (critic kind ``"none"``, marl/core/qlearn.py): it has no
+        stochastic policy, so sampled acting (``--sample``) is not its policy."""
+        return self.critic == "none"
+
     def summary(self) -> str:
         """``name: description (actor ..., critic ...)``: one line for help texts and docs."""
         actor = "one actor per agent" if self.separate_actors else "shared or separate actors"
@@ -88,6 +96,15 @@ def learner_factory(name: str):
     return getattr(importlib.import_module(module), attr)
 
 
+def check_sampling(algo: str, greedy: bool, what: str) -> None:
+    """A one-line UserError when ``what`` (a run, a team) of the value-based ``algo`` is asked to act by
+    sampling (``greedy=False``): its policy is the greedy action on its Q-values; softmax(Q) is not a policy it
+    trained. Probes and evaluations that compare sampled teams say so instead of reporting numbers."""
+    if not greedy and get(algo).value_based:
+        raise UserError(f"{what} was trained with {algo}, a value-based algorithm: its team acts greedily on its "
+                        "Q-values and has no stochastic policy to sample; drop --sample (or --sampled)")
+
+
 def help_text() -> str:
     """Every algorithm's one-line summary, separated by '; ' (the --algo help)."""
     return "; ".join(s.summary() for s in ALGORITHMS.values())
@@ -102,3 +119,9 @@ register(AlgoSpec("happo", "separate", "centralised", True,
 register(AlgoSpec("ippo", "any", "independent", True,
                   "PPO on every actor at once, each agent's value from its own observation",
                   "marl.core.ippo:learner", PPOSettings))
+register(AlgoSpec("iql", "any", "none", True, "independent Q-learning, PQN-style Q(lambda), greedy team",
+                  "marl.core.qlearn:iql", QSettings))
+register(AlgoSpec("vdn", "any", "none", True, "VDN: summed agent Q-values, PQN-style Q(lambda), greedy team",
+                  "marl.core.qlearn:vdn", QSettings))
+register(AlgoSpec("qmix", "any", "none", True, "QMIX: monotonic state-conditioned mixer, PQN-style Q(lambda)",
+                  "marl.core.qlearn:qmix", QSettings))

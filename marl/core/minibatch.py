@@ -48,18 +48,28 @@ class ActorSetup:
         return self.spec.num_agents
 
 
+def init_opt_state(tx: optax.GradientTransformation, shared: bool, params):
+    """Optimiser state of ``tx``: one for a shared actor, one per agent (stacked [N, ...]) for separate actors."""
+    return tx.init(params) if shared else jax.vmap(tx.init)(params)
+
+
+def optimizer_step(tx: optax.GradientTransformation, shared: bool, params, opt, grads):
+    """One step of ``tx`` (per agent when not ``shared``: each agent's gradient clipped on its own)."""
+    def one(g, o, p):
+        updates, o = tx.update(g, o, p)
+        return jax.tree.map(jnp.add, p, updates), o
+
+    return one(grads, opt, params) if shared else jax.vmap(one)(grads, opt, params)
+
+
 def init_opt(setup: ActorSetup, params):
     """Optimiser state: one for a shared actor, one per agent (stacked [N, ...]) for separate actors."""
-    return setup.tx.init(params) if setup.shared else jax.vmap(setup.tx.init)(params)
+    return init_opt_state(setup.tx, setup.shared, params)
 
 
 def apply_updates(setup: ActorSetup, params, opt, grads):
     """One optimiser step (per agent for separate actors: each agent's gradient clipped on its own)."""
-    def one(g, o, p):
-        updates, o = setup.tx.update(g, o, p)
-        return jax.tree.map(jnp.add, p, updates), o
-
-    return one(grads, opt, params) if setup.shared else jax.vmap(one)(grads, opt, params)
+    return optimizer_step(setup.tx, setup.shared, params, opt, grads)
 
 
 @struct.dataclass

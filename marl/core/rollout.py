@@ -60,8 +60,12 @@ PolicyFn = Callable  # (carry[E,N,H], obs[E,N,O], reset[E], latent) -> (carry, l
 
 
 def collect(env: Env, policy: PolicyFn, runner: Runner, key: jax.Array, length: int,
-            copies: int = 1) -> tuple[Runner, Transition]:
+            copies: int = 1, select: Callable = ppo.sample) -> tuple[Runner, Transition]:
     """Run ``length`` steps of every environment with sampled, masked actions (latents held fixed).
+
+    ``select(key, masked_logits [E, N, A]) -> actions [E, N]``: how actions are drawn from the policy's
+    masked outputs (default: sampled from the categorical policy; value-based algorithms pass
+    epsilon-greedy on their Q-values, ``marl.core.qlearn.epsilon_greedy``).
 
     ``copies`` > 1 (common random numbers): envs e = i * copies + c, c < copies, share instance i's
     action-sampling and env-step keys at every step, so copies that act alike see identical
@@ -76,10 +80,10 @@ def collect(env: Env, policy: PolicyFn, runner: Runner, key: jax.Array, length: 
         logits = ppo.masked_logits(logits, ts.avail)
         if copies > 1:
             shared = lambda kk: jnp.repeat(jax.random.split(kk, num_envs // copies), copies, axis=0)
-            action = jax.vmap(ppo.sample)(shared(k_act), logits)
+            action = jax.vmap(select)(shared(k_act), logits)
             env_keys = shared(k_env)
         else:
-            action = ppo.sample(k_act, logits)
+            action = select(k_act, logits)
             env_keys = jax.random.split(k_env, num_envs)
         logp = ppo.log_prob(logits, action)
         ts2, state2 = jax.vmap(env.step)(env_keys, r.env_state, action)

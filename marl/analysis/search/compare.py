@@ -20,6 +20,7 @@ from marl.analysis.search.loop import Programs, check_search_memory, instance_ke
 from marl.analysis.search.methods import MATCHED_SHARED, RANDOM_POLICY, SOURCE
 from marl.analysis.search.strategies import fixed_strategy, make_strategy
 from marl_common.stats import mean_ci
+from marl.core import algos
 from marl.core.team import Team
 
 
@@ -28,6 +29,16 @@ def check_latent_dim(latent_dim: int, run: str = "the run") -> None:
     if not latent_dim:
         raise UserError(f"run {run} was trained without a latent; train with --latent-dim 16 --latents 16 "
                         f"to search over latents")
+
+
+def check_latent_algo(algo: str, run: str = "the run") -> None:
+    """Raise UserError for a run of a value-based algorithm (``AlgoSpec.value_based``): latents are trained only
+    by best-of-K, a policy-gradient scheme such a run refuses (``QSettings.check_with``), so its Q-network never
+    learnt to read one and a search over it has nothing to find."""
+    if algos.get(algo).value_based:
+        raise UserError(f"run {run} was trained with {algo}, a value-based algorithm: latent search needs a policy "
+                        f"trained with best-of-K latents (--latents K, policy-gradient algorithms only), so there is "
+                        f"no latent for it to search; search a run of a policy-gradient algorithm")
 
 
 def check_latent_team(team: Team, run: str = "the run") -> None:

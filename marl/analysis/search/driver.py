@@ -12,7 +12,7 @@ import envs
 from marl_common.argcheck import checked
 from marl_common.errors import UserError
 from marl_common.preflight import check_count, check_number, check_seed
-from marl.analysis.search.compare import check_latent_dim, check_latent_team, check_source, search_methods, summarize
+from marl.analysis.search.compare import check_latent_algo, check_latent_dim, check_latent_team, check_source, search_methods, summarize
 from marl.analysis.search.liveness import measure_liveness
 from marl.analysis.search.loop import Programs, check_search_memory
 from marl.analysis.search.methods import DEFAULT_PER_AGENT, METHODS, PER_AGENT
@@ -82,7 +82,9 @@ def search_run(ref: str | Path | CheckpointRef, *, instances: int = D.SEARCH_INS
     if out is not None:
         check_output(out, "--out", kind="folder", writes=OUTPUT_FILES)
     ref = parse_ref(ref)
-    check_latent_dim(load_config(ref.run).network.latent_dim, str(ref.run))  # before loading any checkpoint
+    run_config = load_config(ref.run)
+    check_latent_algo(run_config.algo, str(ref.run))  # before loading any checkpoint
+    check_latent_dim(run_config.network.latent_dim, str(ref.run))
     target = None if env is None else envs.make(env)
     loaded = load_team(ref)
     team, info, search_env = loaded.team, loaded.source, loaded.env
