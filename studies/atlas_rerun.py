@@ -181,9 +181,11 @@ class LeadPerAgentTrend:
         return out
 
     def designs(self) -> list[Design]:
+        """The re-run's trend designs, one per family (``RERUN_TREND``)."""
         return [d for d, _ in RERUN_TREND.values()]
 
     def power_effect(self, design: Design) -> float:
+        """The effect whose power the calibration states: +0.2 of the mean per-agent lead per doubling of N."""
         return 0.2  # the per-agent lead rises by 0.2 of its mean level per doubling of N
 
 
@@ -206,6 +208,7 @@ class GrowsWithComputeAll:
     noise: dict = dataclasses.field(default_factory=dict)
 
     def decide(self, data: dict, design: Design) -> Verdict:
+        """The verdict on {family: {N: [S, I] gains of D / M}}: each test's crossed interval, Holm across all of them."""
         per = {f: {n: atlas.crossed_ci(y) for n, y in by.items()} for f, by in data.items()}
         tests = sum(len(by) for by in per.values())
         if tests != design.tests:
@@ -222,6 +225,7 @@ class GrowsWithComputeAll:
         return Verdict(self.name, "; ".join(claimed) or "not shown", bool(claimed), details={"by_test": by_test})
 
     def simulate(self, design: Design, effect: float | None, rng: np.random.Generator) -> dict:
+        """One study's data under ``effect`` (None: the null, no gain anywhere): effect + crossed noise per (family, N)."""
         fams, sizes, inst = (_key_list(design, k) for k in ("families", "sizes", "instances"))
         comps = self.noise[design.name]
         out = {}
@@ -231,9 +235,11 @@ class GrowsWithComputeAll:
         return out
 
     def designs(self) -> list[Design]:
+        """The re-run's one compute design (every compute test of every family, ``RERUN_COMPUTE``)."""
         return [RERUN_COMPUTE[0]]
 
     def power_effect(self, design: Design) -> float:
+        """The effect whose power the calibration states: D / M gains 0.05 of the margin at every tested size."""
         return 0.05  # D / M gains 0.05 of the margin from B = 64 to B2 at every tested size
 
 

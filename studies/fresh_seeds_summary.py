@@ -26,6 +26,7 @@ from studies.fresh_seeds import MIN_SEEDS, decide, paired, unchanged  # noqa: F4
 
 
 def main() -> None:
+    """The command line: one ``marl eval --json`` file of fresh seeds -> the target decision's results file."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("eval_json")
     p.add_argument("--target", type=float, default=0.90)

@@ -107,6 +107,7 @@ class Folder:
         return sorted(r[n:] for r in self._files if r.startswith(self._prefix) and fnmatch.fnmatch(r[n:], pattern))
 
     def exists(self, rel: str) -> bool:
+        """Whether the file ``rel`` (relative to this folder) is in the folder or its pack."""
         return self._prefix + rel in self._files
 
     def _entry(self, rel: str):
@@ -116,15 +117,18 @@ class Folder:
         return key, self._files[key]
 
     def read_bytes(self, rel: str) -> bytes:
+        """The bytes of the file ``rel`` as they were committed (an array entry is refused: ``load_npz``)."""
         key, entry = self._entry(rel)
         if entry[0] != "bytes":
             raise ValueError(f"rel: {rel} holds arrays; read it with load_npz")
         return self._reader.read_bytes(key)
 
     def read_text(self, rel: str) -> str:
+        """The file ``rel`` as UTF-8 text."""
         return self.read_bytes(rel).decode("utf-8")
 
     def load_json(self, rel: str):
+        """The file ``rel`` parsed as JSON."""
         return json.loads(self.read_text(rel))
 
     def load_npz(self, rel: str) -> dict[str, np.ndarray]:

@@ -72,6 +72,7 @@ def team_ids(design: str, m: int, a: np.ndarray, b: np.ndarray) -> tuple[list, l
 
 
 def team_effects(rng, shape, sd: float, dist: str) -> np.ndarray:
+    """Per-team effects of standard deviation ``sd``: normal, or a centred exponential (``dist="skewed"``); zeros when sd is 0."""
     if sd == 0:
         return np.zeros(shape)
     if dist == "skewed":  # centred exponential: a few teams far above the rest
@@ -110,6 +111,7 @@ COVERAGE = [  # name, design, teams, maps, team_sd, pair_sd, se, team distributi
 
 
 def coverage_setting(setting, sims: int, num_boot: int, rng) -> dict:
+    """One coverage setting simulated ``sims`` times: the barrier interval's coverage per design, old and new rule."""
     name, design, n, maps, team_sd, pair_sd, se, dist = setting
     a, b, na, nb = design_pairs(design, n)
     p = len(a)
@@ -227,6 +229,7 @@ CONNECTED = [  # name, truth ("threshold" | "zero" | "threshold+teams"), shapes,
 
 
 def connected_setting(setting, sims: int, num_boot: int, rng) -> dict:
+    """One "connected" setting simulated ``sims`` times: how often the old, new and clipped rules call the maps connected."""
     name, truth, shapes, n, maps, s = setting
     a, b, _, _ = design_pairs("within", n)
     p = len(a)
@@ -257,12 +260,14 @@ def connected_setting(setting, sims: int, num_boot: int, rng) -> dict:
 
 # ---------------------------------------------------------------- report
 def rate(x: np.ndarray) -> str:
+    """A share of True in ``x`` with its Wilson 95% interval, as text."""
     k, n = int(np.sum(x)), int(np.size(x))
     lo, hi = wilson_ci(k, n)
     return f"{k / n:.3f} [{lo:.3f}, {hi:.3f}]"
 
 
 def main(argv=None) -> int:
+    """The command line: simulate every setting and write the calibration report (``--out``)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=Path("bench/results/study_calibration.md"))
     ap.add_argument("--sims", type=int, default=3000, help="simulated studies per setting")

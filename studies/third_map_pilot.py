@@ -99,6 +99,7 @@ def report(folder: Path) -> tuple[str, str | None]:
 
 
 def main(argv=None) -> int:
+    """The command line: read the pilot's evaluations (folder or pack) and write its report."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--dir", default="bench/results/connectivity_3maps/pilot", help="the pilot's evaluation files (the folder, or its pack DIR.npz)")
     ap.add_argument("--to", default="bench/results/connectivity_3maps/PILOT.md", help="the Markdown file written")

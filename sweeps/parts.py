@@ -498,6 +498,7 @@ def _probe_cost_lines(sweep: dict, to: Path, pest: dict) -> list[str]:
 
 
 def main(argv=None) -> int:
+    """The command line: one step (run, export, status, report, cost, ...) of a sweep run in parts."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("step", choices=["run", "export", "status", "report", "cost", "retime", "relabel", "probe-times"])
     ap.add_argument("--sweep", default="sweeps/connectivity_3maps.toml", help="the sweep file")

@@ -29,6 +29,7 @@ PRECONDITION = {"shared": {"min_greedy_win": 0.8, "envs": ["smax:3m"]}}  # PLAN.
 
 
 def main() -> None:
+    """The command line: re-aggregate the connectivity study's pairs and endpoint evaluations into ``--out``."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default=str(STUDY / "restated_issue34"))
     args = p.parse_args()

@@ -114,6 +114,11 @@ def test_settings_are_typed_validated_and_round_trip(tmp_path):
     assert TrainConfig.from_toml(tmp_path / "c.toml") == cfg
     # another algorithm keeps the settings its class shares (all of the PPO family's)
     assert cfg.with_overrides(["algo=happo", "share_actor=false"]).algo_settings == cfg.algo_settings
+    # another settings class takes its own defaults, except for what was set away from the old defaults
+    from marl.core.qlearn_settings import QSettings
+    assert TrainConfig().with_overrides(["algo=qmix"]).algo_settings == QSettings()
+    assert cfg.with_overrides(["algo=qmix"]).algo_settings == QSettings(epochs=2)
+    assert TrainConfig().with_overrides(["algo.epochs=3", "algo=qmix"]).algo_settings == QSettings(epochs=3)
     assert PPOSettings.shape_keys() == ("epochs", "minibatches", "value_norm", "adv_norm", "critic_on_dead")
     assert "clip_eps" in PPOSettings.scalar_keys() and "epochs" not in PPOSettings.scalar_keys()
     for bad, msg in ((["algo.clip_eps=0"], "bad config: algo.clip_eps must be > 0, got 0.0"),

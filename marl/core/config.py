@@ -284,7 +284,8 @@ class TrainConfig:
     def with_overrides(self, overrides: list[str] | dict) -> "TrainConfig":
         """Apply ``["lr=1e-3", "network.hidden=64", "algo=happo", "algo.clip_eps=0.1"]`` (strings are parsed to
         each field's type; a key of the algorithm's settings may also be written bare, ``clip_eps=0.1``). When
-        ``algo`` changes, the settings the new algorithm shares with the old one are kept, the others dropped."""
+        ``algo`` changes, a setting is kept only where it was set away from the old algorithm's default and the new
+        algorithm has it too (``--algo qmix`` on a MAPPO config takes QMIX's own defaults, not MAPPO's)."""
         items = list(overrides.items() if isinstance(overrides, dict) else [split_override(o) for o in overrides])
         d = self.to_dict()
         algo = d.pop("algo")
@@ -295,7 +296,10 @@ class TrainConfig:
                 name = value if isinstance(value, str) else str(value)
         settings_cls = _algos.ALGORITHMS[name].settings if name in _algos.ALGORITHMS else None
         if name != old and settings_cls is not None:
-            algo = {k: v for k, v in algo.items() if k in settings_cls.keys()}
+            old_cls = _algos.ALGORITHMS[old].settings if old in _algos.ALGORITHMS else None
+            old_defaults = old_cls().to_dict() if old_cls is not None and old_cls is not settings_cls else {}
+            algo = {k: v for k, v in algo.items()
+                    if k in settings_cls.keys() and (k not in old_defaults or v != old_defaults[k])}
         for key, value in items:
             if key in ("algo", ALGO_PREFIX + "name"):
                 continue

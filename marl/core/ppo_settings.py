@@ -36,6 +36,7 @@ class PPOSettings(AlgoSettings):
     critic_on_dead: bool = setting(False, shape=True)  # SMAX: also fit the critic on dead agents' samples (default: mask by alive)
 
     def validate(self):
+        """Each PPO setting in its range (epochs and minibatches bounded, clip and coefficients positive, finite)."""
         self.require(1 <= self.epochs <= MAX_EPOCHS, "epochs", f"must be in [1, {MAX_EPOCHS}]")
         self.require(1 <= self.minibatches <= MAX_COUNT, "minibatches", f"must be in [1, {MAX_COUNT}]")
         self.require(self.clip_eps > 0, "clip_eps", "must be > 0")

@@ -89,6 +89,7 @@ class AlgoSettings:
 
     @classmethod
     def fail(cls, key: str, what: str):
+        """Raise ``SettingError("bad config: algo.KEY WHAT")``: one line naming the setting."""
         raise SettingError(f"bad config: {PREFIX}{key} {what}")
 
     @classmethod
