@@ -64,6 +64,30 @@ def test_zero_init_latent_acts_like_unconditioned(recurrent):
     assert not np.allclose(np.asarray(l0), np.asarray(l2))
 
 
+@pytest.mark.parametrize("kind", ["mlp", "entity"])
+def test_latent_scale_multiplies_the_latent_where_it_enters(kind):
+    """network.latent_scale = s: the actor reads s * z (the same parameters; an entity and an MLP actor),
+    so s = 0 acts as zero-shot and s = 1 is today's network; a bad scale is refused by name."""
+    env = envs.make("smax:3m")
+    spec, n = env.spec, env.spec.num_agents
+    kw = dict(NET, recurrent=False, latent_dim=5, kind=kind, agent_id=kind == "mlp")
+    net1, net10, net0 = (NetworkConfig(**kw, latent_scale=s) for s in (1.0, 10.0, 0.0))
+    assert NetworkConfig(**kw) == net1  # the default: the unscaled latent
+    p = jax.tree_util.tree_map_with_path(  # non-zero latent weights: z reaches the actions
+        lambda path, x: x + 0.3 if "latent" in jax.tree_util.keystr(path) else x,
+        init_actor(jax.random.PRNGKey(3), spec, net1))
+    obs = jax.random.normal(jax.random.PRNGKey(1), (6, n, spec.obs_dim))
+    carry, reset = jnp.zeros((6, n, 16)), jnp.zeros((6,), bool)
+    z = jax.random.uniform(jax.random.PRNGKey(4), (6, n, 5), minval=-1, maxval=1)
+    logits = lambda net, zz: np.asarray(team_step(spec, net, tile(p, n), carry, obs, reset, zz)[1])
+    np.testing.assert_allclose(logits(net10, z), logits(net1, 10.0 * z), rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(logits(net0, z), logits(net1, jnp.zeros_like(z)))
+    assert not np.allclose(logits(net10, z), logits(net1, z))
+    for bad in (-1.0, float("nan")):
+        with pytest.raises(UserError, match="latent_scale"):
+            NetworkConfig(**kw, latent_scale=bad)
+
+
 def test_best_of_k_by_hand():
     scores = jnp.array([[1.0, 3.0, 2.0],
                         [5.0, 5.0, 1.0],  # tie for the best: none of them trains
@@ -188,7 +212,8 @@ def test_latent_run_warm_starts_from_a_plain_run(tmp_path):
 
     plain_cfg = tiny_config(num_latents=0, total_steps=8 * 26, network=NetworkConfig(**NET, recurrent=False))
     src = train_run(plain_cfg, tmp_path / "plain", progress=False)
-    cfg = tiny_config(total_steps=8 * 26)
+    # the new run's latent scale is its own (the source has no latent): 10 here, the source's 1
+    cfg = tiny_config(total_steps=8 * 26, network=NetworkConfig(**NET, latent_dim=4, recurrent=False, latent_scale=10.0))
     t = Trainer(cfg)
     state, parent = warm_start(t, t.init_seeds(seed_keys(cfg)), str(src))
     loaded = load_state(src)

@@ -1,5 +1,6 @@
 """Latent search: the search loop (injected fitness), shared vs per-agent latents, CLI errors, outputs."""
 
+import dataclasses
 import json
 import re
 
@@ -425,7 +426,8 @@ def test_one_instance_prints_no_zero_width_interval():
 def test_liveness_precondition_fails_on_an_inert_latent_and_holds_on_a_live_one(latent_team):
     """The liveness measure on a team (K latents x E episodes and zero-shot on the search's instances, one
     program): the latent weights zeroed (the latent reaches no action) fail the precondition, "inert" with its
-    numbers, greedy (noise-free episodes) and sampled (episode noise); the fixture's live latent passes."""
+    numbers, greedy (noise-free episodes) and sampled (episode noise), and so does ``network.latent_scale = 0``
+    on the live weights; the fixture's live latent passes."""
     from marl.analysis.search import measure_liveness
     from studies import liveness as lv
 
@@ -447,5 +449,11 @@ def test_liveness_precondition_fails_on_an_inert_latent_and_holds_on_a_live_one(
             assert f"0/{inst} instances" in out["text"] and "noise-free" in out["text"]
         else:  # sampled actions: episode noise, the latent's share of it estimated near 0
             assert np.ptp(dead["zero"]) > 0 and "variance ratio" in out["text"]
+    # the same live weights with network.latent_scale = 0 (the latent scaled away where it enters): inert
+    scaled = team.replace(network=dataclasses.replace(team.network, latent_scale=0.0))
+    dead = measure_liveness(env, scaled, inst, latents=k, episodes=e, width=8)
+    out = lv.precondition(dead["latent"], dead["zero"], records)
+    assert not out["live"] and f"0/{inst} instances" in out["text"], out["text"]
+    np.testing.assert_array_equal(dead["zero"], m["zero"])  # z = 0 is unchanged by the scale
     # without a calibration record for the design, no "live": the line says so
     assert lv.precondition(m["latent"], m["zero"], {})["text"].startswith(lv.NOT_SHOWN)

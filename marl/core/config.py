@@ -27,6 +27,7 @@ TIE_BREAKS = ("none", "length", "random")  # latent_tie_break choices (marl.core
 MAX_OPT_STEPS = 2**31 - 1
 # Upper bounds on sizes, checked at construction before anything is built: a width or a count past these
 # exhausts memory or overflows an int32 shape long before it trains (a 16384 x 16384 float32 layer is 1 GiB).
+MAX_LATENT_SCALE = 1e3  # network.latent_scale
 MAX_WIDTH = 16_384  # network.hidden, network.critic_hidden, network.latent_dim
 MAX_SEEDS = 4096  # num_seeds (vmapped together), num_latents
 
@@ -59,6 +60,10 @@ class NetworkConfig:
     activation: str = "relu"  # relu, tanh or gelu
     agent_id: bool = True  # the actor reads the one-hot agent id
     latent_dim: int = 0  # latent input size; 0: no latent input
+    # the actor adds latent_proj(latent_scale * z): with the projection starting at zero and Adam, its effect
+    # moves about latent_scale times faster (a learning-rate multiplier of the latent that also holds at
+    # inference); 1: the unscaled latent, 0: the latent reaches no action (bench/results/atlas_latent_plan.md)
+    latent_scale: float = 1.0
     critic_hidden: int = 128  # critic width
     critic_time: bool = True  # the critic reads the episode's time step t/max_steps (besides state and seat)
     # network.kind=entity only. 0: the actor encodes every entity of every group (exact). k > 0: a declared
@@ -76,6 +81,8 @@ class NetworkConfig:
                    f"network.{name} must be in [1, {MAX_WIDTH}], got {getattr(self, name)}")
         _check(self.activation in ACTIVATIONS, f"network.activation must be one of {ACTIVATIONS}, got {self.activation!r}")
         _check(0 <= self.latent_dim <= MAX_WIDTH, f"network.latent_dim must be in [0, {MAX_WIDTH}], got {self.latent_dim}")
+        _check(0.0 <= self.latent_scale <= MAX_LATENT_SCALE,
+               f"network.latent_scale must be in [0, {MAX_LATENT_SCALE:g}] (1: the unscaled latent), got {self.latent_scale}")
         _check(self.kind in NETWORK_KINDS, f"network.kind must be one of {NETWORK_KINDS}, got {self.kind!r}")
         _check(isinstance(self.entity_k, int) and not isinstance(self.entity_k, bool) and self.entity_k >= 0,
                f"network.entity_k must be an integer >= 0 (0: every entity), got {self.entity_k!r}")

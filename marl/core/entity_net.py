@@ -132,6 +132,7 @@ class EntityActor(nn.Module):
     num_actions: int
     hidden: int = 128
     latent_dim: int = 0
+    latent_scale: float = 1.0  # the latent enters as latent_proj(latent_scale * z) (network.latent_scale)
     activation: str = "relu"
     pointer_group: str | None = None
     recurrent: bool = False
@@ -164,7 +165,7 @@ class EntityActor(nn.Module):
         z, encoded = self.encoder(own, entities, masks)
         x = self.trunk(z)
         if self.latent_dim:
-            x = x + self.latent(latent)
+            x = x + self.latent(self.latent_scale * latent)
         x = act(x)
         return (self.gru_in(x) if self.recurrent else x), encoded
 

@@ -35,6 +35,7 @@ class Actor(nn.Module):
     recurrent: bool = True
     activation: str = "relu"
     latent_dim: int = 0
+    latent_scale: float = 1.0  # the latent enters as latent_proj(latent_scale * z) (network.latent_scale)
 
     def setup(self):
         """Create the layers (flax ``setup``): embedding, optional latent projection, GRU or dense, policy head."""
@@ -54,7 +55,7 @@ class Actor(nn.Module):
         act = _ACT[self.activation]
         x = self.embed(obs)
         if self.latent_dim:
-            x = x + self.latent(latent)
+            x = x + self.latent(self.latent_scale * latent)
         x = act(x)
         return self.gru_in(x) if self.recurrent else act(self.hidden0(x))
 
@@ -141,10 +142,11 @@ def make_actor(spec: EnvSpec, net: NetworkConfig) -> Actor | EntityActor:
         obs_layout = entity_layouts(spec)[0]
         pointer = _pointer_group(obs_layout)
         fixed = spec.num_actions - (obs_layout.counts["enemies"] if pointer else 0)
-        return EntityActor(num_actions=fixed, hidden=net.hidden, latent_dim=net.latent_dim, activation=net.activation,
-                           pointer_group=pointer, recurrent=net.recurrent, layout=obs_layout, nearest=net.entity_k)
+        return EntityActor(num_actions=fixed, hidden=net.hidden, latent_dim=net.latent_dim,
+                           latent_scale=net.latent_scale, activation=net.activation, pointer_group=pointer,
+                           recurrent=net.recurrent, layout=obs_layout, nearest=net.entity_k)
     return Actor(num_actions=spec.num_actions, hidden=net.hidden, recurrent=net.recurrent,
-                 activation=net.activation, latent_dim=net.latent_dim)
+                 activation=net.activation, latent_dim=net.latent_dim, latent_scale=net.latent_scale)
 
 
 def make_critic(spec: EnvSpec, net: NetworkConfig, kind: str = "centralised") -> Critic | EntityStateCritic | ObsCritic:

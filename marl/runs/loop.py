@@ -83,14 +83,16 @@ def warm_start(trainer: Trainer, state: TrainState, source: str) -> tuple[TrainS
 
     A shared source actor is tiled into N rows when the new run trains separate actors. A source
     without latent input can start a latent-conditioned run (COMPASS starts from a trained policy):
-    the new latent weights stay at their zero init.
+    the new latent weights stay at their zero init (whatever its ``network.latent_scale``).
     """
     ref = parse_ref(source)
     src = load_state(ref, seeds=None if ref.seed is None else [ref.seed])
     if src.spec != trainer.spec:
         raise UserError(f"cannot start from {ref.run}: it was trained on {src.spec.name}, this run is {trainer.spec.name}")
     add_latent = src.net.latent_dim == 0 and trainer.net.latent_dim > 0
-    if src.net != (dataclasses.replace(trainer.net, latent_dim=0) if add_latent else trainer.net):
+    # a source without latent input has no latent scale either: the new run's network.latent_scale is its own
+    same = dataclasses.replace(trainer.net, latent_dim=0, latent_scale=src.net.latent_scale) if add_latent else trainer.net
+    if src.net != same:
         raise UserError(f"cannot start from {ref.run}: its network config differs ({src.net} vs {trainer.net})")
     if critic_kind(src.config) != trainer.critic_kind:
         raise UserError(f"cannot start from {ref.run}: its critic is {critic_kind(src.config)} ({src.config.algo}), "
