@@ -1,4 +1,4 @@
-"""The ATLAS study's measures and verdict rules (issue 26; rules of issue 34). ``bench/atlas.py`` trains and
+"""The ATLAS study's measures and verdict rules (issue 26; rules of issue 34). ``sweeps/atlas.py`` trains and
 searches; this module reads its raw files (one per (N, training seed)) and decides.
 
 Two rules, registered with ``studies.rules``:
@@ -563,7 +563,7 @@ def liveness_by_size(recipe: dict, sizes, raw: Path) -> dict:
         if f is None or not all(f.exists(p) for p in names):
             miss = sum(f is None or not f.exists(p) for p in names)
             out[n] = {"live": False, "outcome": NOT_SHOWN, "text": f"{NOT_SHOWN} (not measured: {miss} of {len(names)} "
-                                                                 "seeds' liveness files missing; `bench/atlas.py liveness`)"}
+                                                                 "seeds' liveness files missing; `python -m sweeps.atlas liveness`)"}
             continue
         rs = [f.load_json(p) for p in names]
         out[n] = precondition(np.concatenate([r["latent"] for r in rs]), np.concatenate([r["zero"] for r in rs]))
@@ -632,7 +632,7 @@ def family_verdicts(recipe: dict, raw: Path, recorded: dict, preconditions, equi
     missing = missing_raw(recipe, raw)
     if missing:  # a partial study is no study: the design (and its calibration record) is the planned one
         raise UserError(f"{len(missing)} planned raw files are missing under {raw} ({', '.join(missing[:4])}"
-                        f"{', ...' if len(missing) > 4 else ''}): search them first (bench/atlas.py search)")
+                        f"{', ...' if len(missing) > 4 else ''}): search them first (python -m sweeps.atlas search)")
     meas = measures(raw, recipe) if meas is None else meas
     rows = meas["rows"]
     sizes = sorted(rows)

@@ -38,8 +38,7 @@ import numpy as np
 from studies import atlas, rules
 from studies.rules import Design, Verdict
 
-FAMILIES = {"atlas": "bench/atlas.toml", "atlas_lbf": "bench/atlas_lbf.toml",
-            "atlas_rware": "bench/atlas_rware.toml", "atlas_smax": "bench/atlas_smax.toml"}
+FAMILIES = {f: f"studies/declared/atlas/{f}.toml" for f in ("atlas", "atlas_lbf", "atlas_rware", "atlas_smax")}
 SEED_UPPER = 0.80  # the one-sided confidence of the seed variance's upper bound the re-run's rules are calibrated at
 PAPER_LEAD_PERCENT = atlas.PAPER_LEAD_PERCENT
 

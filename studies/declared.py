@@ -356,7 +356,7 @@ def _check_atlas(plan: dict, where: str) -> None:
     from studies.atlas import ATLAS_PRECONDITIONS
 
     if "recipe" not in plan:
-        raise UserError(f"{where}: an atlas analysis needs recipe (the study's recipe TOML, e.g. bench/atlas_lbf.toml)")
+        raise UserError(f"{where}: an atlas analysis needs recipe (the study's recipe TOML, e.g. studies/declared/atlas/atlas_lbf.toml)")
     pre = plan.get("preconditions", [])
     if not isinstance(pre, list) or not all(p in ATLAS_PRECONDITIONS for p in pre):
         bad = next((p for p in pre if p not in ATLAS_PRECONDITIONS), pre) if isinstance(pre, list) else pre

@@ -1,4 +1,4 @@
-"""The ATLAS study's report (bench/atlas.py; its measures and rules: studies/atlas.py, tests/test_studies_atlas.py):
+"""The ATLAS study's report (sweeps/atlas.py; its measures and rules: studies/atlas.py, tests/test_studies_atlas.py):
 the per-map verdict, the env of a size, the stochastic (SMAX) measures taken from the fresh-key
 re-evaluations rather than the best seen, and win rates as Wilson intervals."""
 
@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from bench import atlas
+from sweeps import atlas
 
 
 @pytest.mark.parametrize("ci, want", [
@@ -192,7 +192,7 @@ def test_competence_text_without_an_mlp_run_quotes_the_recorded_figure():
 def test_report_refuses_a_partial_study(tmp_path):
     recipe = {**_study(tmp_path), "sizes": [2, 4, 8], "seeds": list(range(6)) + [6]}
     assert atlas.missing_raw(recipe) == ["N2_s6.json", "N4_s6.json", "N8_s6.json"]
-    with pytest.raises(SystemExit, match="3 planned raw files are missing .* run `bench/atlas.py search` first"):
+    with pytest.raises(SystemExit, match="3 planned raw files are missing .* run `python -m sweeps.atlas search` first"):
         atlas.report(recipe, tmp_path / "runs")
 
 
@@ -274,3 +274,25 @@ def test_a_packed_study_reads_as_its_folder_and_search_will_not_write_beside_it(
         with pytest.raises(SystemExit, match="raw files are packed; unpack them first"):
             step(recipe, tmp_path / "runs", [8], [0])
     assert not atlas.RAW.exists()
+
+
+@pytest.mark.parametrize("name", ["atlas", "atlas_lbf", "atlas_rware", "atlas_smax"])
+def test_train_step_builds_each_recipes_runs_as_valid_configs(name, monkeypatch, tmp_path):
+    """``train`` (run through ``python -m marl.worker``) gives P every seed at the training size and each L the
+    recipe's latent keys, warm-started from P's own seed (recipes: studies/declared/atlas/)."""
+    import tomllib
+
+    from marl.api import make_config
+
+    recipe = tomllib.loads((atlas.RECIPES / f"{name}.toml").read_text())
+    made = []
+    monkeypatch.setattr(atlas, "_train", lambda out, keys, init_from=None: made.append((out, make_config(None, keys),
+                                                                                         init_from)))
+    atlas.train(recipe, tmp_path)
+    seeds, lat = recipe["seeds"], recipe["latent"]
+    p_out, p, p_from = made[0]
+    assert (p.env, p.num_seeds, p.seed, p_from) == (atlas.env_of(recipe, recipe["train_size"]), len(seeds), seeds[0], None)
+    ls = made[-len(seeds):]
+    for s, (out, cfg, init) in zip(seeds, ls):
+        assert (cfg.seed, cfg.network.latent_dim, cfg.num_latents) == (s, lat["latent_dim"], lat["latents"])
+        assert init == f"{p_out}#{seeds.index(s)}" and out == tmp_path / f"L{recipe['train_size']}_s{s}"

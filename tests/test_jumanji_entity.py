@@ -1,7 +1,7 @@
 """Entity layouts of the jumanji family (``envs.entities.jumanji_layouts``): the slices read as self, food
 and agents are what jumanji's own state holds (LBF) or the whole local view (rware), and one entity actor's
-parameters act at any team size (what the ATLAS study on jumanji needs: ``bench/atlas_lbf.toml``,
-``bench/atlas_rware.toml``)."""
+parameters act at any team size (what the ATLAS study on jumanji needs: ``studies/declared/atlas/atlas_lbf.toml``,
+``studies/declared/atlas/atlas_rware.toml``)."""
 
 from __future__ import annotations
 

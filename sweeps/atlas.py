@@ -1,17 +1,19 @@
 """ATLAS out of distribution: per-agent vs shared latent search by team size and budget, from a policy
-trained at one small N (issue 26). Plan: bench/results/atlas_PLAN.md; recipe: bench/atlas.toml.
+trained at one small N (issue 26). Plan: bench/results/atlas_PLAN.md; recipes: studies/declared/atlas/*.toml
+(default: atlas.toml, the MPE study).
 
-    python bench/atlas.py train  --root runs/atlas          # P (all seeds, one run), L per seed, MLP P
-    python bench/atlas.py search --root runs/atlas [--sizes 8 16] [--seeds 0 1 2]
-    python bench/atlas.py liveness --root runs/atlas        # L's latent liveness per (N, seed): the precondition
-    python bench/atlas.py liveness-table                    # atlas_liveness.md: every study's liveness by size
-    python bench/atlas.py report --root runs/atlas          # bench/results/atlas.{md,json,png}
-    python bench/atlas.py cost   [--sizes 8 64 200] [--entity-k 0 8]  # bench/results/atlas_cost.{md,json}
-    python bench/atlas.py profile [--sizes 8 64 200]        # FLOPs/bytes table in atlas_cost.md (entity_profile.py)
-    python bench/atlas.py calibrate --recipe R             # records of the rules on R's own design (R's raw files)
-    python bench/atlas.py families                          # atlas_families.md: every ATLAS study side by side
+    python -m sweeps.atlas train  --root runs/atlas          # P (all seeds, one run), L per seed, MLP P
+    python -m sweeps.atlas search --root runs/atlas [--sizes 8 16] [--seeds 0 1 2]
+    python -m sweeps.atlas liveness --root runs/atlas        # L's latent liveness per (N, seed): the precondition
+    python -m sweeps.atlas liveness-table                    # atlas_liveness.md: every study's liveness by size
+    python -m sweeps.atlas report --root runs/atlas          # bench/results/atlas.{md,json,png}
+    python -m sweeps.atlas calibrate --recipe R              # records of the rules on R's own design (R's raw files)
+    python -m sweeps.atlas families                          # atlas_families.md: every ATLAS study side by side
 
-The Jumanji studies (Amendments 4-5: ``bench/atlas_lbf.toml``, ``bench/atlas_rware.toml``; per recipe R, each
+The network's cost by team size (speed and memory, and where its FLOPs go) is a benchmark, not a study step:
+``python bench/atlas_cost.py cost|profile`` (bench/results/atlas_cost.md).
+
+The Jumanji studies (Amendments 4-5: ``studies/declared/atlas/atlas_lbf.toml``, ``atlas_rware.toml``; per recipe R, each
 step resumable: ``train``, ``search``, ``calibrate``, ``report`` with ``--recipe R --root DIR``, then ``families``)
 were planned under the rules: ``calibrate`` gives each rule a record on the study's own design before ``report``
 reads it, and ``report`` refuses until every planned raw file exists. A family's verdicts are also a declared
@@ -19,7 +21,7 @@ study (``marl study studies/declared/atlas_lbf.toml --verdict``: ``studies.atlas
 ``report`` reads too).
 
 The SMAX ladder (plan: atlas_PLAN.md, Amendment 1) runs the same steps with ``--recipe
-bench/atlas_smax.toml``: its maps come from the recipe's ``[envs]`` table, its results are named by its
+studies/declared/atlas/atlas_smax.toml``: its maps come from the recipe's ``[envs]`` table, its results are named by its
 ``name`` (atlas_smax.*), its episodes are stochastic (``stochastic = true``: every measure from the
 re-evaluated returns, no determinism check) and its MLP P is a recorded run (``[mlp] run``).
 
@@ -49,23 +51,28 @@ import numpy as np
 
 from studies.atlas import lead_verdict, t_ci  # noqa: F401  (the per-map verdict lives with the rules)
 
-RESULTS = Path(__file__).parent / "results"
-RAW = RESULTS / "atlas_raw"
 REPO = Path(__file__).resolve().parent.parent
-RECIPE = Path(__file__).parent / "atlas.toml"
+RESULTS = REPO / "bench" / "results"
+RAW = RESULTS / "atlas_raw"
+RECIPES = REPO / "studies" / "declared" / "atlas"  # the ATLAS recipes, one per family (their one home)
+RECIPE = RECIPES / "atlas.toml"
 
 
-def _val(v) -> str:
-    return str(v).lower() if isinstance(v, bool) else str(v)
+def _train(out: Path, keys: dict, init_from: str | None = None) -> None:
+    """Train (or resume, or leave alone when done) the run ``out`` of the default config with ``keys`` set, in a
+    process of its own (``python -m marl.worker``, what ``marl train --resume-if-exists`` runs)."""
+    import tempfile
 
+    from marl.api import make_config
 
-def _train(out: Path, args: list[str], keys: dict) -> None:
-    """``marl train --resume-if-exists`` into ``out`` (a finished run is left alone)."""
-    cmd = [sys.executable, "-m", "marl_cli.main", "train", "--quiet", *args, "--out", str(out), "--resume-if-exists",
-           *[f"{k}={_val(v)}" for k, v in keys.items()]]
-    print("$", " ".join(cmd[2:]), flush=True)
-    t0 = time.time()
-    subprocess.run(cmd, check=True, cwd=REPO)
+    cfg = make_config(None, keys)
+    with tempfile.TemporaryDirectory() as tmp:
+        cfg.to_toml(Path(tmp) / "config.toml")
+        cmd = [sys.executable, "-m", "marl.worker", "--config", str(Path(tmp) / "config.toml"), "--out", str(out),
+               *(["--init-from", init_from] if init_from else [])]
+        print("$", " ".join(cmd[1:]), " ".join(f"{k}={v}" for k, v in keys.items()), flush=True)
+        t0 = time.time()
+        subprocess.run(cmd, check=True, cwd=REPO)
     print(f"  {out}: {time.time() - t0:.0f} s", flush=True)
 
 
@@ -77,7 +84,7 @@ def env_of(recipe: dict, n: int) -> str:
 def use_results(recipe: dict, results: Path | None = None) -> None:
     """Point RESULTS / RAW at ``results`` (default bench/results) and the recipe's name (default atlas)."""
     global RESULTS, RAW
-    RESULTS = Path(results) if results else Path(__file__).parent / "results"
+    RESULTS = Path(results) if results else REPO / "bench" / "results"
     RAW = RESULTS / f"{recipe.get('name', 'atlas')}_raw"
     RESULTS.mkdir(parents=True, exist_ok=True)
 
@@ -100,17 +107,16 @@ def train(recipe: dict, root: Path) -> None:
     env = env_of(recipe, recipe["train_size"])
     src = dict(recipe["source"])
     steps = src.pop("total_steps")
-    base = ["--env", env, "--total-steps", str(steps), "--seeds", str(len(seeds)), "--seed", str(seeds[0])]
-    _train(r["P"], base, src)
+    base = {"env": env, "total_steps": steps, "num_seeds": len(seeds), "seed": seeds[0]}
+    _train(r["P"], {**base, **src})
     if not {"run", "recorded"} & set(recipe["mlp"]):  # a recorded run or figure is not retrained
-        _train(r["P_mlp"], base, {**src, **recipe["mlp"]})
+        _train(r["P_mlp"], {**base, **src, **recipe["mlp"]})
     lat = dict(recipe["latent"])
     for s in seeds:
-        args = ["--env", env, "--total-steps", str(lat["total_steps"]), "--seed", str(s),
-                "--init-from", f"{r['P']}#{seeds.index(s)}", "--latent-dim", str(lat["latent_dim"]),
-                "--latents", str(lat["latents"])]
-        keys = {**src, **{k: v for k, v in lat.items() if k not in ("total_steps", "latent_dim", "latents")}}
-        _train(r[f"L{s}"], args, keys)
+        keys = {"env": env, "total_steps": lat["total_steps"], "seed": s, "network.latent_dim": lat["latent_dim"],
+                "num_latents": lat["latents"], **src,
+                **{k: v for k, v in lat.items() if k not in ("total_steps", "latent_dim", "latents")}}
+        _train(r[f"L{s}"], keys, init_from=f"{r['P']}#{seeds.index(s)}")
 
 
 def team_id(team) -> str:
@@ -272,22 +278,22 @@ def raw_liveness(recipe: dict) -> dict:
 
 def liveness_table(names=FAMILY_STUDIES_LIVE) -> str:
     """bench/results/atlas_liveness.md: per (family, size), the liveness precondition where liveness files
-    exist (``bench/atlas.py liveness``), and beside it what the committed search raw files allow."""
+    exist (``python -m sweeps.atlas liveness``), and beside it what the committed search raw files allow."""
     from marl_common.files import write_atomic
 
-    lines = ["# Latent liveness per ATLAS family and size (generated by bench/atlas.py liveness-table)", "",
+    lines = ["# Latent liveness per ATLAS family and size (generated by python -m sweeps.atlas liveness-table)", "",
              "Precondition (studies.liveness, rule latent_live; calibration: verdict_calibration.md): per size, K = 16 "
              "shared latents x 4 episodes and zero-shot x 4 on 16 instances per training seed, pooled over seeds. "
              "The search raw files hold only each method's best latent per instance, so from them: the share of "
              "(seed x instance) cells where D = per-agent - shared is exactly 0, where each search's re-evaluated "
              "return is not above zero-shot's (gain <= 0: B latents tried and none better than z = 0), and where the "
              "shared search's return equals zero-shot's exactly. The variance ratio needs the new evaluations "
-             "(`bench/atlas.py liveness` on each study's runs; the runs are not on this machine). Measured directly on "
+             "(`python -m sweeps.atlas liveness` on each study's runs; the runs are not on this machine). Measured directly on "
              "small LBF checkpoints trained here: atlas_latent_plan.md, \"Results of the cheapest diagnostic\".", "",
              "| study | N | searched B | cells | D = 0 | per-agent gain <= 0 | shared gain <= 0 | shared = zero-shot | "
              "precondition (latent_live) |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
     for name in names:
-        recipe = tomllib.loads((Path(__file__).parent / f"{name}.toml").read_text())
+        recipe = tomllib.loads((RECIPES / f"{name}.toml").read_text())
         use_results(recipe, RESULTS)
         rows = raw_liveness(recipe)
         live = liveness_by_size(recipe, rows)
@@ -359,7 +365,7 @@ def calibrate(recipe: dict, sims: int | None = None, records=None) -> list[dict]
         r.update(registered=True, kind="registered", noise=f"estimated from {RAW.name}/")
     name = recipe.get("name", "atlas")
     text = st.calibration_text(recs).replace("bench/results/atlas_raw", f"bench/results/{RAW.name}").replace(
-        "(generated by python -m studies.atlas --calibrate)", f"(generated by bench/atlas.py calibrate --recipe bench/{name}.toml)")
+        "(generated by python -m studies.atlas --calibrate)", f"(generated by python -m sweeps.atlas calibrate --recipe studies/declared/atlas/{name}.toml)")
     write_json(RESULTS / f"verdict_calibration_{name}.json", {"records": recs})
     write_atomic(RESULTS / f"verdict_calibration_{name}.md", text)
     st.write_records(recs, records)
@@ -390,13 +396,16 @@ def missing_raw(recipe: dict) -> list[str]:
 
 
 def report(recipe: dict, root: Path) -> None:
+    """The study's report, ``<name>.{md,json,png}`` under RESULTS: its measures, intervals and verdicts
+    (``studies.atlas``) from the raw files, after the plan's preconditions (every planned raw file, the same
+    teams, liveness); the competence and latent figures from the runs under ``root``, else the committed ones."""
     from studies import atlas as st
     from studies.rules import own_noise_text
 
     missing = missing_raw(recipe)
     if missing:  # a partial study is no study: the design (and its calibration record) is the planned one
         raise SystemExit(f"atlas report: {len(missing)} planned raw files are missing under {RAW} "
-                         f"({', '.join(missing[:4])}{', ...' if len(missing) > 4 else ''}): run `bench/atlas.py search` first")
+                         f"({', '.join(missing[:4])}{', ...' if len(missing) > 4 else ''}): run `python -m sweeps.atlas search` first")
     mixed = mixed_trainings(recipe)
     if mixed:
         raise SystemExit(f"atlas report: the raw files under {RAW} come from more than one training of P and L "
@@ -405,11 +414,11 @@ def report(recipe: dict, root: Path) -> None:
     rows = meas["rows"]
     sizes = sorted(rows)
     name = recipe.get("name", "atlas")
-    out = {"plan": "bench/results/atlas_PLAN.md", "recipe": f"bench/{name}.toml", "per_agent": recipe["per_agent"],
+    out = {"plan": "bench/results/atlas_PLAN.md", "recipe": f"studies/declared/atlas/{name}.toml", "per_agent": recipe["per_agent"],
            "shared": recipe["shared"], "envs": {str(n): env_of(recipe, n) for n in sizes}, "sizes": {},
            "preconditions": {}, "verdicts": {}}
     lines = [f"# ATLAS out of distribution{recipe.get('title', ': the SMAX ladder' if name == 'atlas_smax' else '')} "
-             f"(generated by bench/atlas.py report; plan: atlas_PLAN.md; rules: studies/atlas.py)", ""]
+             f"(generated by python -m sweeps.atlas report; plan: atlas_PLAN.md; rules: studies/atlas.py)", ""]
     # precondition 1: competence at the trained size (entity P vs MLP P, greedy, same episodes)
     comp = competence(recipe, root) or _recorded(recipe, "competence") or {}
     if comp and "win_per_seed" in comp.get("entity", {}):
@@ -517,7 +526,7 @@ def report(recipe: dict, root: Path) -> None:
         lines += ["", competence_text(comp, recipe)]
     if recipe.get("own_calibration"):  # a study planned under the rules (atlas_PLAN.md Amendment 4 on)
         rules_txt = (f"Rules: studies/atlas.py, fixed before this study's searches; their calibration on this study's own "
-                     f"design: bench/results/verdict_calibration_{name}.md (`bench/atlas.py calibrate`: simulated studies "
+                     f"design: bench/results/verdict_calibration_{name}.md (`python -m sweeps.atlas calibrate`: simulated studies "
                      f"of this design with the noise components estimated from its raw files). A rule without a passing "
                      f"record for this design gives no verdict (\"no calibrated rule for this design\"); the rule's own "
                      f"reading is shown beside it.")
@@ -603,7 +612,7 @@ def families(names=FAMILY_STUDIES) -> str:
     from marl_common.files import write_atomic
     from studies.rules import NO_RECORD
 
-    lines = ["# ATLAS over three environment families (generated by bench/atlas.py families)", "",
+    lines = ["# ATLAS over three environment families (generated by python -m sweeps.atlas families)", "",
              "Each row is one study: a shared entity actor trained at one team size, searched zero-shot at larger "
              "sizes with one latent per agent (sep-cmaes-per-agent) and one shared latent (sep-cmaes-shared) on the "
              "same instances (plans: atlas_PLAN.md; rules: studies/atlas.py, each calibrated on the study's own "
@@ -615,7 +624,7 @@ def families(names=FAMILY_STUDIES) -> str:
     for name in names:
         path = RESULTS / f"{name}.json"
         if not path.exists():
-            lines.append(f"| {name} | - | - | - | - | not run yet (`bench/{name}.toml`) | - | - |")
+            lines.append(f"| {name} | - | - | - | - | not run yet (`studies/declared/atlas/{name}.toml`) | - | - |")
             continue
         out = json.loads(path.read_text())
         envs_ = out.get("envs", {})
@@ -756,6 +765,8 @@ def _yerr(t) -> list:
 
 
 def plot(out: dict, recipe: dict) -> None:
+    """``<name>.png`` from the report's ``out``: zero-shot return per agent by N, the size trend's log gain ratio by N,
+    and D / M against the budget at each N."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -800,148 +811,17 @@ def plot(out: dict, recipe: dict) -> None:
     save_figure(fig, _out(recipe, "png"), dpi=120)
 
 
-# -- cost by N ------------------------------------------------------------------------------------
-
-def cost(recipe: dict, sizes, entity_k=(0,), chunks: int = 1) -> None:
-    """Training and search agent-steps/s against raw env stepping at each N (and each ``network.entity_k``:
-    0 is the exact network, k > 0 the declared k-nearest variant), and peak memory: each (N, k) in its own
-    subprocess (peak RSS read with os.wait4). The load average before and after each child is recorded."""
-    import os
-
-    rows = []
-    for k in entity_k:
-        for n in sizes:
-            cmd = [sys.executable, str(Path(__file__).resolve()), "cost-child", "--sizes", str(n), "--entity-k", str(k)]
-            load0 = os.getloadavg()[0]
-            p = subprocess.Popen(cmd, stdout=subprocess.PIPE, cwd=REPO, text=True)
-            text = p.stdout.read()
-            _, status, usage = os.wait4(p.pid, 0)
-            if status != 0:
-                print(f"N={n} k={k}: child failed (status {status})", flush=True)
-                continue
-            row = json.loads(text.strip().splitlines()[-1])
-            row["peak_rss_mb"] = usage.ru_maxrss / 1024
-            row["load"] = [round(load0, 2), round(os.getloadavg()[0], 2)]
-            rows.append(row)
-            print(json.dumps(row), flush=True)
-    (RESULTS / "atlas_cost.json").write_text(json.dumps(rows, indent=1) + "\n")
-    write_cost(rows)
-
-
-def write_cost(rows: list[dict]) -> None:
-    """atlas_cost.md from the measured rows (``cost``; ``cost --from-json`` re-renders atlas_cost.json)."""
-    lines = ["# Cost by team size (generated by bench/atlas.py cost)", "",
-             "Entity network (the recipe's P: feed-forward, hidden 64, tanh), mpe:simple_spread:N, CPU (2 cores). "
-             "k: network.entity_k, 0 = every entity (the exact network), k > 0 = the declared variant that encodes "
-             "each observer's k nearest entities per group (marl/core/entity_net.py). Load: the 1-minute load "
-             "average before / after the row's child process (2 cores; other jobs shared them). "
-             "Agent-steps/s = env steps/s x N; compile time excluded (each program runs once first). Raw: random "
-             "actions through the adapter's step, the same envs in one scanned program. Search: one "
-             "sep-cmaes-per-agent generation of 16 episodes (latent d = 16) on 1 instance. Training: one update "
-             "of E envs x 26 steps (E = 16 to N = 32, 4 at 64, 1 above, so that the update fits in memory), 1 epoch "
-             "x 1 minibatch; raw stepping uses the same E. Search runs 16 episodes at once, so where E is small (N >= 64) "
-             "its ratio to raw is flattered by the larger batch.", "",
-             "| N | k | E | raw agent-steps/s | train agent-steps/s | train / raw | search agent-steps/s | search / raw | "
-             "s per search episode | compile train / search s | peak RSS MB | load |",
-             "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
-    for r in rows:
-        load = "/".join(f"{x:.1f}" for x in r["load"]) if "load" in r else "-"
-        lines.append(f"| {r['N']} | {r.get('entity_k', 0)} | {r['envs']} | {r['raw']:,.0f} | {r['train']:,.0f} | {r['train'] / r['raw']:.3f} | "
-                     f"{r['search']:,.0f} | {r['search'] / r['raw']:.3f} | {r['episode_s']:.3f} | {r['compile_train_s']:.0f} / "
-                     f"{r['compile_search_s']:.0f} | {r['peak_rss_mb']:,.0f} | {load} |")
-    big = max((r["N"] for r in rows), default=None)
-    for r in rows:
-        if r["N"] == big:
-            lines += ["", f"Where the time goes at N = {big}, k = {r.get('entity_k', 0)}: {r['where']}"]
-    path = RESULTS / "atlas_cost.md"
-    profile = path.read_text().partition(PROFILE_MARK)[2] if path.exists() else ""
-    path.write_text("\n".join(lines) + "\n" + (f"\n{PROFILE_MARK}{profile}" if profile else ""))
-    print("\n".join(lines))
-
-
-PROFILE_MARK = "## Profile"  # atlas_cost.md: the cost table above it, bench/entity_profile.py's table from it on
-
-
-def cost_child(recipe: dict, n: int, entity_k: int = 0) -> dict:
-    import jax
-    import jax.numpy as jnp
-
-    import envs
-    from marl.analysis.search import search_methods
-    from marl.core.config import NetworkConfig, TrainConfig
-    from marl.core.networks import init_actor
-    from marl.core.team import Team, team_step, tile
-    from marl.core.trainer import Trainer, seed_keys
-
-    src = recipe["source"]
-    net = NetworkConfig(kind="entity", agent_id=False, hidden=src["network.hidden"], critic_hidden=src["network.critic_hidden"],
-                        recurrent=False, activation=src["network.activation"], latent_dim=recipe["latent"]["latent_dim"],
-                        entity_k=entity_k)
-    env = envs.make(f"{recipe['env']}:{n}")
-    E, T = (16 if n <= 32 else 4 if n <= 64 else 1), 26  # fewer envs at large N: the training update's memory
-
-    def timed(f, *args, reps=2):
-        t0 = time.perf_counter()
-        jax.block_until_ready(f(*args))
-        first = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        for _ in range(reps):
-            jax.block_until_ready(f(*args))
-        return first, (time.perf_counter() - t0) / reps
-
-    from throughput import raw_env_sps  # bench/throughput.py, beside this script (the script's folder is on the path)
-
-    raw_s = E * T / raw_env_sps(f"{recipe['env']}:{n}", num_envs=E, length=T, repeats=2)  # s per E x T steps
-    p = init_actor(jax.random.PRNGKey(0), env.spec, net)
-    team = Team(tile(p, n), env.spec, net, shared=True)
-
-    def act(key):  # policy forward only, same envs and steps: where the time goes
-        ts, st = jax.vmap(env.reset)(jax.random.split(key, E))
-        z = jnp.zeros((E, n, net.latent_dim))
-
-        def body(c, k):
-            ts, st = c
-            _, logits = team_step(env.spec, net, p, jnp.zeros((E, n, net.hidden)),
-                                  ts.obs, jnp.zeros((E,), bool), z, shared=True)
-            a = jnp.argmax(logits, -1)
-            ts, st = jax.vmap(env.step)(jax.random.split(k, E), st, a)
-            return (ts, st), ts.reward
-
-        return jax.lax.scan(body, (ts, st), jax.random.split(key, T))[1]
-
-    _, act_s = timed(jax.jit(act), jax.random.PRNGKey(1))
-    cfg = TrainConfig.from_dict(dict(env=f"{recipe['env']}:{n}", num_envs=E, rollout_len=T, epochs=1, minibatches=1,
-                      updates_per_chunk=1, total_steps=E * T * 4, ent_coef=0.01, value_norm=False,
-                      network=dataclasses.replace(net, latent_dim=0)))
-    tr = Trainer(cfg)
-    state = jax.jit(tr.init_seeds)(seed_keys(cfg))
-    chunk = jax.jit(jax.vmap(tr.chunk))
-    compile_train, train_s = timed(lambda s: chunk(s)[0], state, reps=1)
-    res = search_methods(env, team, ["sep-cmaes-per-agent"], 1, 2 * 16, pop=16, reeval_episodes=1, log=lambda *_: None)
-    r = res["sep-cmaes-per-agent"]
-    search_eps = 2 * 16
-    ep_s = r["search_s"] / search_eps
-    return {"N": n, "entity_k": entity_k, "envs": E, "raw": E * T * n / raw_s, "train": E * T * n / train_s, "search": search_eps * T * n / r["search_s"],
-            "episode_s": ep_s, "compile_train_s": compile_train - train_s, "compile_search_s": r["compile_s"],
-            "act_agent_steps_s": E * T * n / act_s,
-            "where": f"{E} envs x {T} steps: env alone {1e3 * raw_s:.1f} ms, env + policy forward {1e3 * act_s:.1f} ms "
-                     f"(policy {100 * (act_s - raw_s) / max(act_s, 1e-9):.0f}% of acting), one training update "
-                     f"{1e3 * train_s:.1f} ms (forward, backward and critic: {train_s / max(act_s, 1e-9):.1f}x acting)"}
-
-
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("step", choices=["train", "search", "liveness", "liveness-table", "report", "calibrate", "families", "cost", "cost-child", "profile"])
+def main(argv=None) -> None:
+    """``python -m sweeps.atlas STEP [--recipe R] [--root DIR] ...``: one step of the ATLAS pipeline."""
+    ap = argparse.ArgumentParser(prog="python -m sweeps.atlas")
+    ap.add_argument("step", choices=["train", "search", "liveness", "liveness-table", "report", "calibrate", "families"])
     ap.add_argument("--sims", type=int, help="calibrate: simulated studies per rate (default: studies.rules.sims_for())")
     ap.add_argument("--recipe", default=str(RECIPE))
     ap.add_argument("--root", default="runs/atlas")
     ap.add_argument("--sizes", nargs="+", type=int)
     ap.add_argument("--seeds", nargs="+", type=int)
-    ap.add_argument("--entity-k", nargs="+", type=int, default=[0],
-                    help="cost: network.entity_k values to measure (0: the exact network; k > 0: k nearest)")
-    ap.add_argument("--from-json", action="store_true", help="cost: re-render atlas_cost.md from atlas_cost.json")
     ap.add_argument("--results", help="write results here instead of bench/results (a dry run of the pipeline)")
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
     recipe = tomllib.loads(Path(a.recipe).read_text())
     use_results(recipe, a.results)
     root = Path(a.root)
@@ -957,19 +837,8 @@ def main() -> None:
         report(recipe, root)
     elif a.step == "calibrate":
         calibrate(recipe, a.sims)
-    elif a.step == "families":
-        families()
-    elif a.step == "cost" and a.from_json:
-        write_cost(json.loads((RESULTS / "atlas_cost.json").read_text()))
-    elif a.step == "cost":
-        cost(recipe, a.sizes or [8, 32, 64, 128, 200], a.entity_k)
-    elif a.step == "profile":
-        from entity_profile import main as profile_main  # bench/entity_profile.py, beside this script
-
-        profile_main(recipe, a.sizes or [8, 64, 200], RESULTS / "atlas_cost.md", PROFILE_MARK,
-                     ks=sorted(set([0] + a.entity_k)))
     else:
-        print(json.dumps(cost_child(recipe, a.sizes[0], a.entity_k[0])), flush=True)
+        families()
 
 
 if __name__ == "__main__":
