@@ -296,3 +296,19 @@ def test_train_step_builds_each_recipes_runs_as_valid_configs(name, monkeypatch,
     for s, (out, cfg, init) in zip(seeds, ls):
         assert (cfg.seed, cfg.network.latent_dim, cfg.num_latents) == (s, lat["latent_dim"], lat["latents"])
         assert init == f"{p_out}#{seeds.index(s)}" and out == tmp_path / f"L{recipe['train_size']}_s{s}"
+
+
+def test_liveness_table_keeps_what_was_measured_below_its_marker(tmp_path, monkeypatch, capsys):
+    """Regenerating atlas_liveness.md rewrites the generated table and keeps the sections measured outside the
+    recipes' runs (below ``KEPT_BELOW``): the committed file comes back byte for byte."""
+    import shutil
+
+    results = atlas.REPO / "bench" / "results"
+    for f in results.glob("atlas*_raw.npz"):
+        shutil.copy(f, tmp_path / f.name)
+    committed = (results / "atlas_liveness.md").read_text()
+    assert atlas.KEPT_BELOW in committed
+    (tmp_path / "atlas_liveness.md").write_text(committed.replace("| atlas_lbf |", "| stale |", 1))
+    monkeypatch.setattr(atlas, "RESULTS", tmp_path)
+    atlas.liveness_table()
+    assert (tmp_path / "atlas_liveness.md").read_text() == committed
