@@ -10,7 +10,7 @@ import pytest
 
 from marl_cli.main import main
 from marl.core.config import NetworkConfig, TrainConfig
-from marl.runs.loop import train_run
+from tests.conftest import cached_run, cached_run_folder
 
 TINY = dict(num_envs=8, rollout_len=16, total_steps=8 * 16 * 2, updates_per_chunk=2, epochs=1, minibatches=2,
             network=NetworkConfig(hidden=16, critic_hidden=16))
@@ -18,13 +18,12 @@ TINY = dict(num_envs=8, rollout_len=16, total_steps=8 * 16 * 2, updates_per_chun
 
 @pytest.fixture(scope="session")
 def runs(tmp_path_factory):
-    root = tmp_path_factory.mktemp("probe_runs")
-    out = {}
-    out["shared"] = train_run(TrainConfig(env="smax:3m", num_seeds=2, **TINY), root / "shared", progress=False)
-    out["separate"] = train_run(TrainConfig(env="smax:3m", share_actor=False, **TINY), root / "separate",
-                                init_from=str(out["shared"]) + "#0", progress=False)
-    out["mpe"] = train_run(TrainConfig(env="mpe:simple_spread", **TINY), root / "mpe", progress=False)
-    return out
+    shared_cfg = TrainConfig(env="smax:3m", num_seeds=2, **TINY)
+    shared = cached_run_folder(shared_cfg)
+    return {"shared": cached_run(tmp_path_factory, shared_cfg, "shared"),
+            "separate": cached_run(tmp_path_factory, TrainConfig(env="smax:3m", share_actor=False, **TINY), "separate",
+                                   init_from=f"{shared}#0"),
+            "mpe": cached_run(tmp_path_factory, TrainConfig(env="mpe:simple_spread", **TINY), "mpe")}  # = tiny_mpe_run's
 
 
 def _error_line(capsys, argv) -> str:
