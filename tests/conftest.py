@@ -127,29 +127,51 @@ def tiny_mpe_run(tmp_path_factory):
     return cached_run(tmp_path_factory, tiny_config(env="mpe:simple_spread", total_steps=8 * 16 * 2), "tiny_mpe")
 
 
-# -- two workers that finish together ---------------------------------------------------------------------
+# -- two workers that finish together, and a quick loop -----------------------------------------------------
 # xdist's loadfile hands out whole files in collection order (by default, the files with most tests first),
 # so a file of a few long tests collected late kept one worker busy long after the other had finished. Here
-# the longest file still waiting goes first (the seconds each file took, tests/file_seconds.json; a file not
-# in it counts as a median one), and a worker gets its next file only when it is about to run out of tests
-# (xdist holds back a worker's last test until it knows what comes next), so that the last files go to
-# whichever worker is free. `MARL_TEST_RECORD_SECONDS=tests/file_seconds.json pytest` measures the table again.
-FILE_SECONDS = Path(__file__).with_name("file_seconds.json")
+# the file with the most seconds still waiting goes first (each test's measured seconds, setup + call +
+# teardown, in tests/test_seconds.json; a file not in it counts as a median one), and a worker gets its next
+# file only when it is about to run out of tests (xdist holds back a worker's last test until it knows what
+# comes next), so that the last files go to whichever worker is free.
+# The same table marks `slow` every test measured at SLOW_S seconds or more, besides those marked in their
+# files, so that `pytest -m "not slow"` stays a quick loop; slow tests still run in the README's `pytest`.
+# `MARL_TEST_RECORD_SECONDS=tests/test_seconds.json pytest` measures the table again (the README's command:
+# the seconds are those of a run with two workers sharing the run and compile caches).
+TEST_SECONDS = Path(__file__).with_name("test_seconds.json")
+SLOW_S = 4.0
 _RECORD = os.environ.get("MARL_TEST_RECORD_SECONDS")
-_file_seconds: dict[str, float] = {}
+_recorded: dict[str, float] = {}
 
 
+@lru_cache(maxsize=1)
+def measured_seconds() -> dict[str, float]:
+    """{test node id: seconds} as last measured (``MARL_TEST_RECORD_SECONDS``)."""
+    return json.loads(TEST_SECONDS.read_text()) if TEST_SECONDS.exists() else {}
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
+def pytest_collection_modifyitems(items):
+    seconds = measured_seconds()
+    for item in items:
+        if seconds.get(item.nodeid, 0.0) >= SLOW_S and not item.get_closest_marker("slow"):
+            item.add_marker(pytest.mark.slow)
+
+
+@pytest.hookimpl(optionalhook=True)  # xdist's hook (absent with -p no:xdist)
 def pytest_xdist_make_scheduler(config, log):
     if config.getvalue("dist") != "loadfile":
         return None
     from xdist.scheduler import LoadFileScheduling
 
-    seconds = json.loads(FILE_SECONDS.read_text()) if FILE_SECONDS.exists() else {}
-    median = sorted(seconds.values())[len(seconds) // 2] if seconds else 0.0
+    files: dict[str, float] = {}
+    for nodeid, s in measured_seconds().items():
+        files[nodeid.split("::")[0]] = files.get(nodeid.split("::")[0], 0.0) + s
+    median = sorted(files.values())[len(files) // 2] if files else 0.0
 
     class LongestFileFirst(LoadFileScheduling):
         def _assign_work_unit(self, node):
-            longest = max(self.workqueue, key=lambda f: seconds.get(f, median))
+            longest = max(self.workqueue, key=lambda f: files.get(f, median))
             self.workqueue.move_to_end(longest, last=False)
             super()._assign_work_unit(node)
 
@@ -162,11 +184,9 @@ def pytest_xdist_make_scheduler(config, log):
 
 def pytest_runtest_logreport(report):
     if _RECORD:
-        f = report.nodeid.split("::")[0]
-        _file_seconds[f] = _file_seconds.get(f, 0.0) + report.duration
+        _recorded[report.nodeid] = _recorded.get(report.nodeid, 0.0) + report.duration
 
 
 def pytest_sessionfinish(session):
     if _RECORD and not hasattr(session.config, "workerinput"):  # the controller (or a run without workers)
-        table = dict(sorted(((f, round(s, 1)) for f, s in _file_seconds.items()), key=lambda kv: -kv[1]))
-        Path(_RECORD).write_text(json.dumps(table, indent=1) + "\n")
+        Path(_RECORD).write_text(json.dumps({k: round(v, 2) for k, v in sorted(_recorded.items())}, indent=0) + "\n")
