@@ -115,10 +115,15 @@ def cached_run(tmp_path_factory, cfg: TrainConfig, name: str, init_from: str | N
     return out
 
 
+def tiny_run_config() -> TrainConfig:
+    """``tiny_run``'s config: ``tiny_config`` with 2 seeds."""
+    return tiny_config(num_seeds=2)
+
+
 @pytest.fixture(scope="session")
-def tiny_run(tmp_path_factory, tiny_cfg):
+def tiny_run(tmp_path_factory):
     """A finished tiny run folder with 2 seeds and checkpoints at updates 2 and 4."""
-    return cached_run(tmp_path_factory, tiny_cfg.with_overrides({"num_seeds": 2}), "tiny")
+    return cached_run(tmp_path_factory, tiny_run_config(), "tiny")
 
 
 @pytest.fixture(scope="session")
