@@ -65,7 +65,7 @@ def tiny_cfg() -> TrainConfig:
 # -- tiny runs cached on disk ---------------------------------------------------------------------------
 # A tiny run the suite reads is trained once per machine and code version, not once per xdist worker and
 # file: its folder is kept under MARL_TEST_RUN_CACHE, keyed by a hash of its config, its warm-start source,
-# the project's source files, jax's version and XLA_FLAGS (a change to any of them trains it again). The
+# the project's source files and the machine fingerprint (a change to any of them trains it again). The
 # first process to want a run trains it under a file lock; the others wait for it, then read it. A cached
 # folder is never handed out: each caller gets its own copy (tests may evaluate into a run, or change it).
 # Tests that compare two trainings (a run against its resume) still train both: only the reference side
@@ -76,9 +76,13 @@ RUN_CACHE = Path(os.environ.get("MARL_TEST_RUN_CACHE",
 
 @lru_cache(maxsize=1)
 def code_version() -> str:
-    """A hash of what a training depends on: the project's Python sources, jax's version and XLA_FLAGS."""
+    """A hash of what a training's numbers depend on: the project's Python sources and this process's machine
+    fingerprint (machine kind, XLA_FLAGS, jax and the other packages' versions: ``marl.runs.fingerprint``), so
+    that a cached run is bit for bit what a fresh training here would give."""
+    from marl.runs.fingerprint import fingerprint
+
     root = Path(__file__).resolve().parent.parent
-    h = hashlib.sha256(f"{jax.__version__} {os.environ.get('XLA_FLAGS', '')}".encode())
+    h = hashlib.sha256(json.dumps(fingerprint(), sort_keys=True, default=str).encode())
     for pkg in project_packages():
         for f in sorted((root / pkg).rglob("*.py")):
             h.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes())
