@@ -145,8 +145,8 @@ def tiny_mpe_run(tmp_path_factory):
 # comes next), so that the last files go to whichever worker is free.
 # The same table marks `slow` every test measured at SLOW_S seconds or more, besides those marked in their
 # files, so that `pytest -m "not slow"` stays a quick loop; slow tests still run in the README's `pytest`.
-# `MARL_TEST_RECORD_SECONDS=tests/test_seconds.json pytest` measures the table again (the README's command:
-# the seconds are those of a run with two workers sharing the run and compile caches).
+# `MARL_TEST_RECORD_SECONDS=tests/test_seconds.json pytest [FILES]` measures the tests it runs again (the
+# README's command: the seconds are those of a run with two workers sharing the run and compile caches).
 TEST_SECONDS = Path(__file__).with_name("test_seconds.json")
 SLOW_S = 4.0
 _RECORD = os.environ.get("MARL_TEST_RECORD_SECONDS")
@@ -192,10 +192,16 @@ def pytest_xdist_make_scheduler(config, log):
 
 
 def pytest_runtest_logreport(report):
-    if _RECORD:
-        _recorded[report.nodeid] = _recorded.get(report.nodeid, 0.0) + report.duration
-
-
-def pytest_sessionfinish(session):
-    if _RECORD and not hasattr(session.config, "workerinput"):  # the controller (or a run without workers)
-        Path(_RECORD).write_text(json.dumps({k: round(v, 2) for k, v in sorted(_recorded.items())}, indent=0) + "\n")
+    """With MARL_TEST_RECORD_SECONDS=FILE: each test's seconds go into FILE (merged with the tests already in it)
+    as each test ends, so a run cut short keeps what it measured. Only the controller writes (xdist's workers
+    send it their reports)."""
+    if not _RECORD or os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    _recorded[report.nodeid] = _recorded.get(report.nodeid, 0.0) + report.duration
+    if report.when == "teardown":
+        path = Path(_RECORD)
+        table = json.loads(path.read_text()) if path.exists() else {}
+        table.update({report.nodeid: round(_recorded[report.nodeid], 2)})
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(dict(sorted(table.items())), indent=0) + "\n")
+        tmp.replace(path)
