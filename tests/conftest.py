@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
+import json
 import os
+import shutil
 import tempfile
+from functools import lru_cache
+from pathlib import Path
 
 # The suite's programs are tiny and run for a few updates: XLA's backend optimisations (LLVM) are most of
 # their compile time and buy nothing at that size (a tiny train: 46 s -> 24 s). Set before jax starts a
@@ -56,22 +62,146 @@ def tiny_cfg() -> TrainConfig:
     return tiny_config()
 
 
-@pytest.fixture(scope="session")
-def tiny_run(tmp_path_factory, tiny_cfg):
-    """A finished tiny run folder with 2 seeds and checkpoints at updates 2 and 4."""
+# -- tiny runs cached on disk ---------------------------------------------------------------------------
+# A tiny run the suite reads is trained once per machine and code version, not once per xdist worker and
+# file: its folder is kept under MARL_TEST_RUN_CACHE, keyed by a hash of its config, its warm-start source,
+# the project's source files and the machine fingerprint (a change to any of them trains it again). The
+# first process to want a run trains it under a file lock; the others wait for it, then read it. A cached
+# folder is never handed out: each caller gets its own copy (tests may evaluate into a run, or change it).
+# Tests that compare two trainings (a run against its resume) still train both: only the reference side
+# of such a comparison may come from here, and it is then itself a real training of the same config.
+RUN_CACHE = Path(os.environ.get("MARL_TEST_RUN_CACHE",
+                                os.path.join(tempfile.gettempdir(), f"marl-tests-run-cache-{os.getuid()}")))
+
+
+@lru_cache(maxsize=1)
+def code_version() -> str:
+    """A hash of what a training's numbers depend on: the project's Python sources and this process's machine
+    fingerprint (machine kind, XLA_FLAGS, jax and the other packages' versions: ``marl.runs.fingerprint``), so
+    that a cached run is bit for bit what a fresh training here would give."""
+    from marl.runs.fingerprint import fingerprint
+
+    root = Path(__file__).resolve().parent.parent
+    h = hashlib.sha256(json.dumps(fingerprint(), sort_keys=True, default=str).encode())
+    for pkg in project_packages():
+        for f in sorted((root / pkg).rglob("*.py")):
+            h.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def cached_run_folder(cfg: TrainConfig, init_from: str | None = None) -> Path:
+    """The cache's own folder of ``train_run(cfg, init_from=init_from)``, trained here if no process has yet
+    (read it, never write into it: ``cached_run`` gives a copy)."""
     from marl.runs.loop import train_run
 
-    out = tmp_path_factory.mktemp("runs") / "tiny"
-    cfg = tiny_cfg.with_overrides({"num_seeds": 2})
-    train_run(cfg, out, progress=False)
+    key = hashlib.sha256(json.dumps({"config": cfg.to_dict(), "init_from": init_from, "code": code_version()},
+                                    sort_keys=True, default=str).encode()).hexdigest()[:20]
+    entry = RUN_CACHE / key
+    RUN_CACHE.mkdir(parents=True, exist_ok=True)
+    with open(RUN_CACHE / f"{key}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another worker training this run: wait for it
+        try:
+            if not (entry / "READY").exists():  # none, or one whose training was cut short
+                shutil.rmtree(entry, ignore_errors=True)
+                train_run(cfg, entry / "run", init_from=init_from, progress=False)
+                (entry / "config.json").write_text(json.dumps({"config": cfg.to_dict(), "init_from": init_from},
+                                                              default=str, indent=1))
+                (entry / "READY").touch()
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+    return entry / "run"
+
+
+def cached_run(tmp_path_factory, cfg: TrainConfig, name: str, init_from: str | None = None) -> Path:
+    """A copy (under this session's temporary folder) of the cached run of ``cfg``: see ``cached_run_folder``."""
+    out = tmp_path_factory.mktemp("runs") / name
+    shutil.copytree(cached_run_folder(cfg, init_from), out, symlinks=True)
     return out
+
+
+def tiny_run_config() -> TrainConfig:
+    """``tiny_run``'s config: ``tiny_config`` with 2 seeds."""
+    return tiny_config(num_seeds=2)
+
+
+@pytest.fixture(scope="session")
+def tiny_run(tmp_path_factory):
+    """A finished tiny run folder with 2 seeds and checkpoints at updates 2 and 4."""
+    return cached_run(tmp_path_factory, tiny_run_config(), "tiny")
 
 
 @pytest.fixture(scope="session")
 def tiny_mpe_run(tmp_path_factory):
     """A finished tiny mpe:simple_spread run folder (1 seed, 2 updates)."""
-    from marl.runs.loop import train_run
+    return cached_run(tmp_path_factory, tiny_config(env="mpe:simple_spread", total_steps=8 * 16 * 2), "tiny_mpe")
 
-    out = tmp_path_factory.mktemp("runs") / "tiny_mpe"
-    train_run(tiny_config(env="mpe:simple_spread", total_steps=8 * 16 * 2), out, progress=False)
-    return out
+
+# -- two workers that finish together, and a quick loop -----------------------------------------------------
+# xdist's loadfile hands out whole files in collection order (by default, the files with most tests first),
+# so a file of a few long tests collected late kept one worker busy long after the other had finished. Here
+# the file with the most seconds still waiting goes first (each test's measured seconds, setup + call +
+# teardown, in tests/test_seconds.json; a file not in it counts as a median one), and a worker gets its next
+# file only when it is about to run out of tests (xdist holds back a worker's last test until it knows what
+# comes next), so that the last files go to whichever worker is free.
+# The same table marks `slow` every test measured at SLOW_S seconds or more, besides those marked in their
+# files, so that `pytest -m "not slow"` stays a quick loop; slow tests still run in the README's `pytest`.
+# `MARL_TEST_RECORD_SECONDS=tests/test_seconds.json pytest [FILES]` measures the tests it runs again (the
+# README's command: the seconds are those of a run with two workers sharing the run and compile caches).
+TEST_SECONDS = Path(__file__).with_name("test_seconds.json")
+SLOW_S = 4.0
+_RECORD = os.environ.get("MARL_TEST_RECORD_SECONDS")
+_recorded: dict[str, float] = {}
+
+
+@lru_cache(maxsize=1)
+def measured_seconds() -> dict[str, float]:
+    """{test node id: seconds} as last measured (``MARL_TEST_RECORD_SECONDS``)."""
+    return json.loads(TEST_SECONDS.read_text()) if TEST_SECONDS.exists() else {}
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
+def pytest_collection_modifyitems(items):
+    seconds = measured_seconds()
+    for item in items:
+        if seconds.get(item.nodeid, 0.0) >= SLOW_S and not item.get_closest_marker("slow"):
+            item.add_marker(pytest.mark.slow)
+
+
+@pytest.hookimpl(optionalhook=True)  # xdist's hook (absent with -p no:xdist)
+def pytest_xdist_make_scheduler(config, log):
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    files: dict[str, float] = {}
+    for nodeid, s in measured_seconds().items():
+        files[nodeid.split("::")[0]] = files.get(nodeid.split("::")[0], 0.0) + s
+    median = sorted(files.values())[len(files) // 2] if files else 0.0
+
+    class LongestFileFirst(LoadFileScheduling):
+        def _assign_work_unit(self, node):
+            longest = max(self.workqueue, key=lambda f: files.get(f, median))
+            self.workqueue.move_to_end(longest, last=False)
+            super()._assign_work_unit(node)
+
+        def _reschedule(self, node):
+            if node.shutting_down or not self.workqueue or self._pending_of(self.assigned_work[node]) <= 1:
+                super()._reschedule(node)
+
+    return LongestFileFirst(config, log)
+
+
+def pytest_runtest_logreport(report):
+    """With MARL_TEST_RECORD_SECONDS=FILE: each test's seconds go into FILE (merged with the tests already in it)
+    as each test ends, so a run cut short keeps what it measured. Only the controller writes (xdist's workers
+    send it their reports)."""
+    if not _RECORD or os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    _recorded[report.nodeid] = _recorded.get(report.nodeid, 0.0) + report.duration
+    if report.when == "teardown":
+        path = Path(_RECORD)
+        table = json.loads(path.read_text()) if path.exists() else {}
+        table.update({report.nodeid: round(_recorded[report.nodeid], 2)})
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(dict(sorted(table.items())), indent=0) + "\n")
+        tmp.replace(path)

@@ -14,6 +14,7 @@ from envs.entities import layouts_of
 from marl.core.config import NetworkConfig, TrainConfig
 from marl.core.networks import make_actor
 from marl.core.team import Team, check_compatible, resize, team_step
+from tests.conftest import cached_run
 
 ENTITY = dict(kind="entity", agent_id=False, hidden=16, critic_hidden=16)
 
@@ -28,9 +29,7 @@ def _cfg(**kw) -> TrainConfig:
 @pytest.fixture(scope="session")
 def entity_run(tmp_path_factory):
     """A finished tiny latent-conditioned entity run on mpe:simple_spread:3 (shared actor, 2 seeds)."""
-    from marl.runs.loop import train_run
-
-    return train_run(_cfg(num_seeds=2), tmp_path_factory.mktemp("runs") / "entity", progress=False)
+    return cached_run(tmp_path_factory, _cfg(num_seeds=2), "entity")
 
 
 def test_config_refuses_a_seat_id_and_envs_without_a_layout():

@@ -10,21 +10,21 @@ import pytest
 
 from marl_cli.main import main
 from marl.core.config import NetworkConfig, TrainConfig
-from marl.runs.loop import train_run
+from tests.conftest import cached_run, cached_run_folder, tiny_run_config
 
 TINY = dict(num_envs=8, rollout_len=16, total_steps=8 * 16 * 2, updates_per_chunk=2, epochs=1, minibatches=2,
             network=NetworkConfig(hidden=16, critic_hidden=16))
 
 
 @pytest.fixture(scope="session")
-def runs(tmp_path_factory):
-    root = tmp_path_factory.mktemp("probe_runs")
-    out = {}
-    out["shared"] = train_run(TrainConfig.from_dict(dict(env="smax:3m", num_seeds=2, **TINY)), root / "shared", progress=False)
-    out["separate"] = train_run(TrainConfig.from_dict(dict(env="smax:3m", share_actor=False, **TINY)), root / "separate",
-                                init_from=str(out["shared"]) + "#0", progress=False)
-    out["mpe"] = train_run(TrainConfig.from_dict(dict(env="mpe:simple_spread", **TINY)), root / "mpe", progress=False)
-    return out
+def runs(tmp_path_factory, tiny_run):
+    """The session's tiny run (2 seeds, 4 updates), a separate-actor run warm-started from its seed 0 (2 updates
+    more) and the session's tiny MPE run."""
+    source = f"{cached_run_folder(tiny_run_config())}#0"  # tiny_run's own cached folder: one key however copied
+    return {"shared": tiny_run,
+            "separate": cached_run(tmp_path_factory, TrainConfig.from_dict(dict(env="smax:3m", share_actor=False, **TINY)), "separate",
+                                   init_from=source),
+            "mpe": cached_run(tmp_path_factory, TrainConfig.from_dict(dict(env="mpe:simple_spread", **TINY)), "mpe")}  # = tiny_mpe_run's
 
 
 def _error_line(capsys, argv) -> str:
@@ -42,7 +42,7 @@ def test_barrier_cli(runs, tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "barrier" in printed and "aligned" in printed
     rep = json.loads((out / "barrier.json").read_text())
-    assert rep["a"]["run"] == str(runs["shared"].resolve()) and rep["a"]["step"] == 2 and rep["b"]["step"] == 2
+    assert rep["a"]["run"] == str(runs["shared"].resolve()) and rep["a"]["step"] == 4 and rep["b"]["step"] == 2
     assert rep["naive"]["alphas"] == [0.0, 0.5, 1.0] and rep["naive"]["greedy"] is False
     for k in ("naive", "aligned"):
         for m in ("return", "win_rate"):

@@ -24,7 +24,7 @@ from marl.runs import layout, metrics_log
 from marl.runs.lock import DONE_FILE, LOCK_FILE, RunLock
 from marl.runs.loop import train_run
 from marl.runs.metrics_log import TIMING_KEYS
-from tests.conftest import tiny_config
+from tests.conftest import cached_run, tiny_config
 
 STEPS = 8 * 16  # env steps per update of tiny_config
 
@@ -45,9 +45,7 @@ def _tree(folder: Path) -> dict:
 
 @pytest.fixture(scope="module")
 def unstopped(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("resume") / "unstopped"
-    train_run(_cfg(10), out, progress=False)
-    return out
+    return cached_run(tmp_path_factory, _cfg(10), "unstopped")
 
 
 def _one_line(capsys, *argv) -> str:
