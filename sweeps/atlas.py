@@ -639,7 +639,8 @@ def families(names=FAMILY_STUDIES) -> str:
         trained = min(int(n) for n in envs_) if envs_ else "?"
         first = envs_.get(str(trained), "")
         fam = first.split(":")[0]
-        scen = first.split(":")[1] if fam != "smax" else "marines ladder (" + ", ".join(envs_.values()) + ")"
+        scenarios = sorted({e.split(":")[1] for e in envs_.values()})  # one scenario, or one per size (a ladder)
+        scen = scenarios[0] if len(scenarios) == 1 else "scenario ladder (" + ", ".join(envs_.values()) + ")"
         sizes = out["verdicts"]["lead grows with N"].get("sizes", [])
         seeds_inst = "; ".join(f"{len(v['seeds'])} x {v['per_seed'][0]['instances']} at N = {n}" for n, v in out["sizes"].items()
                                if int(n) in sizes)

@@ -51,9 +51,9 @@ def run(ref_a, ref_b, out, *, quiet=True, command=None, scale=1):
     return report
 
 
-def row(out):
-    """The sweep report's columns from OUT/toy.json (the entry's ``row``)."""
-    sizes = json.loads((Path(out) / "toy.json").read_text())["sizes"]
+def row(files):
+    """The sweep report's columns from the job's toy.json (the entry's ``row``; ``files``: a studies.store.Folder)."""
+    sizes = files.load_json("toy.json")["sizes"]
     return {"toy_size_a": sizes[0], "toy_size_b": sizes[1]}
 '''
 

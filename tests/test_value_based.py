@@ -122,8 +122,9 @@ def test_qmix_train_eval_probe_and_report_row(qmix_run, tmp_path, capsys):
     rep = json.loads((probe / "barrier.json").read_text())
     assert rep["naive"]["greedy"] is True and rep["a"]["algo"] == rep["b"]["algo"] == "qmix"
     from probes.rows import barrier_row
+    from studies.store import open_folder
 
-    row = barrier_row(probe)
+    row = barrier_row(open_folder(probe))
     assert np.isfinite([row["barrier"], row["R(A)"], row["R(B)"], row["win_barrier"]]).all()
     # sampling a greedy Q-team is refused in one line, and nothing is written
     capsys.readouterr()
