@@ -148,7 +148,7 @@ def tiny_mpe_run(tmp_path_factory):
 # `MARL_TEST_RECORD_SECONDS=tests/test_seconds.json pytest [FILES]` measures the tests it runs again (the
 # README's command: the seconds are those of a run with two workers sharing the run and compile caches).
 TEST_SECONDS = Path(__file__).with_name("test_seconds.json")
-SLOW_S = 4.0
+SLOW_S = 2.0
 _RECORD = os.environ.get("MARL_TEST_RECORD_SECONDS")
 _recorded: dict[str, float] = {}
 
