@@ -38,6 +38,40 @@ CONFIDENCE = 0.95
 ALPHA = 1 - CONFIDENCE
 
 
+# -- the recipes ----------------------------------------------------------------------------------
+
+def read_recipe(path) -> dict:
+    """An ATLAS recipe (TOML). ``base = "other.toml"`` (beside it) takes every key of that recipe, then this file's
+    keys replace them whole (a table too): the re-run's recipes keep their family's training keys in one place.
+    One-line UserErrors (a missing or invalid file, a base chain that loops)."""
+    from marl_common.errors import UserError
+    from marl_common.preflight import read_toml
+
+    path = Path(path)
+    seen = [path.resolve()]
+    recipe = read_toml(path, "atlas recipe")
+    while "base" in recipe:
+        base = path.parent / recipe.pop("base")
+        if base.resolve() in seen:
+            raise UserError(f"atlas recipe {path}: base {base} loops back to a recipe already read")
+        seen.append(base.resolve())
+        recipe = {**read_toml(base, f"base of atlas recipe {path}"), **recipe}
+        path = base
+    return recipe
+
+
+def pilot_recipe(recipe: dict) -> dict:
+    """The liveness pilot of a re-run recipe: its ``pilot_seeds`` (fresh; never the study's seeds) in place of its
+    seeds, named ``<name>_pilot`` (its own raw folder). ValueError naming the key when the recipe has none."""
+    seeds = recipe.get("pilot_seeds")
+    if not seeds:
+        raise ValueError(f"recipe {recipe.get('name')!r} has no pilot_seeds: the pilot trains and measures those")
+    if set(seeds) & set(recipe["seeds"]):
+        raise ValueError(f"recipe {recipe.get('name')!r}: pilot_seeds {sorted(set(seeds) & set(recipe['seeds']))} "
+                         "are also study seeds (the pilot's seeds are never the study's)")
+    return {**recipe, "seeds": list(seeds), "name": f"{recipe['name']}_pilot"}
+
+
 # -- reading the raw files ------------------------------------------------------------------------
 
 def _raw_records(raw) -> dict[str, dict]:

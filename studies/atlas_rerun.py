@@ -324,6 +324,71 @@ def _register(noise: dict) -> None:
 _register(RERUN_NOISE)
 
 
+# -- the re-run's verdicts: every family of one study ------------------------------------------------
+
+def _gate(live: dict, margin_positive: bool) -> str | None:
+    """Why a (family, N) cannot be read (``studies.atlas.liveness_by_size``'s entry, P's margin), None when it can."""
+    if not live["live"]:
+        return f"{live['outcome']} ({live['text']})" if live["text"] and live["outcome"] not in live["text"] else live["text"]
+    return None if margin_positive else "precondition failed: P does not beat random at this size"
+
+
+def rerun_verdicts(parts, preconditions=("latent_live",), equivalence: float | None = None) -> dict:
+    """The re-run's verdicts over every family in ``parts`` [(family, recipe, raw folder)], ``family`` a key of
+    ``RERUN_TREND`` (atlas, atlas_lbf, atlas_rware, atlas_smax): per family ``studies.atlas.family_verdicts``'s
+    per-size lead, liveness and lead per cent, and ``lead_per_agent_trend`` on the family's re-run design; across
+    every family ``grows_with_compute_all`` on ``RERUN_COMPUTE`` (Holm over every compute test of every family).
+    With ``"latent_live"`` in ``preconditions`` a (family, N) whose latent space is not shown live reads
+    "precondition failed ..." with its numbers: a trend with such a size, or a compute test there, claims nothing
+    (the test stays in the Holm family the rule was calibrated on). ValueError naming ``parts`` for an unknown or
+    repeated family, or a study whose compute tests are not the design's.
+    Returns {"families": {family: {"per_size", "live_by", "lead_percent", "trend": (text, Verdict), "D_over_M"}},
+    "compute": (text, Verdict, {"family N=n": text}), "verdicts": {name: words}, "inputs": [paths]}."""
+    fams, inputs = {}, []
+    for family, recipe, raw in parts:
+        if family not in RERUN_TREND:
+            raise ValueError(f"parts: family {family!r} has no re-run design (one of {', '.join(RERUN_TREND)})")
+        if family in fams:
+            raise ValueError(f"parts: family {family!r} is named twice")
+        v = atlas.family_verdicts(recipe, Path(raw), {}, tuple(preconditions), equivalence)
+        inputs += v["inputs"]
+        design = RERUN_TREND[family][0]
+        sizes = atlas._sizes(design)[0]
+        if not set(sizes) <= set(v["meas"]["rows"]):
+            raise ValueError(f"parts: {family}'s recipe does not search the re-run's trend sizes {list(sizes)}")
+        gates = {n: _gate(v["live_by"][n], True) for n in sizes}
+        tv = rules.verdict(LeadPerAgentTrend.name, atlas.study_data(v["meas"], sizes, 256), design)
+        dead = [f"N = {n}: {g}" for n, g in gates.items() if g]
+        fams[family] = {**{k: v[k] for k in ("per_size", "live_by", "lead_percent", "D_over_M", "designs")},
+                        "meas": v["meas"], "trend": ("; ".join(dead) if dead else tv.outcome, tv)}
+    design, _ = RERUN_COMPUTE
+    sizes_b = {}  # the design's tests, each at the budget its size was searched to (B2 >= 1024, from B1 = 64)
+    for f, n in zip(_key_list(design, "families"), map(int, _key_list(design, "sizes"))):
+        rows = fams[f]["meas"]["rows"].get(n) if f in fams else None
+        b2 = min(max(r["D"]) for r in rows) if rows else 0
+        if b2 < 1024 or 64 not in rows[0]["D"]:
+            raise ValueError(f"parts: the re-run's compute design tests {f} at N = {n} from B = 64 to B >= 1024, which "
+                             "the parts do not search (a family or a size left: the design needs a new calibration)")
+        sizes_b.setdefault(f, {})[n] = b2
+    cdata = {f: atlas.compute_data(fams[f]["meas"], sb) for f, sb in sizes_b.items()}
+    cv = rules.verdict(GrowsWithComputeAll.name, cdata, design)
+    by_test, claims = {}, []
+    for f, by in cdata.items():
+        for n in by:
+            t = cv.details["by_test"][f"{f} N={n}"]
+            g = _gate(fams[f]["live_by"][n], fams[f]["designs"]["margin_positive"][n])
+            word = g or (t["verdict"] if cv.outcome != rules.NO_RECORD else rules.NO_RECORD)
+            by_test[f"{f} N={n}"] = word
+            if not g and cv.positive and t["verdict"] != "not shown":
+                claims.append(f"{t['verdict']} at {f} N = {n}")
+    ctext = "; ".join(claims) or ("not shown" if cv.positive else cv.outcome)  # claims only where every gate holds
+    verdicts = {**{f"{f}: per-agent beats shared at N = {n}": t for f, d in fams.items() for n, t in d["per_size"].items()},
+                **{f"{f}: lead per agent grows with N": d["trend"][0] for f, d in fams.items()},
+                "lead grows with compute (every family)": ctext,
+                **{f"lead grows with compute at {k}": w for k, w in by_test.items()}}
+    return {"families": fams, "compute": (ctext, cv, by_test), "verdicts": verdicts, "inputs": inputs}
+
+
 # -- power, cost and the lead per cent ----------------------------------------------------------------
 
 def trend_power(family: str, seeds: int, instances: int, effect: float | None = 0.2, sims: int = 400,
@@ -391,6 +456,63 @@ def compute_sizes(sims: int = 2000, seed: int = 0) -> list[dict]:
         r = rules.rate(GrowsWithComputeAll(noise={d.name: allc}), d, None, sims, seed)
         out.append({"seed_variance": conf, "family": "all (3 seeds each)", "holm": f"across all {len(sizes)} tests", **r})
     return out
+
+
+# -- the power from the liveness pilot's noise (the plan's amendment before the search stage) ------------
+
+PILOT_LEAD_FRACTIONS = (0.1, 0.3, 0.45)  # the lead as a share of the shared search's gain: 0.45 = the paper's "up to 45%"
+
+
+def pilot_cells(recipe: dict, raw, sizes) -> dict:
+    """{N: {"gain": [S, I], "split": [S, I]}} from the liveness pilot's files in ``raw`` (``liveness_N{n}_s{s}.json``
+    of every seed of ``recipe``, as ``python -m sweeps.atlas pilot`` writes them): per (seed, instance) ``gain``, the
+    best of the K latents' mean return minus zero-shot's (a shared search of B = K random latents), and ``split``,
+    the best of the first K/2 latents minus the best of the other K/2: the difference of two independent searches
+    of the same instance, which is what D is under no lead (its seed, instance and residual spread)."""
+    from studies.atlas import _stored
+
+    f = _stored(raw)
+    out = {}
+    for n in sizes:
+        gain, split = [], []
+        for s in recipe["seeds"]:
+            r = f.load_json(f"liveness_N{n}_s{s}.json")
+            lat = np.asarray(r["latent"], np.float64).mean(2)  # [I, K] each latent's mean return
+            z = np.asarray(r["zero"], np.float64).mean(1)
+            k = lat.shape[1] // 2
+            gain.append(lat.max(1) - z)
+            split.append(lat[:, :k].max(1) - lat[:, k:2 * k].max(1))
+        out[n] = {"gain": np.asarray(gain), "split": np.asarray(split)}
+    return out
+
+
+def pilot_trend_noise(cells: dict, lead_fraction: float, confidence: float | None = SEED_UPPER) -> dict | str:
+    """{N: (seed, instance, residual)} of the trend measure y (``per_agent_lead``) planned from the pilot's ``cells``
+    (``pilot_cells``): D's noise per cell is the ``split`` (two searches of one instance), its mean level a
+    constant per-agent lead of ``lead_fraction`` of the shared gain (the pilot runs no per-agent search: the lead's
+    size is an assumption, stated with the power), so y = split / N / (lead_fraction x mean over sizes of
+    mean gain / N); the seed part at its one-sided ``confidence`` upper bound. The reason, when the pilot's shared
+    gain is 0 on average (an inert space: no level to be relative to)."""
+    level = lead_fraction * float(np.mean([c["gain"].mean() / n for n, c in cells.items()]))
+    if not np.isfinite(level) or level <= 0:
+        return "undefined: the pilot's best-of-K gain over zero-shot is not above 0 on average (an inert space)"
+    return _upper({n: c["split"] / n / level for n, c in cells.items()}, confidence)
+
+
+def pilot_power(family: str, cells: dict, seeds=(8, 16, 32), instances: int = RERUN_INSTANCES,
+                fractions=PILOT_LEAD_FRACTIONS, sims: int = 400) -> list[dict]:
+    """``trend_power`` at +0.2 per doubling at the family's trend sizes, the noise planned from the pilot
+    (``pilot_trend_noise``) at each assumed lead ``fractions`` and each number of ``seeds``; a row with
+    "undefined" where the pilot's space gives no level."""
+    sizes = [n for n in sorted(RERUN_TREND_SIZES.get(family, RERUN_NOISE["trend"][family])) if n in cells]
+    rows = []
+    for f in fractions:
+        noise = pilot_trend_noise({n: cells[n] for n in sizes}, f)
+        for s in seeds:
+            rows.append({"fraction": f, "seeds": s, "sizes": sizes,
+                         **({"undefined": noise} if isinstance(noise, str) else
+                            trend_power(family, s, instances, sims=sims, noise={family: noise}, sizes=sizes))})
+    return rows
 
 
 def plan_text(sims: int = 400) -> str:

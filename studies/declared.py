@@ -2,7 +2,8 @@
 
     [study]     name; sweep = "sweeps/X.toml" (the runs: a sweep file) or an inline [sweep] table; out (the
                 study's folder: its runs, background log, report and verdict record; default runs/studies/NAME)
-    [analysis]  kind (an analysis of ``ANALYSES``: connectivity, fresh_seeds, atlas); rules (names in the
+    [analysis]  kind (an analysis of ``ANALYSES``: connectivity, fresh_seeds, atlas, atlas_families: several
+                ATLAS families in one study, [[analysis.parts]] family + recipe, Holm across all of them); rules (names in the
                 registry ``studies.rules.RULES``: the rules the verdict may read, no more, no fewer);
                 seeds (the training seeds the decision may read: a list, or "A-B"); margins (a table of
                 numbers); preconditions; data (optional: a folder of recorded results read instead of the
@@ -140,6 +141,7 @@ def check_report(table, where: str) -> dict:
 def load_analyses() -> None:
     """Import the modules whose rules the analyses read (they register them), once."""
     import studies.atlas  # noqa: F401
+    import studies.atlas_rerun  # noqa: F401
     import studies.connectivity  # noqa: F401
     import studies.fresh_seeds  # noqa: F401
     import studies.liveness  # noqa: F401
@@ -371,10 +373,10 @@ def _check_atlas(plan: dict, where: str) -> None:
 
 def read_atlas(plan: dict, data: Path, echo=print) -> Reading:
     """The family's verdicts (``studies.atlas.family_verdicts``) from its raw files in ``data``."""
-    from marl_common.preflight import read_json, read_toml
-    from studies.atlas import PAPER_LEAD_PERCENT, family_verdicts
+    from marl_common.preflight import read_json
+    from studies.atlas import PAPER_LEAD_PERCENT, family_verdicts, read_recipe
 
-    recipe = read_toml(plan["recipe"], "atlas recipe")
+    recipe = read_recipe(plan["recipe"])
     seeds = seed_list(plan["seeds"], "[analysis]")
     if tuple(recipe["seeds"]) != seeds:
         raise UserError(f"[analysis] seeds {list(seeds)} are not the recipe's ({recipe['seeds']}): the study may read "
@@ -393,3 +395,81 @@ def read_atlas(plan: dict, data: Path, echo=print) -> Reading:
 
 
 ANALYSES.register(Analysis("atlas", ATLAS_KEYS, read_atlas, _check_atlas, needs_data=True))
+
+
+# -- the ATLAS re-run: every family in one study (Holm across every family's compute tests) --------------
+
+PART_KEYS = {"family": str, "recipe": str}
+FAMILIES_RULES = ("lead_per_agent_trend", "grows_with_compute_all")
+
+
+def _parts(plan: dict, where: str) -> list[dict]:
+    parts = plan.get("parts")
+    if not isinstance(parts, list) or not parts:
+        raise UserError(f"{where}: parts must be [[analysis.parts]] tables (family, recipe), one per family")
+    for i, p in enumerate(parts):
+        typed(p, PART_KEYS, f"{where} parts[{i}]", required=tuple(PART_KEYS))
+    return parts
+
+
+def _check_atlas_families(plan: dict, where: str) -> None:
+    from studies.atlas_rerun import RERUN_TREND
+
+    fams = [p["family"] for p in _parts(plan, where)]
+    for f in fams:
+        if f not in RERUN_TREND:
+            raise UserError(f"{where}: part family {f!r} has no re-run design{did_you_mean(f, list(RERUN_TREND), 'families')}")
+    if len(set(fams)) != len(fams):
+        raise UserError(f"{where}: parts name a family twice ({', '.join(sorted({f for f in fams if fams.count(f) > 1}))})")
+    pre = plan.get("preconditions", [])
+    if not isinstance(pre, list) or not set(pre) <= {"latent_live"}:
+        raise UserError(f"{where}: an atlas_families analysis has one precondition, latent_live (per family and size); "
+                        f"got {pre!r}")
+    _require_rules(plan, list(FAMILIES_RULES) + (["latent_live"] if pre else []), where,
+                   "an atlas_families analysis with these preconditions")
+    unknown = set(plan.get("margins", {})) - {"equivalence"}
+    if unknown:
+        raise UserError(f"{where}: margins {sorted(unknown)}: an atlas_families analysis has one margin, equivalence")
+
+
+def read_atlas_families(plan: dict, data: Path, echo=print) -> Reading:
+    """Every family's re-run verdicts (``studies.atlas_rerun.rerun_verdicts``): each part's raw files are
+    ``data``/<its recipe's name>_raw (or that folder's pack), the recipes' seeds together are the declared seeds."""
+    from studies.atlas import PAPER_LEAD_PERCENT, read_recipe
+    from studies.atlas_rerun import rerun_verdicts
+
+    parts, seen = [], []
+    for p in plan["parts"]:
+        recipe = read_recipe(p["recipe"])
+        parts.append((p["family"], recipe, Path(data) / f"{recipe['name']}_raw"))
+        seen += list(recipe["seeds"])
+    seeds = seed_list(plan["seeds"], "[analysis]")
+    if sorted(seen) != sorted(seeds):
+        raise UserError(f"[analysis] seeds {list(seeds)} are not the parts' recipes' seeds ({sorted(seen)}): the study "
+                        "may read only the seeds it declares, and reads every one")
+    try:
+        v = rerun_verdicts(parts, tuple(plan.get("preconditions", [])), plan.get("margins", {}).get("equivalence"))
+    except ValueError as e:
+        raise UserError(f"[analysis] {e}") from None
+    lines = []
+    for fam, d in v["families"].items():
+        lines += [f"## {fam}", ""]
+        lines += [f"- liveness at N = {n}: {lv['text']}" for n, lv in d["live_by"].items()]
+        lines += [f"- **per-agent beats shared** at N = {n}: {t}" for n, t in d["per_size"].items()]
+        text, tv = d["trend"]
+        lines.append(f"- **lead per agent grows with N** (rule `lead_per_agent_trend`): **{text}**"
+                     + (f" (slope {tv.text(4)})" if text == tv.outcome else ""))
+        lines += [f"- lead in per cent over the shared search at N = {n} (B = 256): {p['over_gain']:+.1f}% of the "
+                  f"shared search's gain over zero-shot, {p['over_random']:+.1f}% of its return above random (the "
+                  f"paper: up to {PAPER_LEAD_PERCENT:g}%)" for n, p in d["lead_percent"].items()]
+        lines.append("")
+    ctext, cv, by_test = v["compute"]
+    lines += ["## Every family: the lead grows with compute (rule `grows_with_compute_all`, Holm across every test)", "",
+              f"**{ctext}**", ""]
+    lines += [f"- {k}: {w} (mean {cv.details['by_test'][k]['mean']:+.4f}, Holm-adjusted p "
+              f"{cv.details['by_test'][k]['p_holm_all']:.4f})" for k, w in by_test.items()]
+    return Reading(v["verdicts"], lines, tuple(v["inputs"]))
+
+
+ANALYSES.register(Analysis("atlas_families", {"parts": list}, read_atlas_families, _check_atlas_families,
+                           needs_data=True))

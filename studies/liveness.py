@@ -151,7 +151,8 @@ def liveness_design(instances: int, latents: int = LATENTS, episodes: int = EPIS
                   extra=(("latents", int(latents)), ("episodes", int(episodes)), ("zero_episodes", int(zero_episodes))))
 
 
-DESIGN_INSTANCES = (16, 48, 64, 96)  # a small marl search, ATLAS at 3 and 6 seeds x 16 instances, marl search's default
+# a small marl search, ATLAS at 3 and 6 seeds x 16 instances, marl search's default, the ATLAS re-run (8 seeds x 16)
+DESIGN_INSTANCES = (16, 48, 64, 96, 128)
 NUISANCES = ("gaussian", "heteroscedastic", "heavy tails", "win/loss", "win/loss near certain", "noise-free",
              "half noise-free")
 

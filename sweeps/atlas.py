@@ -6,6 +6,9 @@ trained at one small N (issue 26). Plan: bench/results/atlas_PLAN.md; recipes: s
     python -m sweeps.atlas search --root runs/atlas [--sizes 8 16] [--seeds 0 1 2]
     python -m sweeps.atlas liveness --root runs/atlas        # L's latent liveness per (N, seed): the precondition
     python -m sweeps.atlas liveness-table                    # atlas_liveness.md: every study's liveness by size
+    python -m sweeps.atlas pilot --recipe R --root DIR       # a re-run recipe's liveness pilot (its pilot_seeds):
+                                                             # train + liveness, resumable (atlas_rerun_RUNNING.md)
+    python -m sweeps.atlas pilot-table --results D           # every pilot's liveness and planned power (markdown)
     python -m sweeps.atlas report --root runs/atlas          # bench/results/atlas.{md,json,png}
     python -m sweeps.atlas calibrate --recipe R              # records of the rules on R's own design (R's raw files)
     python -m sweeps.atlas families                          # atlas_families.md: every ATLAS study side by side
@@ -49,7 +52,7 @@ from pathlib import Path
 
 import numpy as np
 
-from studies.atlas import lead_verdict, t_ci  # noqa: F401  (the per-map verdict lives with the rules)
+from studies.atlas import lead_verdict, pilot_recipe, read_recipe, t_ci  # noqa: F401  (lead_verdict, t_ci: the per-map verdict lives with the rules)
 
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "bench" / "results"
@@ -297,7 +300,7 @@ def liveness_table(names=FAMILY_STUDIES_LIVE) -> str:
              "| study | N | searched B | cells | D = 0 | per-agent gain <= 0 | shared gain <= 0 | shared = zero-shot | "
              "precondition (latent_live) |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
     for name in names:
-        recipe = tomllib.loads((RECIPES / f"{name}.toml").read_text())
+        recipe = read_recipe(RECIPES / f"{name}.toml")
         use_results(recipe, RESULTS)
         rows = raw_liveness(recipe)
         live = liveness_by_size(recipe, rows)
@@ -313,6 +316,39 @@ def liveness_table(names=FAMILY_STUDIES_LIVE) -> str:
     write_atomic(out, text)
     print(text)
     return text
+
+
+RERUN_STUDY = REPO / "studies" / "declared" / "atlas_rerun.toml"  # the re-run's parts: family and recipe
+
+
+def pilot_table(results: Path, sims: int = 400) -> str:
+    """The re-run's liveness pilot, per (family, size), from the pilot raw folders under ``results`` (those
+    measured so far): the precondition (``studies.atlas.liveness_by_size``) and the power of ``lead_per_agent_trend``
+    at +0.2 per doubling with the noise planned from the pilot (``studies.atlas_rerun.pilot_power``). Markdown."""
+    from studies import atlas_rerun as ar
+    from studies.atlas import liveness_by_size as by_size
+
+    live, power = [], []
+    for part in tomllib.loads(RERUN_STUDY.read_text())["analysis"]["parts"]:
+        fam, recipe = part["family"], pilot_recipe(read_recipe(REPO / part["recipe"]))
+        raw = Path(results) / f"{recipe['name']}_raw"
+        done = [n for n in recipe["sizes"] if all((raw / f"liveness_N{n}_s{s}.json").exists() for s in recipe["seeds"])]
+        if not done:
+            live.append(f"| {fam} | - | not measured yet |")
+            continue
+        for n, v in by_size(recipe, done, raw).items():
+            live.append(f"| {fam} | {n} | {v['text']} |")
+        trend = sorted(ar.RERUN_TREND_SIZES.get(fam, ar.RERUN_NOISE["trend"].get(fam, {})))
+        if not set(trend) <= set(done):
+            power.append(f"| {fam} | - | - | not measured at every trend size ({trend}) yet | - |")
+            continue
+        cells = ar.pilot_cells(recipe, raw, trend)
+        for r in ar.pilot_power(fam, cells, sims=sims):
+            rate = r["undefined"] if "undefined" in r else f"{r['rate']:.3f} [{r['lo']:.3f}, {r['hi']:.3f}]"
+            power.append(f"| {fam} | {r['fraction']:g} | {r['seeds']} | {rate} | {'/'.join(map(str, r['sizes']))} |")
+    return "\n".join(["| family | N | precondition (latent_live, pilot seeds pooled) |", "| --- | ---: | --- |", *live, "",
+                      "| family | assumed lead (share of the shared gain) | seeds | power at +0.2 per doubling [95% CI] | "
+                      "trend sizes |", "| --- | ---: | ---: | ---: | --- |", *power]) + "\n"
 
 
 # -- report ---------------------------------------------------------------------------------------
@@ -823,15 +859,26 @@ def plot(out: dict, recipe: dict) -> None:
 def main(argv=None) -> None:
     """``python -m sweeps.atlas STEP [--recipe R] [--root DIR] ...``: one step of the ATLAS pipeline."""
     ap = argparse.ArgumentParser(prog="python -m sweeps.atlas")
-    ap.add_argument("step", choices=["train", "search", "liveness", "liveness-table", "report", "calibrate", "families"])
+    ap.add_argument("step", choices=["train", "search", "liveness", "pilot", "pilot-table", "liveness-table", "report",
+                                    "calibrate", "families"])
     ap.add_argument("--sims", type=int, help="calibrate: simulated studies per rate (default: studies.rules.sims_for())")
     ap.add_argument("--recipe", default=str(RECIPE))
     ap.add_argument("--root", default="runs/atlas")
     ap.add_argument("--sizes", nargs="+", type=int)
     ap.add_argument("--seeds", nargs="+", type=int)
     ap.add_argument("--results", help="write results here instead of bench/results (a dry run of the pipeline)")
+    ap.add_argument("--pilot", action="store_true",
+                    help="the recipe's liveness pilot: its pilot_seeds, results named <name>_pilot (train, liveness)")
     a = ap.parse_args(argv)
-    recipe = tomllib.loads(Path(a.recipe).read_text())
+    recipe = read_recipe(a.recipe)
+    if a.step == "pilot-table":  # every family's pilot under --results: printed, for atlas_liveness.md
+        print(pilot_table(Path(a.results or RESULTS), a.sims or 400))
+        return
+    if a.pilot or a.step == "pilot":
+        try:
+            recipe = pilot_recipe(recipe)
+        except ValueError as e:
+            sys.exit(f"error: {a.recipe}: {e}")
     use_results(recipe, a.results)
     root = Path(a.root)
     if a.step == "train":
@@ -840,6 +887,9 @@ def main(argv=None) -> None:
         search(recipe, root, a.sizes or recipe["sizes"], a.seeds or recipe["seeds"])
     elif a.step == "liveness":
         liveness(recipe, root, a.sizes or recipe["sizes"], a.seeds or recipe["seeds"])
+    elif a.step == "pilot":  # the re-run's liveness pilot, resumable: train its seeds, then measure every (N, seed)
+        train(recipe, root)
+        liveness(recipe, root, recipe["sizes"], recipe["seeds"])
     elif a.step == "liveness-table":
         liveness_table()
     elif a.step == "report":

@@ -99,3 +99,161 @@ def test_the_lead_per_cent_over_the_shared_search(mpe):
     gs = atlas.cells(meas["rows"][n], "gain_sh", 256).mean()
     assert pc[n]["over_gain"] == pytest.approx(100 * d / gs)
     assert pc[n]["over_gain"] > pc[n]["over_random"] > 0
+
+
+# -- the re-run as one declared study (studies.declared kind atlas_families) ---------------------------
+
+RERUN_FILE = "studies/declared/atlas_rerun.toml"
+
+
+def _write_rerun_raw(root, recipe, rng, inert=(), compute_gain=None):
+    """Raw and liveness files of ``recipe``'s every (N, seed) under root/<name>_raw: a constant per-agent lead,
+    no change with compute but where ``compute_gain`` {N: gain of D / M} plants one, latent spaces live but at
+    the sizes in ``inert`` (every latent returns zero-shot's return: a latent input zeroed)."""
+    import json
+
+    raw = root / f"{recipe['name']}_raw"
+    raw.mkdir(parents=True)
+    pa_name, sh_name = recipe["per_agent"], recipe["shared"]
+    for n in recipe["sizes"]:
+        inst, budget = recipe["instances"][str(n)], recipe["budget"][str(n)]
+        points = [b for b in recipe["budget_points"] if b <= budget]
+        for s in recipe["seeds"]:
+            z = rng.uniform(0.2, 0.4, inst)
+            sh = z + rng.uniform(0.05, 0.15, inst) * n
+            pa = sh + n * 0.01 * (1 + 0.3 * rng.standard_normal(inst))
+            m = 2.0 * n * np.ones(inst)  # P - random
+            values = {"zero-shot": z, sh_name: sh, pa_name: pa, "source": z + m + 0.05, "random-policy": np.full(inst, 0.05)}
+            methods = {}
+            for name, v in values.items():
+                dec = 0.0
+                if name in (sh_name, pa_name):  # the searches at B = 64: a little below their best, alike on average
+                    dec = 0.01 * n * np.abs(rng.standard_normal(inst))
+                    if name == pa_name and compute_gain and n in compute_gain:
+                        dec = dec + compute_gain[n] * m
+                curve = {str(b): (v - (dec if b == 64 else 0.0)).tolist() for b in points}
+                methods[name] = {"curve": curve, "best_seen": v.tolist(), "reeval": v.tolist()}
+            rec = {"N": n, "seed": s, "instances": inst, "budget": budget, "budget_points": points, "wall_s": 1.0,
+                   "methods": methods}
+            (raw / f"N{n}_s{s}.json").write_text(json.dumps(rec))
+            lz = rng.uniform(0.2, 0.4, 16)
+            if n in inert:
+                latent, zero = np.repeat(np.repeat(lz[:, None, None], 16, 1), 4, 2), np.repeat(lz[:, None], 4, 1)
+            else:
+                latent = lz[:, None, None] + 0.3 * rng.standard_normal((16, 16, 1)) + 0.05 * rng.standard_normal((16, 16, 4))
+                zero = lz[:, None] + 0.05 * rng.standard_normal((16, 4))
+            (raw / f"liveness_N{n}_s{s}.json").write_text(json.dumps({"latent": latent.tolist(), "zero": zero.tolist()}))
+
+
+@pytest.fixture(scope="module")
+def rerun_study(tmp_path_factory):
+    """The declared re-run (studies/declared/atlas_rerun.toml, its recipes and seeds) on synthetic raw files: a
+    compute gain planted at MPE N = 8 (live) and at LBF N = 4, whose latent space is inert."""
+    from studies.atlas import read_recipe
+    from studies.declared import ANALYSES
+    from sweeps.study import load_study
+
+    data = tmp_path_factory.mktemp("rerun")
+    rng = np.random.default_rng(5)
+    study = load_study(RERUN_FILE, data / "out")
+    for p in study.analysis["parts"]:
+        gain = {"atlas": {8: 0.2}, "atlas_lbf": {4: 0.2}}.get(p["family"])
+        _write_rerun_raw(data, read_recipe(p["recipe"]), rng, inert=(4,) if p["family"] == "atlas_lbf" else (),
+                         compute_gain=gain)
+    return study, data, ANALYSES["atlas_families"].read(study.analysis, data)
+
+
+def test_the_rerun_study_gates_each_family_and_size_by_liveness_and_holms_across_every_family(rerun_study):
+    """Planted bugs it fails on: the liveness gate dropped from the compute tests (LBF N = 4's planted gain is
+    then claimed) or from the trend; Holm per family instead of across all 14 tests (the adjusted p-values differ);
+    a family's trend read without its own design."""
+    _, _, reading = rerun_study
+    v = reading.verdicts
+    assert v["lead grows with compute (every family)"] == "supported at atlas N = 8"
+    assert v["lead grows with compute at atlas_lbf N=4"].startswith("precondition failed: latent space inert: noise-free")
+    assert v["lead grows with compute at atlas N=8"] == "supported"
+    assert v["atlas_lbf: lead per agent grows with N"].startswith("N = 4: precondition failed: latent space inert")
+    for fam in ("atlas", "atlas_rware", "atlas_smax"):  # a constant per-agent lead, every size live
+        assert v[f"{fam}: lead per agent grows with N"] == "not shown"
+    tests = [k for k in v if k.startswith("lead grows with compute at ")]
+    assert len(tests) == 14 and not any("atlas_smax" in k for k in tests)
+    text = "\n".join(reading.lines)
+    assert text.count("- liveness at N = ") == 17 and "latent space live" in text
+    assert "(the paper: up to 45%)" in text and "Holm-adjusted p" in text
+
+
+def test_the_rerun_study_holm_family_is_every_test_of_every_family(rerun_study):
+    from studies.atlas import holm
+
+    study, data, _ = rerun_study
+    from studies.atlas import read_recipe
+
+    parts = [(p["family"], read_recipe(p["recipe"]), data / f"{read_recipe(p['recipe'])['name']}_raw")
+             for p in study.analysis["parts"]]
+    _, cv, by_test = ar.rerun_verdicts(parts, ("latent_live",), 0.05)["compute"]
+    d = cv.details["by_test"]
+    adjusted = holm({k: t["p"] for k, t in d.items()})
+    assert set(d) == set(by_test) and len(d) == 14
+    assert all(d[k]["p_holm_all"] == pytest.approx(adjusted[k][0]) for k in d)
+    lbf_alone = holm({k: t["p"] for k, t in d.items() if k.startswith("atlas_lbf ")})
+    assert any(d[k]["p_holm_all"] > lbf_alone[k][0] for k in lbf_alone)  # across all: more than within LBF
+
+
+def test_the_rerun_study_refuses_other_seeds_families_or_a_missing_part(rerun_study, tmp_path):
+    from marl_common.errors import UserError
+    from studies.declared import ANALYSES, check_analysis
+
+    study, data, _ = rerun_study
+    plan = dict(study.analysis)
+    with pytest.raises(UserError, match="are not the parts' recipes' seeds"):
+        ANALYSES["atlas_families"].read({**plan, "seeds": "9503-9510"}, data)
+    with pytest.raises(UserError, match="needs a new calibration"):  # SMAX alone: the 14 compute tests are gone
+        ANALYSES["atlas_families"].read({**plan, "parts": plan["parts"][3:], "seeds": "9563-9570"}, data)
+    for parts, msg in (([{"family": "atlas_mpe", "recipe": "x"}], "no re-run design.*did you mean"),
+                       ([plan["parts"][0]] * 2, "name a family twice"), ([], "parts must be")):
+        with pytest.raises(UserError, match=msg):
+            check_analysis({**plan, "parts": parts}, "f")
+    with pytest.raises(UserError, match="missing: \\['latent_live'\\]"):
+        check_analysis({**plan, "rules": ["lead_per_agent_trend", "grows_with_compute_all"]}, "f")
+
+
+def test_a_rerun_recipe_takes_its_base_and_its_pilot_never_shares_the_studys_seeds(tmp_path):
+    from marl_common.errors import UserError
+    from studies.atlas import pilot_recipe, read_recipe
+
+    r = read_recipe("studies/declared/atlas/atlas_rerun_lbf.toml")
+    base = read_recipe("studies/declared/atlas/atlas_lbf.toml")
+    assert r["latent"] == base["latent"] and r["source"] == base["source"] and r["seeds"][0] == 9523
+    p = pilot_recipe(r)
+    assert p["seeds"] == [9520, 9521, 9522] and p["name"] == "atlas_rerun_lbf_pilot"
+    with pytest.raises(ValueError, match="also study seeds"):
+        pilot_recipe({**r, "pilot_seeds": [9523]})
+    (tmp_path / "a.toml").write_text('base = "b.toml"\nname = "a"\n')
+    (tmp_path / "b.toml").write_text('base = "a.toml"\n')
+    with pytest.raises(UserError, match="loops back"):
+        read_recipe(tmp_path / "a.toml")
+
+
+def test_the_power_planned_from_a_liveness_pilot_scales_with_the_assumed_lead_and_refuses_an_inert_space(tmp_path):
+    """Planted bugs it fails on: the level not scaled by the assumed lead (the components would not fall 4x when the
+    lead doubles); the split taken within one latent set (zero spread); an inert pilot read as a level of 0."""
+    import json
+
+    recipe = {"seeds": [1, 2, 3]}
+    rng = np.random.default_rng(0)
+    for n in (4, 8, 16):
+        for s in recipe["seeds"]:
+            z = rng.uniform(0, 1, 16)
+            lat = z[:, None, None] + 0.2 * rng.standard_normal((16, 16, 1)) + 0.01 * rng.standard_normal((16, 16, 4))
+            (tmp_path / f"liveness_N{n}_s{s}.json").write_text(json.dumps({"latent": lat.tolist(),
+                                                                            "zero": np.repeat(z[:, None], 4, 1).tolist()}))
+    cells = ar.pilot_cells(recipe, tmp_path, (4, 8, 16))
+    assert cells[8]["gain"].shape == (3, 16) and (cells[8]["gain"] > 0).all()
+    assert abs(cells[8]["split"].mean()) < 0.1 and cells[8]["split"].std() > 0.05  # two independent searches
+    a, b = ar.pilot_trend_noise(cells, 0.2, None), ar.pilot_trend_noise(cells, 0.4, None)
+    for n in (4, 8, 16):
+        assert a[n] == pytest.approx(tuple(4 * x for x in b[n]))
+    flat = {n: {"gain": np.zeros((3, 16)), "split": np.zeros((3, 16))} for n in (4, 8, 16)}
+    assert ar.pilot_trend_noise(flat, 0.3).startswith("undefined")
+    rows = ar.pilot_power("atlas_lbf", cells, seeds=(8,), fractions=(0.45,), sims=50)
+    assert rows[0]["sizes"] == [4, 8, 16] and 0 <= rows[0]["rate"] <= 1 and rows[0]["sims"] == 50
