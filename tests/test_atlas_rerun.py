@@ -257,3 +257,29 @@ def test_the_power_planned_from_a_liveness_pilot_scales_with_the_assumed_lead_an
     assert ar.pilot_trend_noise(flat, 0.3).startswith("undefined")
     rows = ar.pilot_power("atlas_lbf", cells, seeds=(8,), fractions=(0.45,), sims=50)
     assert rows[0]["sizes"] == [4, 8, 16] and 0 <= rows[0]["rate"] <= 1 and rows[0]["sims"] == 50
+
+
+def test_the_pilot_table_reads_each_familys_pilot_files_and_plans_its_power(tmp_path):
+    """LBF's pilot measured (live at every size), the other families not yet: LBF's liveness and power rows, the
+    others "not measured yet". Fails when the pilot's seeds are not the recipe's pilot_seeds (no file found) or a
+    family's power is planned from sizes it was not measured at."""
+    import json
+
+    from studies.atlas import pilot_recipe, read_recipe
+    from sweeps import atlas as sweep
+
+    recipe = pilot_recipe(read_recipe("studies/declared/atlas/atlas_rerun_lbf.toml"))
+    raw = tmp_path / f"{recipe['name']}_raw"
+    raw.mkdir()
+    rng = np.random.default_rng(1)
+    for n in recipe["sizes"]:
+        for s in recipe["seeds"]:
+            z = rng.uniform(0, 1, 16)
+            lat = z[:, None, None] + 0.2 * rng.standard_normal((16, 16, 1)) + 0.01 * rng.standard_normal((16, 16, 4))
+            (raw / f"liveness_N{n}_s{s}.json").write_text(json.dumps({"latent": lat.tolist(),
+                                                                      "zero": np.repeat(z[:, None], 4, 1).tolist()}))
+    text = sweep.pilot_table(tmp_path, sims=20)
+    assert sum(line.startswith("| atlas_lbf | ") and "latent space live" in line for line in text.splitlines()) == 4
+    assert text.count("| not measured yet |") == 3
+    power = [line for line in text.splitlines() if line.startswith("| atlas_lbf | 0.")]
+    assert len(power) == 9 and all(line.endswith("| 4/8/16 |") for line in power)
