@@ -115,20 +115,23 @@ def test_sweep_schema_errors(tmp_path, old, new, match):
         plan(load_sweep(_write(tmp_path, text)))
 
 
+# plain runs; mappo's are conftest's tiny_run (smax:3m) and tiny_mpe_run (with the test's mpe layer), whose programs
+# the suite compiles anyway
 PLAIN = """
 envs = ["smax:3m", "mpe:simple_spread"]
 
 [config]
-total_steps = 64
-num_envs = 4
-rollout_len = 8
+num_seeds = 2
+total_steps = 512
+num_envs = 8
+rollout_len = 16
 updates_per_chunk = 2
 epochs = 1
-minibatches = 1
+minibatches = 2
 
 [config.network]
-hidden = 8
-critic_hidden = 8
+hidden = 16
+critic_hidden = 16
 
 [grid]
 algo = ["mappo", "happo"]
@@ -143,7 +146,7 @@ def test_no_histories_plans_plain_runs(tmp_path):
                                       "mpe-simple_spread/algo-mappo", "mpe-simple_spread/algo-happo"]
     for r in runs:
         assert r.out == tmp_path / "o" / r.name and r.root == tmp_path / "o"
-        assert r.history == "" and r.init_from is None and r.config.seed == 0 and r.config.total_steps == 64
+        assert r.history == "" and r.init_from is None and r.config.seed == 0 and r.config.total_steps == 512
         assert (r.config.algo, r.config.share_actor) == (r.name.split("algo-")[1], r.name.endswith("mappo"))  # happo: separate
     assert report_keys(load_sweep(_write(tmp_path, PLAIN)), runs) == ["algo"]
     # [grid] env is envs; a later layer may still set share_actor; the plan needs no histories, grid or variants
@@ -577,7 +580,7 @@ def test_plain_algo_grid_sweep_trains_and_reports(tmp_path, capsys):
     # MPE's episodes last 25 steps: 32 steps per env end one, so the report has a score on both envs. The runs
     # train in this process (inline executor: what is tested here is the plan, the runs and the report; the
     # local executor's processes are tested by the killed sweep below and by the local-versus-Ray sweeps)
-    f = _write(tmp_path, PLAIN + '\n[env."mpe:simple_spread"]\ntotal_steps = 128\n')
+    f = _write(tmp_path, PLAIN + '\n[env."mpe:simple_spread"]\ntotal_steps = 256\nnum_seeds = 1\n')
     out = tmp_path / "o"
     assert main(["sweep", str(f), "--out", str(out), "--quiet", "--executor", "inline"]) == 0
     printed = capsys.readouterr().out
