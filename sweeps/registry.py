@@ -106,4 +106,6 @@ EXECUTORS.register(ExecutorSpec("ray", "sweeps.executors:RayExecutor",
                                 "a Ray task per run on a cluster (--address HOST:PORT)", reads=frozenset({"address"})))
 EXECUTORS.register(ExecutorSpec("slurm", "sweeps.slurm:SlurmExecutor", "a SLURM job per run (submitit), probes and "
                                 "reports as a final dependent job", runs_report=True, describes=True))
+EXECUTORS.register(ExecutorSpec("inline", "sweeps.inline:InlineExecutor",
+                                "every run in this process, one at a time (debugging, quick sweeps)"))
 get_executor = EXECUTORS.lookup  # the registered executor; else a one-line UserError with the closest name

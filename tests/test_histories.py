@@ -147,11 +147,11 @@ def sweep(tmp_path_factory):
     f = root / "tiny.toml"
     f.write_text(TINY_SWEEP.replace("REPORT", "probe-report").replace("2_000_000", "64"))  # read below --out
     out = root / "runs"
-    assert main(["sweep", str(f), "--out", str(out), "--quiet"]) == 0
+    assert main(["sweep", str(f), "--out", str(out), "--quiet", "--executor", "inline"]) == 0
     return f, out / "smax-3m"
 
 
-@pytest.mark.slow  # subprocesses (a sweep / the marl command)
+@pytest.mark.slow  # the module's tiny sweep (trained in this process: the inline executor)
 def test_sweep_makes_every_history_with_right_lineage(sweep, capsys):
     f, env_dir = sweep
     s_run = (env_dir / "shared").resolve()
@@ -187,7 +187,7 @@ def test_sweep_makes_every_history_with_right_lineage(sweep, capsys):
     assert out.count("skip (done) ") == 5 + 3 and out.count("skip (done) probe") == 3
 
 
-@pytest.mark.slow  # subprocesses (a sweep / the marl command)
+@pytest.mark.slow  # the module's tiny sweep (trained in this process: the inline executor)
 def test_sweep_probes_pairs_and_writes_the_report(sweep):
     f, env_dir = sweep
     probes = env_dir / "probes"
@@ -282,7 +282,7 @@ def _warm(run: Path, source: Path):
     return trainer, *warm_start(trainer, state, str(source))
 
 
-@pytest.mark.slow  # subprocesses (a sweep / the marl command)
+@pytest.mark.slow  # the module's tiny sweep (trained in this process: the inline executor)
 @pytest.mark.parametrize("history", ["decoupled", "happo-from-shared", "continued"])
 def test_continuations_start_from_s_bitwise(sweep, history):
     _, env_dir = sweep
@@ -306,7 +306,7 @@ def test_continuations_start_from_s_bitwise(sweep, history):
         assert counts and all(c.shape == (2, n) and not np.asarray(c).any() for c in counts)
 
 
-@pytest.mark.slow  # subprocesses (a sweep / the marl command)
+@pytest.mark.slow  # the module's tiny sweep (trained in this process: the inline executor)
 def test_tiled_shared_actor_acts_exactly_like_shared(sweep):
     _, env_dir = sweep
     loaded = load_state(env_dir / "shared")
@@ -324,7 +324,7 @@ def test_tiled_shared_actor_acts_exactly_like_shared(sweep):
     assert tr_s.action.shape == (8, 4, 3)
 
 
-@pytest.mark.slow  # subprocesses (a sweep / the marl command)
+@pytest.mark.slow  # the module's tiny sweep (trained in this process: the inline executor)
 def test_cli_history_takes_env_and_network_from_s(sweep):
     _, env_dir = sweep
     s_cfg = layout.load_config(env_dir / "shared")

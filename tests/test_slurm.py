@@ -142,7 +142,7 @@ def test_slurm_failed_source_cancels_its_dependents(tmp_path):
 def test_registry_drives_the_cli_and_the_runner():
     from sweeps.registry import EXECUTORS, ExecutorOptions, ExecutorSpec, get_executor
 
-    assert list(EXECUTORS) == ["local", "ray", "slurm"]
+    assert list(EXECUTORS) == ["local", "ray", "slurm", "inline"]
     assert [n for n, s in EXECUTORS.items() if s.runs_report] == [n for n, s in EXECUTORS.items() if s.describes] == ["slurm"]
     for spec in EXECUTORS.values():  # every registered executor has the protocol's three methods
         cls = getattr(__import__(spec.target.split(":")[0], fromlist=["x"]), spec.target.split(":")[1])

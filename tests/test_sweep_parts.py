@@ -68,7 +68,7 @@ def test_parts_plan_the_whole_sweep_and_report_it_identically(tmp_path, capsys):
     f = tmp_path / "s.toml"
     f.write_text(SWEEP)
     whole = tmp_path / "whole"
-    assert marl(["sweep", str(f), "--out", str(whole), "--quiet"]) == 0
+    assert marl(["sweep", str(f), "--out", str(whole), "--quiet", "--executor", "inline"]) == 0
     ref = json.loads((whole / "probe-report" / "summary.json").read_text())
     assert {r["env"] for r in ref["rows"]} == {"smax:3m", "smax:2s3z"} and len(ref["rows"]) == 6
     sweep = load_sweep(f)

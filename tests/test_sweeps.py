@@ -115,20 +115,23 @@ def test_sweep_schema_errors(tmp_path, old, new, match):
         plan(load_sweep(_write(tmp_path, text)))
 
 
+# plain runs; mappo's are conftest's tiny_run (smax:3m) and tiny_mpe_run (with the test's mpe layer), whose programs
+# the suite compiles anyway
 PLAIN = """
 envs = ["smax:3m", "mpe:simple_spread"]
 
 [config]
-total_steps = 64
-num_envs = 4
-rollout_len = 8
+num_seeds = 2
+total_steps = 512
+num_envs = 8
+rollout_len = 16
 updates_per_chunk = 2
 epochs = 1
-minibatches = 1
+minibatches = 2
 
 [config.network]
-hidden = 8
-critic_hidden = 8
+hidden = 16
+critic_hidden = 16
 
 [grid]
 algo = ["mappo", "happo"]
@@ -143,7 +146,7 @@ def test_no_histories_plans_plain_runs(tmp_path):
                                       "mpe-simple_spread/algo-mappo", "mpe-simple_spread/algo-happo"]
     for r in runs:
         assert r.out == tmp_path / "o" / r.name and r.root == tmp_path / "o"
-        assert r.history == "" and r.init_from is None and r.config.seed == 0 and r.config.total_steps == 64
+        assert r.history == "" and r.init_from is None and r.config.seed == 0 and r.config.total_steps == 512
         assert (r.config.algo, r.config.share_actor) == (r.name.split("algo-")[1], r.name.endswith("mappo"))  # happo: separate
     assert report_keys(load_sweep(_write(tmp_path, PLAIN)), runs) == ["algo"]
     # [grid] env is envs; a later layer may still set share_actor; the plan needs no histories, grid or variants
@@ -432,7 +435,7 @@ def test_resume_if_exists(tmp_path, capsys):
     from marl.runs.loop import train_run
     from tests.conftest import tiny_config
 
-    cfg = tiny_config(num_seeds=1)  # 4 updates, 2 chunks
+    cfg = tiny_config(num_seeds=2)  # 4 updates, 2 chunks: tiny_run's config, so its compiled programs
     out = tmp_path / "r"
     cfg_file = tmp_path / "c.toml"
     cfg.to_toml(cfg_file)
@@ -535,8 +538,8 @@ def test_ray_prints_progress_between_submitted_and_done(tmp_path, ray_local, mon
 # killed mid-way through it on a condition that stays true.
 @pytest.mark.slow
 def test_sigkill_driver_then_rerun_completes_every_run_once(tmp_path):
-    text = (SWEEP.replace("[grid]\nlr = [1e-3, 2e-3]\n", "").replace("total_steps = 64", "total_steps = 384")
-            .split("[probe]")[0])  # S then its continuation, 12 updates each, no probes
+    text = (SWEEP.replace("[grid]\nlr = [1e-3, 2e-3]\n", "").replace("total_steps = 64", "total_steps = 128")
+            .split("[probe]")[0])  # S then its continuation, 4 updates each, no probes (test_study's killed study's runs)
     f = _write(tmp_path, text)
     out = tmp_path / "o"
     cmd = [sys.executable, "-m", "marl_cli.main", "sweep", str(f), "--out", str(out), "--quiet"]
@@ -567,17 +570,19 @@ def test_sigkill_driver_then_rerun_completes_every_run_once(tmp_path):
         assert sum(e["event"] == "acquire" for e in log) == acquires  # S was not trained again
         assert sum(e["event"] == "release" and e["finished"] for e in log) == 1  # each run finished once
         updates = [json.loads(ln)["update"] for ln in (run / "metrics.jsonl").read_text().splitlines()]
-        assert updates == list(range(1, 13)) and layout.steps(run)[-1] == 12  # nothing lost, nothing twice
+        assert updates == list(range(1, 5)) and layout.steps(run)[-1] == 4  # nothing lost, nothing twice
         assert (run / "DONE").exists() and not (run / ".lock").exists()
     assert [e["mode"] for e in runlock.read_log(c_run) if e["event"] == "acquire"] == ["new", "resume"]
 
 
-@pytest.mark.slow  # subprocesses (one marl.worker per run)
+@pytest.mark.slow
 def test_plain_algo_grid_sweep_trains_and_reports(tmp_path, capsys):
-    # MPE's episodes last 25 steps: 32 steps per env end one, so the report has a score on both envs
-    f = _write(tmp_path, PLAIN + '\n[env."mpe:simple_spread"]\ntotal_steps = 128\n')
+    # MPE's episodes last 25 steps: 32 steps per env end one, so the report has a score on both envs. The runs
+    # train in this process (inline executor: what is tested here is the plan, the runs and the report; the
+    # local executor's processes are tested by the killed sweep below and by the local-versus-Ray sweeps)
+    f = _write(tmp_path, PLAIN + '\n[env."mpe:simple_spread"]\ntotal_steps = 256\nnum_seeds = 1\n')
     out = tmp_path / "o"
-    assert main(["sweep", str(f), "--out", str(out), "--quiet", "--jobs", "2"]) == 0
+    assert main(["sweep", str(f), "--out", str(out), "--quiet", "--executor", "inline"]) == 0
     printed = capsys.readouterr().out
     for name in ("smax-3m/algo-mappo", "smax-3m/algo-happo", "mpe-simple_spread/algo-mappo", "mpe-simple_spread/algo-happo"):
         assert (out / name / "DONE").exists() and f"done {name} (" in printed
@@ -627,6 +632,27 @@ def test_status_table_lines_and_progress(tmp_path):
     assert "env/x" in text and "25%" in text and "done" in text
 
 
+def test_inline_executor_fails_a_run_in_one_line_and_its_dependents_untried(tmp_path):
+    """``--executor inline`` runs each task's worker command in this process (a successful sweep: test_histories'
+    and test_sweep_parts' sweeps): a failing run's reason is the worker's one error line, a run whose source
+    failed is not tried, and a task that is not a worker command is refused."""
+    from sweeps.executors import Task
+    from sweeps.inline import train_inline
+
+    py, missing = sys.executable, str(tmp_path / "missing.toml")
+    tasks = [Task("a", [py, "-m", "marl.worker", "--config", missing, "--out", str(tmp_path / "a")], (), tmp_path / "a", 2),
+             Task("b", [py, "-m", "marl.worker", "--config", missing, "--out", str(tmp_path / "b"), "--init-from",
+                        str(tmp_path / "a")], ("a",), tmp_path / "b", 2)]
+    lines = []
+    failed = train_inline(tasks, echo=lines.append)
+    assert failed == {"a": f"marl: error: config file {missing} does not exist", "b": "its source a failed"}
+    assert lines[0] == "[0/2] training a" and lines[1].endswith(f" s, 1 left): marl: error: config file {missing} does not exist")
+    assert lines[2:] == ["[0/2] failed b (0 left): its source a failed"]
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+    with pytest.raises(ValueError, match="runs `python -m marl.worker` commands"):
+        train_inline([Task("c", [py, "-m", "slow_ok"], (), tmp_path / "c", 1)])
+
+
 def test_status_time_stops_when_a_run_finishes(tmp_path, monkeypatch):
     from rich.console import Console
 
@@ -669,7 +695,7 @@ def test_eval_table_reports_from_evaluations_with_marl_evals_json(tmp_path, caps
     """``[eval] absolute = true``: the training report evaluates every run's checkpoints and its absolute metric,
     reports from the evaluations, writes marl-eval's JSON and prints the IQM marl-eval computes on it."""
     f = _write(tmp_path, EVAL_SWEEP)
-    assert main(["sweep", str(f), "--out", str(tmp_path / "o"), "--quiet"]) == 0
+    assert main(["sweep", str(f), "--out", str(tmp_path / "o"), "--quiet", "--executor", "inline"]) == 0
     out = capsys.readouterr().out
     for lr in ("lr-0.001", "lr-0.002"):
         run = tmp_path / "o" / "smax-3m" / lr
