@@ -17,3 +17,7 @@ MAX_PERMS = 720  # role-swap permutations (all when N! is smaller)
 # A sweep file's [probe] table: these keys and defaults (``team_episodes`` 0: the barrier's episodes).
 SWEEP = dict(alphas=ALPHAS, episodes=EPISODES, boot=BOOT, eval_seed=EVAL_SEED, align=False, teams=False,
              team_episodes=0, max_perms=MAX_PERMS, team_batch=TEAM_BATCH)
+
+# A batched probe (probes/batch.py, a sweep's probe jobs of one map in one program): the share of the memory available
+# (the accelerator's, or the host's RAM on a CPU) its batches may fill when no budget is given (the estimate is rough).
+BATCH_MEMORY_FRACTION = 0.5
