@@ -103,7 +103,7 @@ def run_part(sweep: dict, env: str, root, max_jobs: int = 1, echo=print, probes:
     ``probes=False``: train only. ``shard=(i, k)``: probe only the jobs i, i + k, ... in plan order, with no
     training (the part's runs must be done), so that k processes probe a trained part at once (on 2 cores a
     probe job uses about 1.2 of them); ``probe-times --shards k`` reads their times."""
-    from sweeps.runner import run_probe, run_sweep
+    from sweeps.runner import run_probes, run_sweep
 
     sub = part(sweep, env)
     runs, jobs = _plan(sub, root)
@@ -116,8 +116,7 @@ def run_part(sweep: dict, env: str, root, max_jobs: int = 1, echo=print, probes:
                             "(run --no-probes), then start its shards")
         jobs = jobs[shard[0]::shard[1]]
     if probes:
-        for job in jobs:
-            run_probe(job, echo)
+        run_probes(jobs, echo)
     return jobs if probes else []
 
 

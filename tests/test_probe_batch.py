@@ -77,33 +77,58 @@ def test_fused_probe_batch_equals_single_pair_probes(batched, tmp_path):
         assert _same_files(out, Path(job.out)) == list(FILES)
 
 
-def test_probe_batch_split_by_memory_writes_the_same_files(batched, tiny_run, tmp_path):
-    """A budget that holds one entry of each part at a time: the fewest batches that fit (here 4, one per
-    barrier), the same files as the one batch."""
-    import jax
+def _sweep_jobs(run: Path, root: Path, **settings) -> list:
+    """Three sweep probe jobs of the tiny run's two seeds (aligned + team probes, team probes, barrier only)."""
+    import probes.defaults as defaults
+    from marl.runs.layout import load_config
+    from sweeps.runner import PlannedRun, ProbeJob
 
+    cfg = load_config(run)
+    planned = PlannedRun("smax:3m", "h", run, cfg, None, name="h")
+    s = {**defaults.SWEEP, **SETTINGS, **settings}
+    return [ProbeJob("smax:3m", "h x h", planned, planned, i, j, root / f"p{n}", {**s, "align": al, "teams": te})
+            for n, (i, j, al, te) in enumerate([(0, 1, True, True), (1, 0, False, True), (0, 0, False, False)])]
+
+
+def test_sweep_probes_batched_by_memory_equal_per_pair_jobs(tiny_run, tmp_path):
+    """`marl sweep`'s probe stage (``run_probes``): a budget holding one entry at a time splits the map's jobs
+    into the fewest batches that fit (4 here, one program), and every job's files and sweep_job.json equal
+    the per-pair jobs' ([probe] batch = false); a rerun reuses every job."""
+    from marl.runs.layout import load_config
+    from marl.runs.loader import run_env
     from marl.runs.resources import episode_bytes
-    from marl.runs.loader import load
-    from probes.batch import batch_count, probe_pairs
+    from probes.batch import batch_count
+    from probes.interpolate import _CACHE
     from probes.pipeline import probe_bytes
+    from sweeps.runner import run_probes
 
-    pairs, _ = batched
-    env = load(f"{tiny_run}#0").env
-    per = episode_bytes(env, load(f"{tiny_run}#0").team.network)
-    one = probe_bytes(per, 4, 3) + probe_bytes(per, 3, 36)  # a barrier's 3 alphas + one pair's 36 team-probe teams
-    parts = [(4, 3, 4), (2, 36, 3)]
+    cfg = load_config(tiny_run)
+    per = episode_bytes(run_env(cfg), cfg.network)
+    one = probe_bytes(per, 4, 3) + probe_bytes(per, 3, 36)  # one barrier's 3 alphas + one pair's 36 team-probe teams
+    parts = [(4, 3, 4), (2, 36, 3)]  # the jobs' 4 barriers (one aligned) and 2 pairs of team probes
     assert batch_count(parts, per, 0, one) == 4 and batch_count(parts, per, 0, 4 * one) == 1
-    assert batch_count(parts, per, 0, None) == 1 and batch_count(parts, per, 1, one) == 1  # team_batch: 1 team at a time
+    assert batch_count(parts, per, 0, None) == 1 and batch_count(parts, per, 1, one) == 1  # team_batch 1: a team at once
     with pytest.raises(UserError, match="one pair's probe needs about .* GiB of memory at once"):
         batch_count(parts, per, 0, one // 2)
-    split = _pairs(tiny_run, tmp_path)
+    single = _sweep_jobs(tiny_run, tmp_path / "single", batch=False)
+    fused = _sweep_jobs(tiny_run, tmp_path / "fused", batch_memory=one / 2**30)
+    run_probes(single, echo=lambda line: None)
+    def programs():  # the batched programs traced so far (jit's own cache of each batched function)
+        return sum(fn._cache_size() for k, (fn, _) in _CACHE.items() if k[5] == "parts")
+
+    before = programs()
     lines = []
-    probe_pairs(split, **SETTINGS, memory=one / 2**30, echo=lines.append)
-    assert [ln.split(":")[0] for ln in lines] == [f"probe batch {b}/4" for b in range(1, 5)]
-    assert "2 pair(s) of team probes" not in "".join(lines)  # at most one pair's team probes a batch
-    for a, b in zip(pairs, split):
-        _same_files(Path(a.out), Path(b.out))
-    del jax
+    run_probes(fused, echo=lines.append)
+    assert programs() == before + 1  # one program for the map's 4 batches
+    assert [ln.split(":")[0] for ln in lines if ln.startswith("probe batch")] == [f"probe batch {b}/4" for b in range(1, 5)]
+    for a, b in zip(single, fused):
+        assert _same_files(a.out, b.out) == list(FILES if a.teams else FILES[:3])
+        marker = json.loads((b.out / "sweep_job.json").read_text())
+        assert marker == json.loads((a.out / "sweep_job.json").read_text())
+        assert "batch" not in marker and "batch_memory" not in marker  # how it ran is not what it measured
+    lines.clear()
+    run_probes(fused, echo=lines.append)
+    assert lines == [f"skip (done) probe smax:3m {j.label}" for j in fused]
 
 
 def test_probe_batch_refuses_a_pair_of_other_shapes(tiny_run, tiny_mpe_run, tmp_path):
