@@ -76,8 +76,8 @@ def _check_memory(env, team, episodes: int, teams: int, num_boot: int) -> None:
     check_memory(8 * num_boot * episodes, f"{num_boot:,} bootstrap resamples of {episodes:,} episodes", "use a smaller --boot")
 
 
-def _load_pair(ref_a: str, ref_b: str, greedy: bool = True, loader=load):
-    a, b = loader(ref_a), loader(ref_b)
+def _load_pair(ref_a: str, ref_b: str, greedy: bool = True, loader=None):
+    a, b = (loader or load)(ref_a), (loader or load)(ref_b)
     check_compatible(a.team, b.team, f"teams {ref_a} and {ref_b}")
     for ref, x in ((ref_a, a), (ref_b, b)):
         check_sampling(x.source["algo"], greedy, ref)

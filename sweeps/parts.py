@@ -248,10 +248,11 @@ def relabel(to) -> list[Path]:
 def probe_times(sweep: dict, env: str, root, to, shards: int = 1) -> Path:
     """Each probe job's wall time, from ``root``'s folders into the part's exported record (``probe_s``).
 
-    ``run`` probes a part's jobs one at a time, in plan order, after its runs: a job took the time from the
-    previous job's completion (its ``sweep_job.json`` written) to its own, the first from the part's last
-    ``DONE``. With ``shards`` k (the jobs probed by ``run --shard i/k`` in k processes at once) the previous
-    job is the previous one of its own shard, and the record says the jobs shared the machine k ways.
+    ``run`` with per-pair jobs (``[probe] batch = false``; a batched map's jobs finish together, a batch at a
+    time, with no time of their own) probes a part's jobs one at a time, in plan order, after its runs: a job
+    took the time from the previous job's completion (its ``sweep_job.json`` written) to its own, the first
+    from the part's last ``DONE``. With ``shards`` k (the jobs probed by ``run --shard i/k`` in k processes at
+    once) the previous job is the previous one of its own shard, and the record says the jobs shared the machine k ways.
     A job whose interval spans a stop of the part counts the stop too (``cost`` leaves such jobs out).
     Refuses when the completions are not in plan order (the jobs did not run that way), or before the part is
     exported. Returns the record's path."""

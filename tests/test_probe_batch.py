@@ -49,7 +49,27 @@ def _same_files(a: Path, b: Path) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def batched(tiny_run, tmp_path_factory):
+def sharp():
+    """The probes read every team with its parameters x30: the tiny runs' actors are near uniform, so their
+    teams all play the same episodes; sharpened, each pair's outcomes differ (a mixed-up slice shows)."""
+    import dataclasses
+
+    import jax
+
+    from marl.runs.loader import load
+
+    def sharp_load(ref):
+        x = load(ref)
+        return dataclasses.replace(x, team=x.team.replace(params=jax.tree.map(lambda p: 30 * p, x.team.params)))
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr("probes.pipeline.load", sharp_load)
+        mp.setattr("probes.batch.load", sharp_load)
+        yield
+
+
+@pytest.fixture(scope="module")
+def batched(tiny_run, tmp_path_factory, sharp):
     """The three pairs probed as one batch (one program, default memory budget): (pairs, echoed lines)."""
     from probes.batch import probe_pairs
 
@@ -57,12 +77,14 @@ def batched(tiny_run, tmp_path_factory):
     lines, done = [], []
     reports = probe_pairs(pairs, **SETTINGS, done=done.append, echo=lines.append)
     assert sorted(done) == [0, 1, 2] and reports[2]["teams"] is None and reports[0]["barrier"]["aligned"]
+    z = [np.load(Path(j.out) / "barrier.npz") for j in pairs]
+    assert len({z.tobytes() for z in (z[i]["naive_returns"] for i in range(3))}) == 3  # a mixed-up slice would show
     return pairs, lines
 
 
 def test_fused_probe_batch_equals_single_pair_probes(batched, tmp_path):
     """Every pair's files from the batch equal its own `marl probe barrier` / `teams` files (same episodes,
-    bitwise); one batch, one program."""
+    outcomes bitwise, reports equal); one batch, one program."""
     from probes import api
 
     pairs, lines = batched
@@ -90,7 +112,7 @@ def _sweep_jobs(run: Path, root: Path, **settings) -> list:
             for n, (i, j, al, te) in enumerate([(0, 1, True, True), (1, 0, False, True), (0, 0, False, False)])]
 
 
-def test_sweep_probes_batched_by_memory_equal_per_pair_jobs(tiny_run, tmp_path):
+def test_sweep_probes_batched_by_memory_equal_per_pair_jobs(tiny_run, tmp_path, sharp):
     """`marl sweep`'s probe stage (``run_probes``): a budget holding one entry at a time splits the map's jobs
     into the fewest batches that fit (4 here, one program), and every job's files and sweep_job.json equal
     the per-pair jobs' ([probe] batch = false); a rerun reuses every job."""
