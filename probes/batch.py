@@ -166,6 +166,7 @@ def probe_pairs(jobs: list[PairJob], *, alphas=defaults.ALPHAS, episodes: int = 
     parts = [(len(lerps), k, episodes)] + ([(len(tents), mt, team_episodes)] if tents else [])
     nb = batch_count(parts, per_episode, team_batch, budget)
     lb, tb = math.ceil(len(lerps) / nb), math.ceil(len(tents) / nb)
+    nb = max(math.ceil(len(lerps) / lb), math.ceil(len(tents) / tb) if tents else 0)  # none of them empty
     seat = np.arange(n)
 
     def lerp_part(chunk):
@@ -183,8 +184,6 @@ def probe_pairs(jobs: list[PairJob], *, alphas=defaults.ALPHAS, episodes: int = 
     key = jax.random.PRNGKey(eval_seed)
     for b in range(nb):
         lc, tc = lerps[b * lb:(b + 1) * lb], tents[b * tb:(b + 1) * tb]
-        if not lc and not tc:
-            continue
         pad = lambda c, full, size: c + [full[0]] * (size - len(c))  # noqa: E731  (same shapes in every batch)
         args = [lerp_part(pad(lc, lerps, lb))] + ([rows_part(pad(tc, tents, tb))] if tents else [])
         if echo:
