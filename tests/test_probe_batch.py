@@ -11,6 +11,8 @@ import pytest
 
 from marl_common.errors import UserError
 
+pytestmark = pytest.mark.slow  # each compiles a batched probe program (tens of seconds on the 2-core CPU)
+
 SETTINGS = dict(alphas=3, episodes=4, team_episodes=3, boot=20, eval_seed=5, max_perms=6)
 FILES = ("barrier.json", "barrier.csv", "barrier.npz", "teams.json", "teams.npz", "mixed.csv", "hot_swap.csv",
          "clone_all.csv", "role_swap.csv")
