@@ -17,6 +17,10 @@ def _cmd_sweep(args) -> int:
 
         check_output(args.out, "--out", kind="folder")
     sweep = load_sweep(args.file)
+    if args.probe_per_pair:
+        from sweeps.runner import probes_per_pair
+
+        sweep = probes_per_pair(sweep)
     runs = plan(sweep, args.out, args.overrides or [])
     jobs = plan_probes(sweep, runs)  # bad pairs and unequal budgets are refused before anything trains
     if args.estimate or args.dry_run:  # the run's own checks first (sweeps.runner.prepare): a preview accepts what it does
@@ -95,6 +99,9 @@ def add_parser(subparsers) -> None:
         kwargs = dict(o.kwargs)
         kwargs["help"] = f"{'/'.join(users)} executor: {kwargs.get('help', o.keyword)}"
         p.add_argument(flag, dest=o.keyword, **kwargs)
+    p.add_argument("--probe-per-pair", action="store_true",
+                   help="run each probe job on its own pair ([probe] batch = false) instead of a map's jobs as one "
+                        "batched program (the same files either way)")
     p.add_argument("--only", metavar="RUN", help="train only these runs (names or plan indices, comma-separated; "
                                                  "e.g. $SLURM_ARRAY_TASK_ID); no probes or reports")
     p.add_argument("overrides", nargs="*", metavar="key=value",

@@ -24,10 +24,19 @@ def barrier_probe(env: Env, team_a: Team, team_b: Team, alphas, key: jax.Array, 
     """
     alphas = np.asarray(alphas, np.float64)
     res = jax.device_get(evaluate_interpolation(env, team_a, team_b, alphas, key, num_episodes, greedy, team_batch))
+    return barrier_summary(res, alphas, team_a.spec.has_win, num_episodes, greedy, num_boot, seed)
+
+
+def barrier_summary(res, alphas, has_win: bool, num_episodes: int, greedy: bool = True,
+                    num_boot: int = stats.DEFAULT_BOOT, seed: int = 0) -> tuple[dict, dict]:
+    """The barrier report of evaluated teams theta(alpha): ``res`` (an ``EvalResult`` on the host, fields
+    [K, E]) -> (report, per-episode outcomes), as ``barrier_probe`` returns them (also what a batched probe
+    of many pairs, ``probes/batch.py``, summarises each pair's slice of its one program with)."""
+    alphas = np.asarray(alphas, np.float64)
     out = {"alphas": alphas.tolist(), "episodes": num_episodes, "greedy": greedy,
            "return": barrier_stats(res.returns, alphas, num_boot, seed=seed),
            "length": np.asarray(res.lengths, np.float64).mean(-1).tolist()}
-    if team_a.spec.has_win:
+    if has_win:
         won = np.asarray(res.won, np.float64)
         out["win_rate"] = barrier_stats(won, alphas, num_boot, seed=seed)
         lo, hi = stats.wilson_ci(won.sum(-1).round().astype(int), np.full(won.shape[0], won.shape[-1]))

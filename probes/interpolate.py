@@ -111,6 +111,49 @@ def _batch_eval(env: Env, template: Team, num_episodes: int, greedy: bool, mode:
     return _CACHE[key][0]
 
 
+def _parts_eval(env: Env, template: Team, episodes: tuple, greedy: bool, team_batch: int):
+    """The one program of ``evaluate_parts`` (cached like ``_batch_eval``): every part's teams built from the
+    shared row source and evaluated on ``episodes[i]`` episodes."""
+    team_batch = int(team_batch)
+    key = (id(env), template.spec, template.network, tuple(episodes), greedy, "parts", team_batch)
+    if key not in _CACHE:
+        def fn(source, parts, k):
+            out = []
+            for (ia, ib, w, ids), num_episodes in zip(parts, episodes):
+                def one(team, kk, num_episodes=num_episodes):  # team: (params [N, ...], ids [N])
+                    params, row_ids = team
+                    return evaluate(env, template.replace_params(params, row_ids), kk, num_episodes, greedy)
+
+                if w is None:  # rows as they are (evaluate_rows' teams)
+                    params = jax.tree.map(lambda x: x[ia], source)
+                else:  # (1 - w) source[ia] + w source[ib]: evaluate_interpolation's teams, the same arithmetic
+                    def lerp(x):
+                        ww = w.reshape(w.shape + (1,) * x.ndim).astype(x.dtype)  # [M, 1, ...] on [M, N, ...]
+                        return (1 - ww) * x[ia] + ww * x[ib]
+
+                    params = jax.tree.map(lerp, source)
+                out.append(_over_teams(one, (params, ids), k, team_batch))
+            return tuple(out)
+
+        _CACHE[key] = (jax.jit(fn), env)  # keep env alive so its id is not reused
+    return _CACHE[key][0]
+
+
+def evaluate_parts(env: Env, template: Team, source, parts, key: jax.Array, greedy: bool = True,
+                   team_batch: int = 0) -> tuple:
+    """Evaluate several sets of teams built from one row source (leaves [R, ...]) in one program, all on the
+    episodes of ``key``: ``parts`` is a list of (idx_a [M, N] int, idx_b [M, N] int or None, w [M] or None,
+    ids [M, N] int, num_episodes). A part with ``w`` None plays the teams ``source[idx_a]`` (``evaluate_rows``);
+    else the teams ``(1 - w) source[idx_a] + w source[idx_b]`` (``evaluate_interpolation``'s, with the same
+    arithmetic, so equal to it). Returns one ``EvalResult`` [M, E] per part. A batched probe of many pairs
+    (``probes/batch.py``) runs every pair's barrier and team probes as this one program."""
+    arrays = tuple((jnp.asarray(ia, jnp.int32), None if ib is None else jnp.asarray(ib, jnp.int32),
+                    None if w is None else jnp.asarray(w, jnp.float32), jnp.asarray(ids, jnp.int32))
+                   for ia, ib, w, ids, _ in parts)
+    fn = _parts_eval(env, template, tuple(int(p[4]) for p in parts), greedy, team_batch)
+    return fn(source, arrays, key)
+
+
 def evaluate_rows(env: Env, template: Team, source, idx, key: jax.Array, num_episodes: int,
                   greedy: bool = True, team_batch: int = 0, source_ids=None, seat_ids: bool = False) -> EvalResult:
     """Evaluate the teams ``source[idx[m]]`` (source leaves [R, ...], idx [M, N] int) in one program.

@@ -59,19 +59,25 @@ def grid_warnings(grid) -> list[str]:
             f"{defaults.MIN_CALIBRATED_ALPHAS} or more (the per-alpha curve in barrier.csv shows every point)"]
 
 
+def probe_bytes(per_episode: int, episodes: int, teams: int) -> int:
+    """The memory estimate of playing ``episodes`` episodes for ``teams`` teams at once (``per_episode``:
+    ``marl.runs.resources.episode_bytes``): the probes keep outcomes per step too, 4x an episode's state."""
+    return 4 * per_episode * episodes * teams
+
+
 def _check_memory(env, team, episodes: int, teams: int, num_boot: int) -> None:
     """Refuse (one line, before any program is compiled) episodes or bootstrap resamples that cannot fit
     in memory: a program of that size aborts the process instead of raising."""
     from marl.runs.resources import check_memory, episode_bytes
 
     per_episode = episode_bytes(env, team.network)
-    check_memory(4 * per_episode * episodes * teams, f"playing {episodes:,} episodes for {teams} team(s) at once",
+    check_memory(probe_bytes(per_episode, episodes, teams), f"playing {episodes:,} episodes for {teams} team(s) at once",
                  "use fewer --episodes (or a smaller --team-batch)")
     check_memory(8 * num_boot * episodes, f"{num_boot:,} bootstrap resamples of {episodes:,} episodes", "use a smaller --boot")
 
 
-def _load_pair(ref_a: str, ref_b: str, greedy: bool = True):
-    a, b = load(ref_a), load(ref_b)
+def _load_pair(ref_a: str, ref_b: str, greedy: bool = True, loader=None):
+    a, b = (loader or load)(ref_a), (loader or load)(ref_b)
     check_compatible(a.team, b.team, f"teams {ref_a} and {ref_b}")
     for ref, x in ((ref_a, a), (ref_b, b)):
         check_sampling(x.source["algo"], greedy, ref)
@@ -92,15 +98,29 @@ def probe_barrier(ref_a: str, ref_b: str, out: str | Path, alphas=defaults.ALPHA
     team_a, team_b, env, src_a, src_b = _load_pair(ref_a, ref_b, greedy)
     _check_memory(env, team_a, episodes, min(team_batch, len(grid)) if team_batch else len(grid), num_boot)
     key = jax.random.PRNGKey(eval_seed)
-    rep, eps = barrier_probe(env, team_a, team_b, grid, key, episodes, greedy, num_boot, team_batch=team_batch)
+    naive = barrier_probe(env, team_a, team_b, grid, key, episodes, greedy, num_boot, team_batch=team_batch)
+    aligned = None
+    if align:
+        team_b2, perms = align_team(team_a, team_b)
+        aligned = (team_b2, perms, barrier_probe(env, team_a, team_b2, grid, key, episodes, greedy, num_boot,
+                                                 team_batch=team_batch))
+    return write_barrier(out, grid, team_a, team_b, src_a, src_b, naive, aligned, episodes, greedy, num_boot,
+                         eval_seed, command)
+
+
+def write_barrier(out: str | Path, grid, team_a, team_b, src_a: dict, src_b: dict, naive: tuple, aligned: tuple | None,
+                  episodes: int, greedy: bool, num_boot: int, eval_seed: int, command: str | None = None) -> dict:
+    """The barrier probe's files (barrier.json, .csv, .png, .npz) and report from its results: ``naive`` the
+    (report, per-episode outcomes) of ``barrier_probe`` (or ``barrier_summary``) for A vs B, ``aligned`` None or
+    (aligned B, its permutations, that pair for A vs aligned B). One pair's probe and a batched probe of many
+    pairs (``probes/batch.py``) both write through it."""
+    rep, eps = naive
     report = {"probe": "barrier", "command": command or _command(), "a": src_a, "b": src_b, "env": src_a["env"],
               "eval_seed": eval_seed, "num_boot": num_boot, "warnings": grid_warnings(grid), "naive": rep,
               "weight_distance": {"naive": team_distance(team_a.params, team_b.params)}}
     arrays = {"alphas": grid, **{f"naive_{k}": v for k, v in eps.items()}}
-    aligned = None
-    if align:
-        team_b2, perms = align_team(team_a, team_b)
-        aligned, eps2 = barrier_probe(env, team_a, team_b2, grid, key, episodes, greedy, num_boot, team_batch=team_batch)
+    if aligned is not None:
+        team_b2, perms, (aligned, eps2) = aligned
         report["aligned"] = aligned
         report["weight_distance"]["aligned"] = team_distance(team_a.params, team_b2.params)
         report["permutations"] = {k: v.tolist() for k, v in perms.items()}
@@ -147,6 +167,13 @@ def probe_barrier(ref_a: str, ref_b: str, out: str | Path, alphas=defaults.ALPHA
     return report
 
 
+def seat_id_warnings(team_a, team_b, seat_ids: bool) -> list[str]:
+    """The team probes' warning for ``seat_ids`` on actors that were not one shared actor."""
+    if seat_ids and not (team_a.shared and team_b.shared):
+        return ["--seat-ids feeds moved actors the seat's id; only a shared actor was trained on every id"]
+    return []
+
+
 def probe_teams(ref_a: str, ref_b: str, out: str | Path, episodes: int = defaults.EPISODES, greedy: bool = True,
                 num_boot: int = defaults.BOOT, eval_seed: int = defaults.EVAL_SEED,
                 command: str | None = None, team_batch: int = defaults.TEAM_BATCH, seat_ids: bool = False,
@@ -157,12 +184,18 @@ def probe_teams(ref_a: str, ref_b: str, out: str | Path, episodes: int = default
     check_count(max_perms, "--max-perms")
     team_a, team_b, env, src_a, src_b = _load_pair(ref_a, ref_b, greedy)
     _check_memory(env, team_a, episodes, max(1, team_batch), num_boot)
-    if seat_ids and not (team_a.shared and team_b.shared):
-        warnings = ["--seat-ids feeds moved actors the seat's id; only a shared actor was trained on every id"]
-    else:
-        warnings = []
+    warnings = seat_id_warnings(team_a, team_b, seat_ids)
     rep, eps = team_probes(env, team_a, team_b, jax.random.PRNGKey(eval_seed), episodes, greedy, num_boot,
                            team_batch=team_batch, seat_ids=seat_ids, max_perms=max_perms)
+    return write_teams(out, team_a, src_a, src_b, (rep, eps), episodes, greedy, eval_seed, warnings, command)
+
+
+def write_teams(out: str | Path, team_a, src_a: dict, src_b: dict, results: tuple, episodes: int, greedy: bool,
+                eval_seed: int, warnings: list, command: str | None = None) -> dict:
+    """The team probes' files (teams.json, .npz, mixed.csv, hot_swap.csv, clone_all.csv, role_swap.csv, teams.png)
+    and report from ``results``, the (report, per-episode outcomes) of ``team_probes`` (or ``team_report``); one
+    pair's probe and a batched probe of many pairs (``probes/batch.py``) both write through it."""
+    rep, eps = results
     report = {"probe": "teams", "command": command or _command(), "a": src_a, "b": src_b, "env": src_a["env"],
               "episodes": episodes, "greedy": greedy, "eval_seed": eval_seed, "warnings": warnings, **rep}
     out = Path(out)

@@ -137,21 +137,27 @@ def _run(env: Env, team_a: Team, team_b: Team, idx: np.ndarray, base: np.ndarray
     source, source_ids = stack_teams(team_a, team_b)
     res = jax.device_get(evaluate_rows(env, team_a, source, idx, key, num_episodes, greedy, team_batch,
                                        source_ids=source_ids, seat_ids=seat_ids))
+    return _outcomes(res, idx, base, team_a.spec.has_win, num_boot, seed)
+
+
+def _outcomes(res, idx: np.ndarray, base: np.ndarray, has_win: bool, num_boot: int, seed: int) -> tuple[dict, dict]:
+    """Evaluated teams idx [M, N] (``res``: an ``EvalResult`` on the host, [M, E]) -> (summaries, per-episode outcomes)."""
     episodes = {"idx": np.asarray(idx), "returns": np.asarray(res.returns), "won": np.asarray(res.won),
                 "lengths": np.asarray(res.lengths)}
-    return _summaries(res, team_a.spec.has_win, np.asarray(base), num_boot, seed), episodes
+    return _summaries(res, has_win, np.asarray(base), num_boot, seed), episodes
 
 
-def mixed_team_probe(env: Env, team_a: Team, team_b: Team, key, num_episodes: int, greedy: bool = True,
-                     max_masks: int = 1024, num_boot: int = stats.DEFAULT_BOOT, seed: int = 0,
-                     team_batch: int = 0, seat_ids: bool = False) -> tuple[dict, dict]:
-    """Teams with each seat from A or B (mask); grouped by k = seats taken from B; differences to A.
-    Returns (report, per-episode outcomes)."""
-    n = team_a.num_agents
+# Each team probe is its teams (``_X_rows(n, ...) -> (idx [M, N] into concat(A, B), base [M], what its report
+# needs)``) and its report (``_X_report(summaries, that) -> dict``); ``X_probe`` evaluates its teams alone, a
+# batched probe (``probes/batch.py``) evaluates all four probes' teams of many pairs in one program.
+def _mixed_rows(n: int, max_masks: int = 1024, seed: int = 0):
     masks = mixed_masks(n, max_masks, seed)
     base = np.full(len(masks), int(np.flatnonzero(masks.sum(1) == 0)[0]))  # the all-A team
-    summ, episodes = _run(env, team_a, team_b, mask_index(masks), base, key, num_episodes, greedy, num_boot, seed,
-                          team_batch, seat_ids)
+    return mask_index(masks), base, masks
+
+
+def _mixed_report(summ: dict, masks: np.ndarray) -> dict:
+    n = masks.shape[1]
     k = masks.sum(1)
     groups = []
     for kk in range(n + 1):
@@ -165,7 +171,29 @@ def mixed_team_probe(env: Env, team_a: Team, team_b: Team, key, num_episodes: in
                     "diff_mean": float(np.asarray(d["diff"])[rows].mean())}
         groups.append(g)
     return {"masks": masks.astype(int).tolist(), "seats_from_b": k.tolist(), "base": "A",
-            "sampled": n > MAX_EXHAUSTIVE_MASKS, **summ, "by_k": groups}, episodes
+            "sampled": n > MAX_EXHAUSTIVE_MASKS, **summ, "by_k": groups}
+
+
+def mixed_team_probe(env: Env, team_a: Team, team_b: Team, key, num_episodes: int, greedy: bool = True,
+                     max_masks: int = 1024, num_boot: int = stats.DEFAULT_BOOT, seed: int = 0,
+                     team_batch: int = 0, seat_ids: bool = False) -> tuple[dict, dict]:
+    """Teams with each seat from A or B (mask); grouped by k = seats taken from B; differences to A.
+    Returns (report, per-episode outcomes)."""
+    idx, base, masks = _mixed_rows(team_a.num_agents, max_masks, seed)
+    summ, episodes = _run(env, team_a, team_b, idx, base, key, num_episodes, greedy, num_boot, seed, team_batch, seat_ids)
+    return _mixed_report(summ, masks), episodes
+
+
+def _hot_swap_rows(n: int):
+    ab, ba = hot_swap_index(n)
+    idx = np.concatenate([ab, ba, mask_index(np.zeros((1, n), bool)), mask_index(np.ones((1, n), bool))])
+    base = np.concatenate([np.full(n, 2 * n), np.full(n, 2 * n + 1), [2 * n, 2 * n + 1]])
+    return idx, base, n
+
+
+def _hot_swap_report(summ: dict, n: int) -> dict:
+    return {"a_with_b_seat": _take(summ, range(n)), "b_with_a_seat": _take(summ, range(n, 2 * n)),
+            "a": _take(summ, [2 * n]), "b": _take(summ, [2 * n + 1])}
 
 
 def hot_swap_probe(env: Env, team_a: Team, team_b: Team, key, num_episodes: int, greedy: bool = True,
@@ -173,13 +201,22 @@ def hot_swap_probe(env: Env, team_a: Team, team_b: Team, key, num_episodes: int,
                    seat_ids: bool = False) -> tuple[dict, dict]:
     """A with seat i from B (differences to A) and B with seat i from A (differences to B), for every
     seat i, plus A and B themselves. Returns (report, per-episode outcomes)."""
-    n = team_a.num_agents
-    ab, ba = hot_swap_index(n)
-    idx = np.concatenate([ab, ba, mask_index(np.zeros((1, n), bool)), mask_index(np.ones((1, n), bool))])
-    base = np.concatenate([np.full(n, 2 * n), np.full(n, 2 * n + 1), [2 * n, 2 * n + 1]])
+    idx, base, n = _hot_swap_rows(team_a.num_agents)
     summ, episodes = _run(env, team_a, team_b, idx, base, key, num_episodes, greedy, num_boot, seed, team_batch, seat_ids)
-    return {"a_with_b_seat": _take(summ, range(n)), "b_with_a_seat": _take(summ, range(n, 2 * n)),
-            "a": _take(summ, [2 * n]), "b": _take(summ, [2 * n + 1])}, episodes
+    return _hot_swap_report(summ, n), episodes
+
+
+def _clone_all_rows(n: int):
+    ca, cb = clone_index(n)
+    ident = np.arange(n)[None]
+    idx = np.concatenate([ca, cb, ident, ident + n])
+    base = np.concatenate([np.full(n, 2 * n), np.full(n, 2 * n + 1), [2 * n, 2 * n + 1]])
+    return idx, base, n
+
+
+def _clone_all_report(summ: dict, n: int) -> dict:
+    return {"a": _take(summ, range(n)), "b": _take(summ, range(n, 2 * n)),
+            "a_team": _take(summ, [2 * n]), "b_team": _take(summ, [2 * n + 1])}
 
 
 def clone_all_probe(env: Env, team_a: Team, team_b: Team | None, key, num_episodes: int, greedy: bool = True,
@@ -188,29 +225,21 @@ def clone_all_probe(env: Env, team_a: Team, team_b: Team | None, key, num_episod
     """For each agent i of A (and of B): every seat runs agent i's policy, its id i included (also for a
     shared actor); differences to the team itself. Returns (report, per-episode outcomes)."""
     team_b = team_a if team_b is None else team_b
-    n = team_a.num_agents
-    ca, cb = clone_index(n)
-    ident = np.arange(n)[None]
-    idx = np.concatenate([ca, cb, ident, ident + n])
-    base = np.concatenate([np.full(n, 2 * n), np.full(n, 2 * n + 1), [2 * n, 2 * n + 1]])
+    idx, base, n = _clone_all_rows(team_a.num_agents)
     summ, episodes = _run(env, team_a, team_b, idx, base, key, num_episodes, greedy, num_boot, seed, team_batch, seat_ids)
-    return {"a": _take(summ, range(n)), "b": _take(summ, range(n, 2 * n)),
-            "a_team": _take(summ, [2 * n]), "b_team": _take(summ, [2 * n + 1])}, episodes
+    return _clone_all_report(summ, n), episodes
 
 
-def role_swap_probe(env: Env, team_a: Team, team_b: Team | None, key, num_episodes: int, greedy: bool = True,
-                    max_perms: int = MAX_PERMS, num_boot: int = stats.DEFAULT_BOOT, seed: int = 0,
-                    team_batch: int = 0, seat_ids: bool = False) -> tuple[dict, dict]:
-    """Permutations of each team's agents over the seats (all when N <= 6; agents keep their ids, so a
-    permuted shared team is not the same team); identity, best, worst, differences to the identity.
-    Returns (report, per-episode outcomes)."""
-    team_b = team_a if team_b is None else team_b
-    n = team_a.num_agents
+def _role_swap_rows(n: int, max_perms: int = MAX_PERMS, seed: int = 0):
     perms, sampled = role_perms(n, max_perms, seed)
     p = len(perms)
     base = np.concatenate([np.zeros(p, np.int64), np.full(p, p)])
-    summ, episodes = _run(env, team_a, team_b, np.concatenate([perms, perms + n]), base, key, num_episodes, greedy,
-                          num_boot, seed, team_batch, seat_ids)
+    return np.concatenate([perms, perms + n]), base, (perms, sampled)
+
+
+def _role_swap_report(summ: dict, info) -> dict:
+    perms, sampled = info
+    n, p = perms.shape[1], len(perms)
     out = {"perms": perms.tolist(), "sampled": sampled}
     for name, rows in (("a", range(p)), ("b", range(p, 2 * p))):
         s = _take(summ, rows)
@@ -225,7 +254,46 @@ def role_swap_probe(env: Env, team_a: Team, team_b: Team | None, key, num_episod
                      "best": {"perm": perms[best].tolist(), "return": float(r[best])},
                      "worst": {"perm": perms[worst].tolist(), "return": float(r[worst])},
                      "agent_seat_return": marg.tolist()}
-    return out, episodes
+    return out
+
+
+def role_swap_probe(env: Env, team_a: Team, team_b: Team | None, key, num_episodes: int, greedy: bool = True,
+                    max_perms: int = MAX_PERMS, num_boot: int = stats.DEFAULT_BOOT, seed: int = 0,
+                    team_batch: int = 0, seat_ids: bool = False) -> tuple[dict, dict]:
+    """Permutations of each team's agents over the seats (all when N <= 6; agents keep their ids, so a
+    permuted shared team is not the same team); identity, best, worst, differences to the identity.
+    Returns (report, per-episode outcomes)."""
+    team_b = team_a if team_b is None else team_b
+    idx, base, info = _role_swap_rows(team_a.num_agents, max_perms, seed)
+    summ, episodes = _run(env, team_a, team_b, idx, base, key, num_episodes, greedy, num_boot, seed, team_batch, seat_ids)
+    return _role_swap_report(summ, info), episodes
+
+
+def team_rows(n: int, max_perms: int = MAX_PERMS, seed: int = 0) -> dict:
+    """The four team probes' teams of a pair of N-seat teams, in ``team_probes``' order: {probe: (idx [M, N]
+    into concat(A, B), base [M], what its report needs)} (``team_report`` turns their outcomes into the report)."""
+    return {"mixed": _mixed_rows(n, seed=seed), "hot_swap": _hot_swap_rows(n), "clone_all": _clone_all_rows(n),
+            "role_swap": _role_swap_rows(n, max_perms, seed)}
+
+
+_REPORTS = {"mixed": _mixed_report, "hot_swap": _hot_swap_report, "clone_all": _clone_all_report,
+            "role_swap": _role_swap_report}
+
+
+def team_report(results: dict, rows: dict, has_win: bool, num_boot: int = stats.DEFAULT_BOOT, seed: int = 0,
+                seat_ids: bool = False) -> tuple[dict, dict]:
+    """``team_probes``' (report, per-episode outcomes) from each probe's evaluated teams: ``results`` {probe:
+    ``EvalResult`` on the host, [M, E]} of the teams ``rows`` (``team_rows``) gives."""
+    report, episodes = {}, {}
+    for name, (idx, base, info) in rows.items():
+        summ, episodes[name] = _outcomes(results[name], idx, base, has_win, num_boot, seed)
+        report[name] = _REPORTS[name](summ, info)
+    report["ids"] = _ids_label(seat_ids)
+    return report, episodes
+
+
+def _ids_label(seat_ids: bool) -> str:
+    return "seat" if seat_ids else "agent (each moved row keeps the agent id it was trained with)"
 
 
 def team_probes(env: Env, team_a: Team, team_b: Team, key, num_episodes: int, greedy: bool = True,
@@ -240,5 +308,5 @@ def team_probes(env: Env, team_a: Team, team_b: Team, key, num_episodes: int, gr
               "clone_all": clone_all_probe(env, team_a, team_b, key, num_episodes, **kw),
               "role_swap": role_swap_probe(env, team_a, team_b, key, num_episodes, max_perms=max_perms, **kw)}
     report = {k: v[0] for k, v in probes.items()}
-    report["ids"] = "seat" if seat_ids else "agent (each moved row keeps the agent id it was trained with)"
+    report["ids"] = _ids_label(seat_ids)
     return report, {k: v[1] for k, v in probes.items()}

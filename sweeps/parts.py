@@ -103,7 +103,7 @@ def run_part(sweep: dict, env: str, root, max_jobs: int = 1, echo=print, probes:
     ``probes=False``: train only. ``shard=(i, k)``: probe only the jobs i, i + k, ... in plan order, with no
     training (the part's runs must be done), so that k processes probe a trained part at once (on 2 cores a
     probe job uses about 1.2 of them); ``probe-times --shards k`` reads their times."""
-    from sweeps.runner import run_probe, run_sweep
+    from sweeps.runner import run_probes, run_sweep
 
     sub = part(sweep, env)
     runs, jobs = _plan(sub, root)
@@ -116,8 +116,7 @@ def run_part(sweep: dict, env: str, root, max_jobs: int = 1, echo=print, probes:
                             "(run --no-probes), then start its shards")
         jobs = jobs[shard[0]::shard[1]]
     if probes:
-        for job in jobs:
-            run_probe(job, echo)
+        run_probes(jobs, echo)
     return jobs if probes else []
 
 
@@ -249,10 +248,11 @@ def relabel(to) -> list[Path]:
 def probe_times(sweep: dict, env: str, root, to, shards: int = 1) -> Path:
     """Each probe job's wall time, from ``root``'s folders into the part's exported record (``probe_s``).
 
-    ``run`` probes a part's jobs one at a time, in plan order, after its runs: a job took the time from the
-    previous job's completion (its ``sweep_job.json`` written) to its own, the first from the part's last
-    ``DONE``. With ``shards`` k (the jobs probed by ``run --shard i/k`` in k processes at once) the previous
-    job is the previous one of its own shard, and the record says the jobs shared the machine k ways.
+    ``run`` with per-pair jobs (``[probe] batch = false``; a batched map's jobs finish together, a batch at a
+    time, with no time of their own) probes a part's jobs one at a time, in plan order, after its runs: a job
+    took the time from the previous job's completion (its ``sweep_job.json`` written) to its own, the first
+    from the part's last ``DONE``. With ``shards`` k (the jobs probed by ``run --shard i/k`` in k processes at
+    once) the previous job is the previous one of its own shard, and the record says the jobs shared the machine k ways.
     A job whose interval spans a stop of the part counts the stop too (``cost`` leaves such jobs out).
     Refuses when the completions are not in plan order (the jobs did not run that way), or before the part is
     exported. Returns the record's path."""

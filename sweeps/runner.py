@@ -276,6 +276,9 @@ def plan_probes(sweep: dict, runs: list[PlannedRun]) -> list[ProbeJob]:
             for k in ("episodes", "boot"):
                 if not isinstance(probe[k], int) or probe[k] < 2:
                     raise UserError(f"sweep [probe] ({env}): {k} must be an integer >= 2, got {probe[k]!r}")
+            if probe["batch_memory"] < 0:
+                raise UserError(f"sweep [probe] ({env}): batch_memory must be GiB >= 0 (0: half the memory "
+                                f"available), got {probe['batch_memory']!r}")
     by = {(r.env, r.point, r.history): r for r in runs}
     cells = list(dict.fromkeys((r.env, r.point) for r in runs))  # every env x variant x grid point
     jobs = []
@@ -321,6 +324,15 @@ def plan_probes(sweep: dict, runs: list[PlannedRun]) -> list[ProbeJob]:
     return jobs
 
 
+def probes_per_pair(sweep: dict) -> dict:
+    """The sweep with every probe job run on its own pair (``[probe] batch = false`` for every env:
+    ``marl sweep --probe-per-pair``)."""
+    probe = {**sweep.get("probe", {}), "batch": False}
+    if "env" in probe:
+        probe["env"] = {env: {**table, "batch": False} for env, table in probe["env"].items()}
+    return {**sweep, "probe": probe}
+
+
 def probe_settings(sweep: dict, env: str) -> dict:
     """[probe] settings for one env: defaults, then [probe], then [probe.env."ENV"]."""
     probe = {k: v for k, v in sweep.get("probe", {}).items() if k != "env"}
@@ -356,28 +368,71 @@ def train_command(run: PlannedRun, python: str | None = None, write: bool = True
 def _probe_settings(job: ProbeJob) -> dict:
     from marl.runs.layout import steps
 
+    measured = {k: v for k, v in job.settings.items() if k not in probe_defaults.SWEEP_BATCH}  # not how it ran
     return {"a": str(job.a.out.resolve()), "b": str(job.b.out.resolve()), "seed_a": job.seed_a, "seed_b": job.seed_b,
-            "step_a": steps(job.a.out)[-1], "step_b": steps(job.b.out)[-1], **job.settings}
+            "step_a": steps(job.a.out)[-1], "step_b": steps(job.b.out)[-1], **measured}
+
+
+def _probe_done(job: ProbeJob, echo=print) -> bool:
+    """Whether the job's ``sweep_job.json`` records its settings (then it is reused: said so); else its stale
+    marker is removed and it is announced."""
+    marker = job.out / "sweep_job.json"
+    if marker.exists() and json.loads(marker.read_text()) == _probe_settings(job):
+        echo(f"skip (done) probe {job.env} {job.label}")
+        return True
+    echo(f"probe {job.env} {job.label}")
+    marker.unlink(missing_ok=True)
+    return False
+
+
+def _probe_refs(job: ProbeJob) -> tuple[str, str, str]:
+    """The job's two checkpoint references and the command its reports record."""
+    return f"{job.a.out}#{job.seed_a}", f"{job.b.out}#{job.seed_b}", f"marl sweep ({job.env}: {job.label})"
+
+
+def _probe_finish(job: ProbeJob, skip=()) -> None:
+    """The job's registered probes not in ``skip`` (run on this pair alone), then its ``sweep_job.json``."""
+    from probes.registry import sweep_probes
+
+    ref_a, ref_b, cmd = _probe_refs(job)
+    for spec in sweep_probes(job.settings):
+        if spec.name not in skip:
+            spec.load()(ref_a, ref_b, job.out, quiet=True, command=cmd, **spec.sweep_options(job.settings))
+    write_atomic(job.out / "sweep_job.json", json.dumps(_probe_settings(job), indent=1))
 
 
 def run_probe(job: ProbeJob, echo=print) -> Path:
     """The registered probes of one pair (``probes.registry.sweep_probes``: the barrier, and the team probes
     when ``teams`` is set), reused when ``sweep_job.json`` records the same settings."""
-    from probes.registry import sweep_probes
-
-    settings = _probe_settings(job)
-    marker = job.out / "sweep_job.json"
-    if marker.exists() and json.loads(marker.read_text()) == settings:
-        echo(f"skip (done) probe {job.env} {job.label}")
-        return job.out
-    echo(f"probe {job.env} {job.label}")
-    marker.unlink(missing_ok=True)
-    ref_a, ref_b = f"{job.a.out}#{job.seed_a}", f"{job.b.out}#{job.seed_b}"
-    cmd = f"marl sweep ({job.env}: {job.label})"
-    for spec in sweep_probes(job.settings):
-        spec.load()(ref_a, ref_b, job.out, quiet=True, command=cmd, **spec.sweep_options(job.settings))
-    write_atomic(marker, json.dumps(settings, indent=1))
+    if not _probe_done(job, echo):
+        _probe_finish(job)
     return job.out
+
+
+def run_probes(jobs: list[ProbeJob], echo=print) -> None:
+    """The probe jobs, each reused when done (``run_probe``'s rule). Jobs whose ``[probe] batch`` is true (the
+    default) run as one batched program per map and settings (``probes.batch.probe_pairs``: the barrier, aligned
+    barrier and team probes of every pair, split into the fewest batches that fit ``batch_memory``), each job's
+    files as its own run would write them, its ``sweep_job.json`` once they are; the others one pair at a time."""
+    from probes.batch import BATCHED, PairJob, probe_pairs
+    from probes.registry import get_probe
+
+    groups: dict = {}
+    for job in jobs:
+        if not job.settings["batch"]:
+            run_probe(job, echo)
+        elif not _probe_done(job, echo):  # one program per env, network and probe settings (align, teams: per pair)
+            shape = {k: v for k, v in job.settings.items() if k not in ("align", "teams")}
+            key = (job.env, repr(job.a.config.network), json.dumps(shape, sort_keys=True))
+            groups.setdefault(key, []).append(job)
+    for group in groups.values():
+        s = group[0].settings
+        bar, teams = (get_probe(name).sweep_options(s) for name in BATCHED)
+        pairs = [PairJob(*_probe_refs(j)[:2], j.out, j.align, j.teams, _probe_refs(j)[2]) for j in group]
+        probe_pairs(pairs, alphas=bar["alphas"], episodes=bar["episodes"], team_episodes=teams["episodes"],
+                    boot=bar["boot"], eval_seed=bar["eval_seed"], team_batch=bar["team_batch"],
+                    max_perms=teams["max_perms"], greedy=bar["greedy"], memory=s["batch_memory"] or None,
+                    done=lambda i, group=group: _probe_finish(group[i], skip=BATCHED), echo=echo)
 
 
 def check_out(runs: list[PlannedRun]) -> None:
@@ -413,8 +468,7 @@ def finish(runs: list[PlannedRun], sweep: dict, jobs: list[ProbeJob], echo=print
 
         echo(f"report {training_report(sweep, runs, echo)}")
     if jobs:
-        for job in jobs:
-            run_probe(job, echo)
+        run_probes(jobs, echo)
         if "report" in sweep:
             from sweeps.report import report_dir, write_report
 

@@ -30,7 +30,7 @@ TOP = {"out": str, "envs": "names", "histories": "names", "config": dict, "env":
 EVAL_KEYS = {"episodes": int, "absolute": bool, "eval_seed": int}
 EVAL_DEFAULTS = {"episodes": 32, "absolute": False}
 PROBE_SETTINGS = {"alphas": (int, list), "episodes": int, "boot": int, "eval_seed": int, "align": bool, "teams": bool,
-                  "team_episodes": int, "max_perms": int, "team_batch": int}
+                  "team_episodes": int, "max_perms": int, "team_batch": int, "batch": bool, "batch_memory": (int, float)}
 PAIR_KEYS = {"a": str, "b": str, "seeds": (str, list), "align": bool, "teams": bool, "name": str}
 REPORT_KEYS = {"out": str, "metric": str, "connected": list, "separated": list, "threshold": (int, float), "title": str,
                "require": dict}

@@ -341,7 +341,7 @@ def test_probe_jobs_in_shards_and_their_times(tmp_path, capsys, monkeypatch):
         (r.out / "DONE").write_text("")
         os.utime(r.out / "DONE", (t0 - 80, t0 - 80))
     ran = []
-    monkeypatch.setattr("sweeps.runner.run_probe", lambda job, echo=print: ran.append(job.label))
+    monkeypatch.setattr("sweeps.runner.run_probes", lambda jobs, echo=print: ran.extend(j.label for j in jobs))
     assert parts.run_part(sweep, "smax:3m", root, shard=(1, 2)) == [jobs[1]]
     assert parts.run_part(sweep, "smax:3m", root, shard=(0, 2)) == [jobs[0], jobs[2]]
     assert ran == [jobs[1].label, jobs[0].label, jobs[2].label]
