@@ -45,8 +45,9 @@ def groups(pending: list, source: dict, fuse: bool = True) -> list[list]:
 
 
 def group_name(group: list) -> str:
-    """A group's task name: its one run's name, or ``FIRST(+N)`` for N more runs fused with it."""
-    return group[0].name if len(group) == 1 else f"{group[0].name}(+{len(group) - 1})"
+    """A group's task name: its one run's name, or ``FIRST+N`` for N more runs fused with it (a name the shell
+    and sbatch take unquoted)."""
+    return group[0].name if len(group) == 1 else f"{group[0].name}+{len(group) - 1}"
 
 
 def describe_groups(groups: list[list]) -> list[str]:

@@ -14,13 +14,14 @@ starts each of its runs from OTHER's run of the same env, grid point and history
 Reuse: a run folder is reused only when its ``config.toml`` equals the planned config (else a one-line
 error: the folder holds another run); a done run is skipped, a stopped one resumed, one stopped before
 its first checkpoint restarted (``marl/runs/lock.py``: the same rule as ``marl train --resume-if-exists``).
-Each run trains in its own subprocess (``marl train``), which holds the folder's lock while it trains,
-so a crash or hang in one cannot take the sweep down, two workers never train the same folder, and no
+Each run trains in a subprocess (``python -m marl.worker``; the runs of a stage that share one program in one
+subprocess and one program, ``sweeps/fusion.py``, unless ``--no-fuse``), which holds the folders' locks while it
+trains, so a crash or hang in one cannot take the sweep down, two workers never train the same folder, and no
 process restores a checkpoint after training another (a warm start restored in the process that had
 just trained its source was seen to hang in ``checkpoint.restore_state``; its cause was not found, and
 one process per run sidesteps it). Executors (registered in ``sweeps/registry.py``): ``local``
-(at most ``--jobs K`` subprocesses at a time), ``ray`` (one task per run, sources as dependencies) and
-``slurm`` (``sweeps/slurm.py``: one SLURM job per run, sources as ``afterok`` dependencies, the probes and
+(at most ``--jobs K`` subprocesses at a time), ``ray`` (one task per run or fused group, sources as dependencies)
+and ``slurm`` (``sweeps/slurm.py``: one SLURM job per run or fused group, sources as ``afterok`` dependencies, the probes and
 reports as a final dependent job).
 A probe job is reused only when its JSON records the same checkpoints and probe settings.
 """

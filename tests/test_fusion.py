@@ -118,8 +118,8 @@ def test_a_stage_fuses_and_chains_fuse_stage_by_stage(tmp_path, capsys):
     groups, _ = fused_groups(runs, runs, states)
     assert [[r.name.split("/")[1] for r in g] for g in groups] == [["a", "b"], ["c"], ["b2", "a2"]]
     tasks = _tasks(runs, runs, states, write=False)
-    assert [t.name for t in tasks] == ["smax-3m/a(+1)", "smax-3m/c", "smax-3m/b2(+1)"]
-    assert tasks[2].deps == ("smax-3m/a(+1)",) and tasks[0].deps == tasks[1].deps == ()
+    assert [t.name for t in tasks] == ["smax-3m/a+1", "smax-3m/c", "smax-3m/b2+1"]
+    assert tasks[2].deps == ("smax-3m/a+1",) and tasks[0].deps == tasks[1].deps == ()
     assert tasks[0].cmd[3:] == ["--member", str((tmp_path / "o/smax-3m/.a.config.toml").resolve()),
                                 str((tmp_path / "o/smax-3m/a").resolve()),
                                 "--member", str((tmp_path / "o/smax-3m/.b.config.toml").resolve()),
@@ -131,13 +131,13 @@ def test_a_stage_fuses_and_chains_fuse_stage_by_stage(tmp_path, capsys):
     assert len(alone) == 5 and not any(t.members for t in alone) and not any("--member" in t.cmd for t in alone)
     states["smax-3m/a"] = "done"  # a's continuation starts from a done run: stage 0, with b; b2 waits for b
     tasks = _tasks(runs, runs, states, write=False)
-    assert [(t.name, t.deps) for t in tasks] == [("smax-3m/b(+1)", ()), ("smax-3m/c", ()),
-                                                  ("smax-3m/b2", ("smax-3m/b(+1)",))]
+    assert [(t.name, t.deps) for t in tasks] == [("smax-3m/b+1", ()), ("smax-3m/c", ()),
+                                                  ("smax-3m/b2", ("smax-3m/b+1",))]
     assert tasks[0].cmd[-4:] == ["--member", str((tmp_path / "o/smax-3m/.a2.config.toml").resolve()),
                                  str((tmp_path / "o/smax-3m/a2").resolve()), str((tmp_path / "o/smax-3m/a").resolve())]
     states["smax-3m/a"] = "new"
     lines = describe_executor(runs, None, [], "local")
-    assert lines[0] == "fused smax-3m/a(+1): smax-3m/a, smax-3m/b (3 seeds in one program)" and len(lines) == 2
+    assert lines[0] == "fused smax-3m/a+1: smax-3m/a, smax-3m/b (3 seeds in one program)" and len(lines) == 2
     assert describe_executor(runs, None, [], "local", fuse=False) == []
     code = main(["sweep", str(tmp_path / "s.toml"), "--out", str(tmp_path / "o"), "--dry-run", "--no-fuse"])
     assert code == 0 and "fused" not in capsys.readouterr().out
@@ -172,7 +172,7 @@ def test_a_sweep_killed_mid_group_resumes_every_run_of_it_bit_for_bit(fused, tmp
         time.sleep(0.1)
     rerun = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=400)
     assert rerun.returncode == 0, rerun.stderr[-2000:]
-    assert rerun.stdout.count("resume ") == 2 and "fuse 2 runs as one program: smax-3m/a(+1)" in rerun.stdout
+    assert rerun.stdout.count("resume ") == 2 and "fuse 2 runs as one program: smax-3m/a+1" in rerun.stdout
     for run, unbroken in ((a, fused["a"]), (b, fused["b"])):
         for x, y in zip(_leaves(run), _leaves(unbroken)):
             np.testing.assert_array_equal(x, y)
@@ -204,3 +204,15 @@ def test_train_group_refuses_runs_of_two_programs(tmp_path):
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
     with pytest.raises(ValueError, match="share a run folder"):
         train_group([Member(tiny_run_config(), tmp_path / "a"), Member(_b_config(), tmp_path / "a")])
+
+
+def test_slurm_submits_a_fused_group_as_one_job(tmp_path, capsys):
+    """``--dry-run --executor slurm``: the group is one sbatch job (its worker trains both runs), then the final job."""
+    out = tmp_path / "o"
+    assert main(["sweep", str(_sweep_file(tmp_path)), "--out", str(out), "--dry-run", "--executor", "slurm"]) == 0
+    text = capsys.readouterr().out
+    assert "fused smax-3m/a+1: smax-3m/a, smax-3m/b (3 seeds in one program)" in text
+    assert text.count("#!/bin/bash") == 2 and "# 2 SLURM job(s); nothing submitted (--dry-run)" in text
+    assert "#SBATCH --job-name=marl:smax-3m/a+1" in text and "<job of smax-3m/a+1>" in text
+    assert text.count(" --member ") == 2 and " --config " not in text
+    assert not out.exists()
