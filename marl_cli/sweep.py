@@ -96,8 +96,8 @@ def add_parser(subparsers) -> None:
         kwargs["help"] = f"{'/'.join(users)} executor: {kwargs.get('help', o.keyword)}"
         p.add_argument(flag, dest=o.keyword, **kwargs)
     p.add_argument("--no-fuse", action="store_true",
-                   help="train every run in its own process and program (default: the runs of a stage whose configs "
-                        "differ only in seeds train as one job, one vmapped program)")
+                   help="train every run in its own process and program (default: the runs of a stage that share a program, "
+                        "differing only in hyperparameters and seeds, train as one job, one vmapped program)")
     p.add_argument("--only", metavar="RUN", help="train only these runs (names or plan indices, comma-separated; "
                                                  "e.g. $SLURM_ARRAY_TASK_ID); no probes or reports")
     p.add_argument("overrides", nargs="*", metavar="key=value",

@@ -3,8 +3,8 @@
 A run's *stage* is its depth in the warm-start graph of the runs left to train (0: from scratch, or from a
 source that is already done; k + 1: from a source of stage k), so a chain fuses stage by stage: the sources
 of a stage are one group's job, their continuations the next. Within a stage, runs whose configs have the
-same ``marl.runs.group.fuse_key`` (everything but the seeds and the host loop's checkpoint settings) are one
-group, trained by one ``python -m marl.worker --member ...`` process as one vmapped program (runs x seeds,
+same ``marl.runs.group.fuse_key`` (the program key: everything but the hyperparameters, which are data,
+``marl/core/hyper.py``, the seeds and the host loop's settings) are one group, trained by one ``python -m marl.worker --member ...`` process as one vmapped program (runs x seeds,
 ``marl/runs/group.py``); a run alone in its group is an ordinary run. ``marl sweep --no-fuse`` trains every
 run alone.
 """

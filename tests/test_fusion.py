@@ -2,7 +2,8 @@
 program, warm-start chains stage by stage, ``--no-fuse``), a fused group's runs against the same runs trained
 alone, and a sweep killed mid-group that resumes every run of the group bit for bit.
 
-The group here is tiny_run's config (2 seeds) and the same config with seed 3 and 1 seed: one program of 3 seeds.
+The group here is tiny_run's config (2 seeds) and the same program with another seed (3, 1 seed), learning rate
+and discount: one program of 3 seeds, each with its run's hyperparameters.
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ from tests.conftest import cached_run_folder, tiny_config, tiny_run_config
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# tiny_run's config as a sweep: variant a is tiny_run, variant b the same program with seed 3 and 1 seed
+# tiny_run's config as a sweep: variant a is tiny_run, variant b the same program with seed 3, 1 seed, another lr
+# and gamma
 SWEEP = """
 envs = ["smax:3m"]
 
@@ -52,11 +54,13 @@ critic_hidden = 16
 [variants.b]
 seed = 3
 num_seeds = 1
+lr = 2e-3
+gamma = 0.95
 """
 
 
 def _b_config():
-    return tiny_config(seed=3)
+    return tiny_config(seed=3, lr=2e-3, gamma=0.95)
 
 
 def _leaves(run: Path) -> list:
@@ -109,10 +113,11 @@ def _sweep_file(tmp_path: Path, text: str = SWEEP) -> Path:
 
 
 def test_a_stage_fuses_and_chains_fuse_stage_by_stage(tmp_path, capsys):
-    """Runs of one program fuse per stage: the sources as one task, their continuations as the next (after it);
-    a run of another program, and every run with fuse=False, is a task of its own; done runs leave their group."""
-    text = SWEEP.replace("[variants.b]", '[variants.b2]\ninit_from = "b"\n\n[variants.a2]\ninit_from = "a"\n\n'
-                         '[variants.c]\nlr = 1e-4\n\n[variants.b]')
+    """Runs of one program (another lr too) fuse per stage: the sources as one task, their continuations as the next
+    (after it); a run of another program, and every run with fuse=False, is a task of its own; done runs leave
+    their group."""
+    text = SWEEP.replace("[variants.b]", '[variants.b2]\ninit_from = "b"\n\n[variants.a2]\ninit_from = "a"\nlr = 1e-4\n\n'
+                         '[variants.c]\nnum_envs = 4\n\n[variants.b]')
     runs = plan(load_sweep(_sweep_file(tmp_path, text)), tmp_path / "o")
     states = {r.name: "new" for r in runs}
     groups, _ = fused_groups(runs, runs, states)
@@ -200,7 +205,7 @@ def test_train_group_refuses_runs_of_two_programs(tmp_path):
     from marl_common.errors import UserError
 
     with pytest.raises(UserError, match="do not share one program"):
-        train_group([Member(tiny_run_config(), tmp_path / "a"), Member(tiny_config(lr=1e-4), tmp_path / "b")])
+        train_group([Member(tiny_run_config(), tmp_path / "a"), Member(tiny_config(num_envs=4), tmp_path / "b")])
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
     with pytest.raises(ValueError, match="share a run folder"):
         train_group([Member(tiny_run_config(), tmp_path / "a"), Member(_b_config(), tmp_path / "a")])

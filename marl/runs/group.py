@@ -1,8 +1,9 @@
 """A fused group: runs that compile to one training program, trained together as one vmapped program.
 
-``marl sweep`` (``sweeps/fusion.py``) groups the runs of a stage whose configs share a program (``fuse_key``)
-and trains each group in one process: every run's seeds are stacked on the one seed axis (runs x seeds), one
-compiled chunk program advances them all, and its output is split back per run. Each run keeps everything a
+``marl sweep`` (``sweeps/fusion.py``) groups the runs of a stage whose configs share a program (``fuse_key``:
+they may differ in hyperparameters, which are data, ``marl/core/hyper.py``, and in seeds) and trains each group
+in one process: every run's seeds, and each seed's hyperparameters, are stacked on the one seed axis (runs x
+seeds), one compiled chunk program advances them all, and its output is split back per run. Each run keeps everything a
 run trained alone has, through the same code (``marl/runs/loop.py``): its folder's checks and lock
 (``locked``), its start (new, restarted or resumed from its own checkpoint, warm-started from its own source:
 ``starting_point``), and its host side chunk after chunk (``Book``: metrics log, divergence guard,
@@ -31,16 +32,13 @@ from typing import Callable
 from marl_common.errors import Interrupted, UserError
 from marl.core.config import TrainConfig
 
-# keys that only the host loop reads (how often and how many checkpoints are kept, the divergence policy) or
-# that only choose the seeds: runs that differ in them still share one program
-HOST_KEYS = ("seed", "num_seeds", "checkpoint_every", "keep_last", "keep_every", "keep_finite_seeds")
+def fuse_key(config: TrainConfig) -> TrainConfig:
+    """Equal for configs whose runs train as one compiled program (one group): their program key
+    (``marl.core.hyper.program_key``: everything but the hyperparameters, which are data, and the host loop's
+    keys), the number of seeds left out (the group's program vmaps every run's seeds together)."""
+    from marl.core.hyper import program_key
 
-
-def fuse_key(config: TrainConfig) -> str:
-    """Equal for configs whose runs train as one compiled program (one group): every key but ``HOST_KEYS``."""
-    import json
-
-    return json.dumps({k: v for k, v in config.to_dict().items() if k not in HOST_KEYS}, sort_keys=True, default=str)
+    return dataclasses.replace(program_key(config), num_seeds=1)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,8 +84,8 @@ def train_group(members: list[Member], *, note: Callable[[str], None] | None = N
         raise ValueError("train_group: two members share a run folder")
     keys = {fuse_key(m.config) for m in members}
     if len(keys) > 1:
-        raise UserError(f"runs {', '.join(str(m.out) for m in members)} differ in more than "
-                        f"{', '.join(HOST_KEYS)}: they do not share one program; train them apart (marl sweep --no-fuse)")
+        raise UserError(f"runs {', '.join(str(m.out) for m in members)} differ in more than hyperparameters and seeds: "
+                        f"they do not share one program; train them apart (marl sweep --no-fuse)")
     if not members:
         return []
     total = sum(m.config.num_seeds for m in members)
@@ -111,33 +109,35 @@ def _train_locked(held: list, num_devices: int, stop_after_chunks: int | None) -
     import jax.numpy as jnp
 
     from marl.core import sharding
+    from marl.core.hyper import concat
     from marl.core.trainer import Trainer
     from marl.runs.loop import Book, _programs, starting_point
     from marl.runs.resources import check_memory, state_bytes
 
-    trainer = Trainer(held[0][0].config)  # the group's one program
-    chunk = jax.jit(jax.vmap(trainer.chunk), donate_argnums=0)
-    books, states = [], []
+    trainer = Trainer.for_program(held[0][0].config)  # the group's one program
+    books, states, hypers = [], [], []
     for m, opts, lock in held:
-        own = trainer if m.config == trainer.config else Trainer(m.config)  # its seeds and its records
+        own = Trainer.for_program(m.config)  # its seeds' init and warm start (its hyperparameters: programs.hyper)
         programs = _programs(own, m.config, opts)
         start = starting_point(own, m.config, Path(m.out), opts, programs)
         books.append(Book(own, m.config, Path(m.out), opts, lock, start))
         states.append(start.state)
+        hypers.append(programs.hyper)
     check_memory(sum(state_bytes(s) for s in states) * 3, f"training {len(held)} fused runs of {trainer.config.env}",
                  "train them apart (marl sweep --no-fuse)")
     for b in books:
         b.lock.commit()  # past every check: the attempt goes into each run's lock.log
-    state = jax.tree.map(lambda *xs: jnp.concatenate(xs), *states)
+    seeds_on = sharding.seed_sharding(num_devices)
+    state = sharding.shard(jax.tree.map(lambda *xs: jnp.concatenate(xs), *states), seeds_on)
     del states
-    state = sharding.shard(state, sharding.seed_sharding(num_devices))
-    failed = _run_chunks(chunk, books, state, stop_after_chunks)
+    hyper = sharding.shard(concat(hypers), seeds_on)  # each seed's run's hyperparameters, on the same axis
+    failed = _run_chunks(trainer.programs.chunk, books, state, hyper, stop_after_chunks)
     if failed:
         out, msg = next(iter(failed.items()))
         raise UserError(f"{len(failed)} of {len(books)} fused runs failed, the others finished ({out}: {msg})")
 
 
-def _run_chunks(chunk, books: list, state, stop_after_chunks: int | None) -> dict:
+def _run_chunks(chunk, books: list, state, hyper, stop_after_chunks: int | None) -> dict:
     """The group's chunks: one program call per chunk, then each run's ``Book`` records its part (a SIGTERM stops
     the group as it stops one run: at once, but never inside a checkpoint write). Returns the runs that failed
     ({folder: message})."""
@@ -162,7 +162,7 @@ def _run_chunks(chunk, books: list, state, stop_after_chunks: int | None) -> dic
             stop.check()  # a SIGTERM whose exception was dropped during the last chunk
             t0 = time.time()
             frozen = np.concatenate([np.ones_like(b.frozen) if b.out in failed else b.frozen for b in books])
-            state, metrics = chunk(state, jnp.asarray(frozen))
+            state, metrics = chunk(state, hyper, jnp.asarray(frozen))
             metrics = jax.device_get(metrics)
             seconds = time.time() - t0
             for k, b in enumerate(books):

@@ -20,6 +20,7 @@ from marl_common.files import write_atomic
 from marl_common.preflight import check_x64_off, read_json
 from marl.core import sharding
 from marl.core.config import TrainConfig
+from marl.core.hyper import Hyper, seed_hypers
 from marl.core.team import tile
 from marl.core.trainer import NONFINITE, Trainer, TrainState, critic_kind, seed_keys
 from marl.runs import checkpoint as ckpt
@@ -309,9 +310,10 @@ class _Programs:
     """A run's compiled functions and the shapes of its state."""
 
     init: Callable  # seed keys -> TrainStates
-    chunk: Callable  # (states, frozen) -> (states, metrics [S, U]); donates the states
+    chunk: Callable  # (states, hypers, frozen) -> (states, metrics [S, U]); donates the states
     seeds_on: object  # the sharding of the seed axis
     abstract: TrainState  # shapes and dtypes of the states (unsharded)
+    hyper: Hyper  # the run's hyperparameters, one per seed (sharded like the states)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -326,8 +328,8 @@ class _Start:
 
 
 def _train_locked(config: TrainConfig, out: Path, opts: TrainOptions, lock: RunLock) -> Path:
-    trainer = Trainer(config)
-    programs = _programs(trainer, config, opts)
+    trainer = Trainer.for_program(config)  # one per program in this process: configs that differ only in
+    programs = _programs(trainer, config, opts)  # hyperparameters share its compiled chunk
     start = starting_point(trainer, config, out, opts, programs)
     lock.commit()  # past every check: the attempt goes into lock.log (a refused one leaves it as it was)
     _run_chunks(trainer, config, out, opts, lock, programs, start)
@@ -341,14 +343,14 @@ def starting_point(trainer: Trainer, config: TrainConfig, out: Path, opts: Train
 
 
 def _programs(trainer: Trainer, config: TrainConfig, opts: TrainOptions) -> _Programs:
-    """Compile-ready init and chunk programs; refuses (one line) a state that does not fit in memory."""
-    init = jax.jit(trainer.init_seeds)
-    chunk = jax.jit(jax.vmap(trainer.chunk), donate_argnums=0)
+    """Compile-ready init and chunk programs (the program trainer's, shared by every config of its program key)
+    and the run's hyperparameters; refuses (one line) a state that does not fit in memory."""
+    init, chunk = trainer.programs.init, trainer.programs.chunk
     seeds_on = sharding.seed_sharding(opts.num_devices)
     abstract = jax.eval_shape(init, seed_keys(config))
     check_memory(state_bytes(abstract) * 3, f"training {config.env} with network.hidden={config.network.hidden}, "
                  f"critic_hidden={config.network.critic_hidden} and {config.num_seeds} seed(s)")
-    return _Programs(init, chunk, seeds_on, abstract)
+    return _Programs(init, chunk, seeds_on, abstract, sharding.shard(seed_hypers(config), seeds_on))
 
 
 def _resume(trainer: Trainer, config: TrainConfig, out: Path, opts: TrainOptions, programs: _Programs) -> _Start:
@@ -513,7 +515,7 @@ def _run_chunks(trainer: Trainer, config: TrainConfig, out: Path, opts: TrainOpt
             for i in range(book.chunks_left):
                 stop.check()  # a SIGTERM whose exception was dropped during the last chunk
                 t0 = time.time()
-                state, metrics = programs.chunk(state, jnp.asarray(book.frozen))
+                state, metrics = programs.chunk(state, programs.hyper, jnp.asarray(book.frozen))
                 metrics = jax.device_get(metrics)
                 update = book.record(i, lambda: state, metrics, time.time() - t0, stop)
                 bar.advance(update, metrics, time.time() - t0, time.time() - book.t_start)
