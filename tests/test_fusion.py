@@ -80,6 +80,7 @@ def fused(tmp_path_factory) -> dict:
     return {"a": a, "b": b}
 
 
+@pytest.mark.slow  # the fixture trains the group (one program of 3 seeds); the run alone of b is cached per machine
 def test_fused_runs_equal_the_same_runs_trained_alone(fused, tiny_run):
     """Each run of the group has its own folder, config, checkpoints, meta, metrics and lock log, and its
     states and metrics equal the same run trained alone to float tolerance (1e-5)."""
