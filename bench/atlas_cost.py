@@ -96,6 +96,7 @@ def cost_child(recipe: dict, n: int, entity_k: int = 0) -> dict:
     from marl.core.config import NetworkConfig, TrainConfig
     from marl.core.networks import init_actor
     from marl.core.team import Team, team_step, tile
+    from marl.core.hyper import seed_hypers
     from marl.core.trainer import Trainer, seed_keys
 
     src = recipe["source"]
@@ -141,7 +142,8 @@ def cost_child(recipe: dict, n: int, entity_k: int = 0) -> dict:
     tr = Trainer(cfg)
     state = jax.jit(tr.init_seeds)(seed_keys(cfg))
     chunk = jax.jit(jax.vmap(tr.chunk))
-    compile_train, train_s = timed(lambda s: chunk(s)[0], state, reps=1)
+    hyper = seed_hypers(cfg)
+    compile_train, train_s = timed(lambda s: chunk(s, hyper)[0], state, reps=1)
     res = search_methods(env, team, ["sep-cmaes-per-agent"], 1, 2 * 16, pop=16, reeval_episodes=1, log=lambda *_: None)
     r = res["sep-cmaes-per-agent"]
     search_eps = 2 * 16

@@ -49,6 +49,7 @@ JAXMARL_SMAX = dict(env="smax:3m", num_envs=128, rollout_len=128, epochs=4, mini
 
 
 def throughput(args) -> None:
+    from marl.core.hyper import seed_hypers
     from marl.core.trainer import Trainer, seed_keys
 
     variants = {"mappo (shared actor)": dict(algo="mappo", share_actor=True),
@@ -61,8 +62,9 @@ def throughput(args) -> None:
         tr = Trainer(cfg)
         state = jax.jit(tr.init_seeds)(seed_keys(cfg))
         chunk = jax.jit(jax.vmap(tr.chunk), donate_argnums=0)
+        hyper = seed_hypers(cfg)
         t0 = time.perf_counter()
-        state, m = chunk(state)  # compile + warm-up
+        state, m = chunk(state, hyper)  # compile + warm-up
         jax.block_until_ready(state)
         print(f"{name}: compile + first chunk {time.perf_counter() - t0:.1f} s", flush=True)
         progs[name] = [chunk, state, [], cfg]
@@ -70,7 +72,7 @@ def throughput(args) -> None:
         for name, p in progs.items():
             chunk, state, times, cfg = p
             t0 = time.perf_counter()
-            state, m = chunk(state)
+            state, m = chunk(state, seed_hypers(cfg))
             jax.block_until_ready(state)
             times.append(time.perf_counter() - t0)
             p[1] = state

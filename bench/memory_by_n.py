@@ -29,6 +29,7 @@ def child(n: int, chunks: int) -> dict:
     import jax
 
     from marl.core.config import NetworkConfig, TrainConfig
+    from marl.core.hyper import seed_hypers
     from marl.core.trainer import Trainer, seed_keys
 
     cfg = TrainConfig.from_dict(dict(env="mpe:simple_spread", num_agents=n, num_envs=16, rollout_len=25, epochs=1, minibatches=1,
@@ -37,13 +38,14 @@ def child(n: int, chunks: int) -> dict:
     tr = Trainer(cfg)
     state = jax.jit(tr.init_seeds)(seed_keys(cfg))
     chunk = jax.jit(jax.vmap(tr.chunk), donate_argnums=0)
+    hyper = seed_hypers(cfg)
     t0 = time.perf_counter()
-    state, _ = chunk(state)
+    state, _ = chunk(state, hyper)
     jax.block_until_ready(state)
     compile_s = time.perf_counter() - t0
     t = time.perf_counter()
     for _ in range(chunks):
-        state, _ = chunk(state)
+        state, _ = chunk(state, hyper)
     jax.block_until_ready(state)
     sps = cfg.steps_per_update * cfg.updates_per_chunk * chunks / (time.perf_counter() - t)
     return {"n": n, "sps": sps, "first_chunk_s": compile_s}

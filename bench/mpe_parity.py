@@ -47,6 +47,7 @@ def train_curve(overrides: dict, total_steps: int, seeds: int, label: str) -> pd
     import jax
 
     from marl.core.config import TrainConfig
+    from marl.core.hyper import seed_hypers
     from marl.core.trainer import Trainer, seed_keys
 
     cfg = TrainConfig().with_overrides({**JAXMARL_MPE, "total_steps": total_steps, "num_seeds": seeds,
@@ -54,10 +55,11 @@ def train_curve(overrides: dict, total_steps: int, seeds: int, label: str) -> pd
     tr = Trainer(cfg)
     state = jax.jit(tr.init_seeds)(seed_keys(cfg))
     chunk = jax.jit(jax.vmap(tr.chunk), donate_argnums=0)
+    hyper = seed_hypers(cfg)
     returns = []
     t0 = time.perf_counter()
     for c in range(cfg.num_chunks):
-        state, m = chunk(state)
+        state, m = chunk(state, hyper)
         returns.append(np.asarray(m["return"]))  # [S, U]
         done = min((c + 1) * cfg.updates_per_chunk, cfg.num_updates)
         r = np.nanmean(returns[-1], axis=1)

@@ -22,6 +22,7 @@ import jax.numpy as jnp
 import envs
 from marl.core import ppo
 from marl.core.config import TrainConfig
+from marl.core.hyper import seed_hypers
 from marl.core.trainer import Trainer, seed_keys
 
 
@@ -56,11 +57,12 @@ def train_sps(name: str, num_seeds: int = 1, chunks: int = 2, updates_per_chunk:
     tr = Trainer(cfg)
     state = jax.jit(tr.init_seeds)(seed_keys(cfg))
     chunk = jax.jit(jax.vmap(tr.chunk), donate_argnums=0)
-    state, _ = chunk(state)
+    hyper = seed_hypers(cfg)
+    state, _ = chunk(state, hyper)
     jax.block_until_ready(state)
     t = time.perf_counter()
     for _ in range(chunks):
-        state, _ = chunk(state)
+        state, _ = chunk(state, hyper)
     jax.block_until_ready(state)
     return cfg.steps_per_update * updates_per_chunk * chunks * num_seeds / (time.perf_counter() - t)
 

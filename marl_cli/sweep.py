@@ -1,5 +1,5 @@
 """``marl sweep FILE [--out DIR] [--dry-run | --estimate] [--executor NAME] [--jobs K] [--address ADDR] [--only RUN]
-[key=value ...]``: train -> training report (OUT/report) -> probe pairs -> probe report. The executors
+[--no-fuse] [key=value ...]``: train -> training report (OUT/report) -> probe pairs -> probe report. The executors
 (``--executor`` choices) are those registered in ``sweeps/registry.py``."""
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ def _cmd_sweep(args) -> int:
     jobs = plan_probes(sweep, runs)  # bad pairs and unequal budgets are refused before anything trains
     if args.estimate or args.dry_run:  # the run's own checks first (sweeps.runner.prepare): a preview accepts what it does
         described = describe_executor(runs, sweep, jobs, args.executor, only=args.only, address=args.address,
-                                      max_jobs=args.jobs, extra=_own_options(args))
+                                      max_jobs=args.jobs, extra=_own_options(args), fuse=not args.no_fuse)
     if args.estimate:
         from sweeps.estimate import Calibrations, estimate, lines
 
@@ -50,7 +50,7 @@ def _cmd_sweep(args) -> int:
               f"{0 if args.only is not None else len(jobs)} probe job(s); nothing run (--dry-run)")
         return 0
     run_sweep(runs, progress=not args.quiet, sweep=sweep, jobs=jobs, executor=args.executor, max_jobs=args.jobs,
-              address=args.address, only=args.only, extra=_own_options(args))
+              address=args.address, only=args.only, extra=_own_options(args), fuse=not args.no_fuse)
     if args.only is not None:
         print(f"sweep --only {args.only} done")
     else:
@@ -102,6 +102,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--probe-per-pair", action="store_true",
                    help="run each probe job on its own pair ([probe] batch = false) instead of a map's jobs as one "
                         "batched program (the same files either way)")
+    p.add_argument("--no-fuse", action="store_true",
+                   help="train every run in its own process and program (default: the runs of a stage that share a program, "
+                        "differing only in hyperparameters and seeds, train as one job, one vmapped program)")
     p.add_argument("--only", metavar="RUN", help="train only these runs (names or plan indices, comma-separated; "
                                                  "e.g. $SLURM_ARRAY_TASK_ID); no probes or reports")
     p.add_argument("overrides", nargs="*", metavar="key=value",

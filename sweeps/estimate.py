@@ -141,20 +141,22 @@ def time_updates(config, updates: int = UPDATES) -> tuple[float, float]:
     """(compile seconds, seconds per update) of ``config``'s training program on this machine."""
     import jax
 
+    from marl.core.hyper import seed_hypers
     from marl.core.trainer import Trainer, seed_keys
 
     cfg = config.with_overrides({"updates_per_chunk": 1, "total_steps": config.steps_per_update * (updates + 2)})
     trainer = Trainer(cfg)
     state = jax.jit(trainer.init_seeds)(seed_keys(cfg))
     chunk = jax.jit(jax.vmap(trainer.chunk), donate_argnums=0)
+    hyper = seed_hypers(cfg)
     frozen = np.zeros(cfg.num_seeds, bool)
     t = time.perf_counter()
-    state, metrics = chunk(state, frozen)
+    state, metrics = chunk(state, hyper, frozen)
     jax.block_until_ready(metrics)
     compile_s = time.perf_counter() - t
     t = time.perf_counter()
     for _ in range(updates):
-        state, metrics = chunk(state, frozen)
+        state, metrics = chunk(state, hyper, frozen)
     jax.block_until_ready(metrics)
     return compile_s, (time.perf_counter() - t) / updates
 

@@ -3,8 +3,9 @@
 
 A ``Task`` is one run: the command that trains it (``python -m marl.worker``, which holds
 the run folder's lock while it trains and skips a done run), the tasks it starts from, its folder and
-its number of updates (for the status table). Both executors start a task only after its sources
-finished, and return the failed ones ({name: one-line reason}); a task whose source failed fails too.
+its number of updates (for the status table); or a fused group of runs (``sweeps/fusion.py``: one worker, one
+program, each run's folder in ``members``), which every executor runs as one task. Both executors start a
+task only after its sources finished, and return the failed ones ({name: one-line reason}); a task whose source failed fails too.
 
 - local: each task is a subprocess of this driver (``--jobs K`` at once). The subprocesses get SIGTERM
   when the driver dies (Linux ``PR_SET_PDEATHSIG``, ``sweeps/child.py``), so a killed sweep leaves no trainer behind: each
@@ -55,6 +56,12 @@ class Task:
     deps: tuple  # names of the tasks it starts from (only those in this graph)
     out: Path
     num_updates: int
+    members: tuple = ()  # a fused group: every run's folder (``out`` is the first); () for one run
+
+    @property
+    def folders(self) -> tuple:
+        """The run folders the task trains (and locks)."""
+        return self.members or (self.out,)
 
 
 ACTIVE = ("training", "running")  # a task's states while it runs: "running" for one that trains nothing
@@ -173,8 +180,8 @@ def train_local(tasks: list[Task], max_jobs: int, progress: bool = True, echo=pr
                         continue
                     if not all(d in finished for d in t.deps):
                         continue
-                    holder = read_lock(t.out)
-                    if holder is not None and not is_stale(t.out, holder):
+                    holder = next((h for f in t.folders for h in [read_lock(f)] if h is not None and not is_stale(f, h)), None)
+                    if holder is not None:  # a run of the task (any run of a fused group) trained elsewhere
                         status.set(t.name, "waiting", f"locked by pid {holder.get('pid')} on {holder.get('host')}")
                         continue
                     queued.remove(t)

@@ -14,13 +14,14 @@ starts each of its runs from OTHER's run of the same env, grid point and history
 Reuse: a run folder is reused only when its ``config.toml`` equals the planned config (else a one-line
 error: the folder holds another run); a done run is skipped, a stopped one resumed, one stopped before
 its first checkpoint restarted (``marl/runs/lock.py``: the same rule as ``marl train --resume-if-exists``).
-Each run trains in its own subprocess (``marl train``), which holds the folder's lock while it trains,
-so a crash or hang in one cannot take the sweep down, two workers never train the same folder, and no
+Each run trains in a subprocess (``python -m marl.worker``; the runs of a stage that share one program in one
+subprocess and one program, ``sweeps/fusion.py``, unless ``--no-fuse``), which holds the folders' locks while it
+trains, so a crash or hang in one cannot take the sweep down, two workers never train the same folder, and no
 process restores a checkpoint after training another (a warm start restored in the process that had
 just trained its source was seen to hang in ``checkpoint.restore_state``; its cause was not found, and
 one process per run sidesteps it). Executors (registered in ``sweeps/registry.py``): ``local``
-(at most ``--jobs K`` subprocesses at a time), ``ray`` (one task per run, sources as dependencies) and
-``slurm`` (``sweeps/slurm.py``: one SLURM job per run, sources as ``afterok`` dependencies, the probes and
+(at most ``--jobs K`` subprocesses at a time), ``ray`` (one task per run or fused group, sources as dependencies)
+and ``slurm`` (``sweeps/slurm.py``: one SLURM job per run or fused group, sources as ``afterok`` dependencies, the probes and
 reports as a final dependent job).
 A probe job is reused only when its JSON records the same checkpoints and probe settings.
 """
@@ -347,10 +348,8 @@ def describe(run: PlannedRun) -> str:
             f"seed {c.seed} x {c.num_seeds}, {c.num_updates} updates of {c.steps_per_update} env steps{src}")
 
 
-def train_command(run: PlannedRun, python: str | None = None, write: bool = True) -> list[str]:
-    """The one command that trains, resumes or skips a run (``python -m marl.worker``); its
-    config file is written beside the run folder (not with ``write=False``: ``--dry-run``). Paths are
-    absolute, for workers with another cwd."""
+def _config_file(run: PlannedRun, write: bool = True) -> Path:
+    """The run's config file beside its folder (absolute), written unless ``write`` is False (``--dry-run``)."""
     out = run.out.resolve()
     cfg_file = out.parent / f".{out.name}.config.toml"
     try:
@@ -359,9 +358,29 @@ def train_command(run: PlannedRun, python: str | None = None, write: bool = True
             run.config.to_toml(cfg_file)  # atomic: a concurrent driver never reads half a file
     except OSError as e:  # a read-only filesystem (where the permission check above cannot tell)
         raise UserError(f"sweep output {out.parent} is not writable ({e.strerror}); pick another --out") from None
-    cmd = [python or sys.executable, "-m", "marl.worker", "--config", str(cfg_file), "--out", str(out)]
+    return cfg_file
+
+
+def train_command(run: PlannedRun, python: str | None = None, write: bool = True) -> list[str]:
+    """The one command that trains, resumes or skips a run (``python -m marl.worker``); its
+    config file is written beside the run folder (not with ``write=False``: ``--dry-run``). Paths are
+    absolute, for workers with another cwd."""
+    cmd = [python or sys.executable, "-m", "marl.worker", "--config", str(_config_file(run, write)),
+           "--out", str(run.out.resolve())]
     if run.init_from:
         cmd += ["--init-from", str(Path(run.init_from).resolve())]
+    return cmd
+
+
+def group_command(group: list[PlannedRun], python: str | None = None, write: bool = True) -> list[str]:
+    """The command that trains a fused group (``sweeps/fusion.py``) as one program: ``python -m marl.worker
+    --member CONFIG FOLDER [SOURCE]`` per run (each trained, resumed or skipped as ``train_command``'s run)."""
+    if len(group) == 1:
+        return train_command(group[0], python, write)
+    cmd = [python or sys.executable, "-m", "marl.worker"]
+    for run in group:
+        cmd += ["--member", str(_config_file(run, write)), str(run.out.resolve())]
+        cmd += [str(Path(run.init_from).resolve())] if run.init_from else []
     return cmd
 
 
@@ -449,14 +468,31 @@ def check_out(runs: list[PlannedRun]) -> None:
                 break
 
 
-def _tasks(runs: list[PlannedRun], todo: list[PlannedRun], states: dict, write: bool = True) -> list:
-    """The executors' train graph: a ``Task`` per run of ``todo`` that is not done, its sources among them."""
-    from sweeps.executors import Task
+def fused_groups(runs: list[PlannedRun], todo: list[PlannedRun], states: dict, fuse: bool = True) -> tuple[list, dict]:
+    """The runs of ``todo`` that are not done, as fused groups (``sweeps.fusion.groups``), and {run name: the name of
+    its source run, or None}."""
+    from sweeps.fusion import groups
 
     pending = [r for r in todo if states[r.name] != "done"]
-    names = {r.name for r in pending}
-    return [Task(r.name, train_command(r, write=write), tuple(d.name for d in [source_of(r, runs)] if d and d.name in names),
-                 r.out.resolve(), r.config.num_updates) for r in pending]  # (an unwritable --out fails here)
+    source = {r.name: (s.name if s else None) for r in pending for s in [source_of(r, runs)]}
+    return groups(pending, source, fuse), source
+
+
+def _tasks(runs: list[PlannedRun], todo: list[PlannedRun], states: dict, write: bool = True,
+           fuse: bool = True) -> list:
+    """The executors' train graph: a ``Task`` per fused group (``sweeps/fusion.py``; with ``fuse=False`` per
+    run) of the runs of ``todo`` that are not done, after the groups of their sources."""
+    from sweeps.executors import Task
+    from sweeps.fusion import group_name
+
+    fused, source = fused_groups(runs, todo, states, fuse)
+    task_of = {r.name: group_name(g) for g in fused for r in g}
+    tasks = []
+    for g in fused:
+        deps = tuple(dict.fromkeys(task_of[source[r.name]] for r in g if source[r.name] in task_of))
+        tasks.append(Task(group_name(g), group_command(g, write=write), deps, g[0].out.resolve(), g[0].config.num_updates,
+                          tuple(r.out.resolve() for r in g) if len(g) > 1 else ()))  # (an unwritable --out fails here)
+    return tasks
 
 
 def finish(runs: list[PlannedRun], sweep: dict, jobs: list[ProbeJob], echo=print) -> None:
@@ -514,34 +550,42 @@ def prepare(runs: list[PlannedRun], sweep: dict | None, jobs: list[ProbeJob] | N
 
 def describe_executor(runs: list[PlannedRun], sweep: dict | None, jobs: list[ProbeJob] | None, executor: str,
                       only: str | None = None, address: str | None = None, max_jobs: int = 1,
-                      extra: dict | None = None) -> list[str]:
-    """``--dry-run``: the sweep's input checked as the real run checks it (``prepare``), then what the executor
-    would submit (the SLURM executor: its sbatch scripts), writing nothing. Only what the machine offers
-    (``Executor.check``: SLURM's commands, a reachable Ray cluster) is left to the real run, so that a plan can
-    be previewed where it is not submitted."""
+                      extra: dict | None = None, fuse: bool = True) -> list[str]:
+    """``--dry-run``: the sweep's input checked as the real run checks it (``prepare``), then the fused groups
+    (``sweeps/fusion.py``; none with ``fuse=False``) and what the executor would submit (the SLURM executor: its
+    sbatch scripts), writing nothing. Only what the machine offers (``Executor.check``: SLURM's commands, a
+    reachable Ray cluster) is left to the real run, so that a plan can be previewed where it is not submitted."""
+    from sweeps.fusion import describe_groups
+
     spec, options, states, todo = prepare(runs, sweep, jobs, executor, max_jobs, address=address, only=only,
                                           extra=extra)
+    lines = describe_groups(fused_groups(runs, todo, states, fuse)[0])
     if not spec.describes:
-        return []
-    return spec.load().describe(_tasks(runs, todo, states, write=False), options)
+        return lines
+    return lines + spec.load().describe(_tasks(runs, todo, states, write=False, fuse=fuse), options)
 
 
 def run_sweep(runs: list[PlannedRun], progress: bool = True, echo=print, sweep: dict | None = None,
               jobs: list[ProbeJob] | None = None, executor: str = "local", max_jobs: int = 1,
-              address: str | None = None, only: str | None = None, extra: dict | None = None) -> list[Path]:
+              address: str | None = None, only: str | None = None, extra: dict | None = None,
+              fuse: bool = True) -> list[Path]:
     """Train the planned runs (done ones skipped, stopped ones resumed) with ``executor`` (a name in
     ``sweeps.registry.EXECUTORS``), then the training report (``marl report`` over every run, into
     ``OUT/report``), then the probe jobs, then the probe report (when the sweep has ``[report]``): ``finish``,
     run by this driver, or as the executor's final job where it ``runs_report``. ``only`` trains just the
     named runs (their sources must be done) and stops there. ``extra``: the values of the executor's own options
-    (``ExecutorSpec.options``). Returns the run folders trained or skipped."""
+    (``ExecutorSpec.options``). ``fuse``: the runs of a stage that share one program train as one job, one
+program (``sweeps/fusion.py``); False trains every run alone. Returns the run folders trained or skipped."""
     spec, options, states, todo = prepare(runs, sweep, jobs, executor, max_jobs, progress, address, only, extra)
     ex = spec.load()
     ex.check(options)  # e.g. Ray missing or its cluster unreachable: refused before anything runs
-    tasks = _tasks(runs, todo, states)
+    tasks = _tasks(runs, todo, states, fuse=fuse)
     for r in todo:
         st = states[r.name]
         echo(("skip (done) " if st == "done" else "resume " if st == "resume" else "train ") + describe(r))
+    for t in tasks:
+        if t.members:
+            echo(f"fuse {len(t.members)} runs as one program: {t.name}")
     if tasks or options.final is not None:
         failed = ex.run(tasks, options, echo)
         if failed:

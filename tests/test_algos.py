@@ -10,6 +10,7 @@ import re
 import textwrap
 from pathlib import Path
 
+import jax
 import pytest
 
 from marl_cli.main import main
@@ -192,15 +193,17 @@ class ToySettings(PPOSettings):
 
 TOY_MODULE = '''
 """A toy PPO variant for the recipe test: MAPPO's actor update with its own value loss (Huber, reading its own
-setting ``algo.huber_delta``)."""
+setting ``algo.huber_delta`` from the hyperparameters)."""
+import jax
 import jax.numpy as jnp
+import numpy as np
 
 from marl.core import ppo
 from marl.core.mappo import MAPPO
 from marl.core.ppo_family import PPOLearner, factory
 
 BUILT = []  # the learners the trainer built
-DELTAS = []  # the huber_delta each traced value loss read
+DELTAS = []  # the huber_delta values the compiled value loss ran with
 
 
 class ToyLearner(PPOLearner):
@@ -208,9 +211,9 @@ class ToyLearner(PPOLearner):
         super().__init__(ctx, algo)
         BUILT.append(self)
 
-    def value_loss(self, values, mb):
-        delta = self.settings.huber_delta
-        DELTAS.append(delta)
+    def value_loss(self, values, mb, hyper):
+        delta = hyper.setting("huber_delta")  # a traced number: one program for every value
+        jax.debug.callback(lambda d: DELTAS.extend(np.ravel(d).tolist()), delta)
         err = jnp.abs(values - mb.targets)
         huber = jnp.where(err <= delta, 0.5 * err ** 2, delta * (err - 0.5 * delta))
         return ppo.masked_mean(huber, mb.tr.alive)
@@ -254,6 +257,7 @@ def test_recipe_registers_and_trains_a_new_algorithm(tmp_path, monkeypatch, caps
         assert main([*argv, "--out", str(out)]) == 0
         import toy_algo_recipe
 
+        jax.effects_barrier()
         assert toy_algo_recipe.BUILT and set(toy_algo_recipe.DELTAS) == {0.5}  # its own loss, its own setting
         cfg = layout.load_config(out)
         assert cfg.algo == "toyppo" and cfg.algo_settings == ToySettings(epochs=1, minibatches=2, huber_delta=0.5)

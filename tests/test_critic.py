@@ -16,6 +16,7 @@ from marl_common.errors import UserError
 from marl.runs import checkpoint as ckpt, layout
 from marl.runs.loader import load_state, load_team
 from marl_cli.main import main
+from marl.core.hyper import hyper_of
 from marl.core.config import NetworkConfig
 from marl.core.networks import init_critic, make_critic
 from marl.core.trainer import Trainer
@@ -72,7 +73,7 @@ def test_gae_runs_on_the_team_or_each_agents_reward(reward):
     tr = Trainer(cfg)
     state = tr.init(jax.random.PRNGKey(0))
     runner, t = jax.jit(tr.collect)(state, jax.random.PRNGKey(1))
-    batch, _ = jax.jit(tr.make_batch)(state, runner, t)
+    batch, _ = jax.jit(tr.make_batch)(state, runner, t, hyper_of(cfg))
     values = np.asarray(tr.values(state.critic_params, t.state, t.episode_step))
     last = np.asarray(tr.values(state.critic_params, runner.ts.state, runner.ts.episode_step))
     r = np.asarray(t.rewards) if reward == "agent" else np.repeat(np.asarray(t.reward)[..., None], 3, -1)
@@ -105,10 +106,10 @@ def test_critic_trains_on_dead_agents_samples():
     tr = Trainer(cfg)
     state = tr.init(jax.random.PRNGKey(0))
     runner, t = jax.jit(tr.collect)(state, jax.random.PRNGKey(1))
-    batch, _ = jax.jit(tr.make_batch)(state, runner, t)
+    batch, _ = jax.jit(tr.make_batch)(state, runner, t, hyper_of(cfg))
     dead = batch.replace(tr=batch.tr.replace(alive=jnp.zeros_like(batch.tr.alive)))
-    p1, _, m1 = jax.jit(tr.critic_update)(state, batch, jax.random.PRNGKey(2))
-    p2, _, m2 = jax.jit(tr.critic_update)(state, dead, jax.random.PRNGKey(2))
+    p1, _, m1 = jax.jit(tr.critic_update)(state, batch, jax.random.PRNGKey(2), hyper_of(cfg))
+    p2, _, m2 = jax.jit(tr.critic_update)(state, dead, jax.random.PRNGKey(2), hyper_of(cfg))
     assert float(m1["value_loss"]) > 0
     np.testing.assert_array_equal(m1["value_loss"], m2["value_loss"])
     jax.tree.map(np.testing.assert_array_equal, p1, p2)
@@ -121,12 +122,12 @@ def test_critic_masked_by_alive_when_asked():
     tr = Trainer(cfg)
     state = tr.init(jax.random.PRNGKey(0))
     runner, t = jax.jit(tr.collect)(state, jax.random.PRNGKey(1))
-    batch, _ = jax.jit(tr.make_batch)(state, runner, t)
+    batch, _ = jax.jit(tr.make_batch)(state, runner, t, hyper_of(cfg))
     alive = np.asarray(batch.tr.alive)
     half = alive.copy()
     half[:, :, 0] = False  # agent 0 dead throughout: its samples must stop counting
     batch = batch.replace(tr=batch.tr.replace(alive=jnp.asarray(half)))
-    _, _, m = jax.jit(tr.critic_update)(state, batch, jax.random.PRNGKey(2))
+    _, _, m = jax.jit(tr.critic_update)(state, batch, jax.random.PRNGKey(2), hyper_of(cfg))
     v = tr.values(state.critic_params, batch.tr.state, batch.tr.episode_step)
     v_old, tgt = np.asarray(batch.values), np.asarray(batch.targets)
     v = np.asarray(v)
@@ -145,7 +146,7 @@ def test_advantage_normalisation_rule(minibatch_norm):
     tr = Trainer(cfg)
     state = tr.init(jax.random.PRNGKey(0))
     runner, t = jax.jit(tr.collect)(state, jax.random.PRNGKey(1))
-    batch, _ = jax.jit(tr.make_batch)(state, runner, t)
+    batch, _ = jax.jit(tr.make_batch)(state, runner, t, hyper_of(cfg))
     assert batch.minibatch_norm == minibatch_norm
     alive = np.asarray(batch.tr.alive, bool)
     adv = np.asarray(batch.advantages)

@@ -34,6 +34,7 @@ from marl.runs import layout, metrics_log
 from marl.runs.loader import load_state
 from marl.runs.loop import train_run
 from marl.runs.metrics_log import TIMING_KEYS
+from marl.core.hyper import seed_hypers
 from marl.core.trainer import NONFINITE, Trainer, seed_keys
 from bench.bad_input_files import make_bad_input_files, run_case
 
@@ -376,9 +377,9 @@ def test_chunk_guard_drops_the_nonfinite_update_and_freezes_the_seed(tiny_cfg):
     state = jax.jit(tr.init_seeds)(seed_keys(cfg))
     chunk = jax.jit(jax.vmap(tr.chunk), donate_argnums=0)  # train_run's program: compiled once, cached
     copy = lambda s: jax.tree.map(jnp.array, s)
-    clean, _ = chunk(copy(state), jnp.zeros(2, bool))
+    clean, _ = chunk(copy(state), seed_hypers(cfg), jnp.zeros(2, bool))
     bad = state.replace(actor_params=jax.tree.map(lambda x: x.at[1].set(jnp.nan), state.actor_params))
-    got, m = chunk(copy(bad), jnp.zeros(2, bool))
+    got, m = chunk(copy(bad), seed_hypers(cfg), jnp.zeros(2, bool))
     assert np.asarray(m[NONFINITE]).tolist() == [[0, 0], [1, 0]]  # seed 1: update 1 dropped, then frozen
     assert np.isfinite(np.asarray(m["entropy"])[0]).all() and np.isnan(np.asarray(m["entropy"])[1, 1])
     assert np.asarray(got.update).tolist() == [2, 2]

@@ -8,6 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from marl.core.hyper import hyper_of
 from marl.core import ppo
 from marl.core.config import NetworkConfig, TrainConfig
 from marl.core.happo import HAPPO, agent_slice, factor_stats, happo_factor, happo_permutation
@@ -67,7 +68,7 @@ def happo():
     algo = RecordingHAPPO()
     trainer = Trainer(cfg, learner=lambda ctx: PPOLearner(ctx, algo))
     state0 = jax.jit(trainer.init)(jax.random.PRNGKey(3))
-    state, metrics = jax.jit(trainer.chunk)(state0)
+    state, metrics = jax.jit(trainer.chunk)(state0, hyper_of(cfg))
     jax.block_until_ready(state)
     jax.effects_barrier()
     return trainer, list(algo.orders), state0, state, metrics
@@ -106,7 +107,7 @@ def test_update_is_sequential_with_the_factor(happo):
     key = jax.random.PRNGKey(11)
     k_roll, k_actor = jax.random.split(key)
     runner, tr = jax.jit(trainer.collect)(state, k_roll)
-    batch, _ = jax.jit(trainer.make_batch)(state, runner, tr)
+    batch, _ = jax.jit(trainer.make_batch)(state, runner, tr, hyper_of(trainer.config))
     params, opt, m = jax.jit(lambda s, b, k: HAPPO().update(trainer.actor_setup, s.actor_params, s.actor_opt, b, k))(
         state, batch, k_actor)
     order = np.asarray(m["order"])
@@ -154,7 +155,7 @@ def test_happo_from_identical_rows_trains_rows_apart(happo):
     trainer, _, _, state, _ = happo
     same = jax.tree.map(lambda x: tile(x[0], trainer.n), state.actor_params)
     state = state.replace(actor_params=same, actor_opt=HAPPO().init_opt(trainer.actor_setup, same))
-    new, _ = jax.jit(trainer.update)(state)
+    new, _ = jax.jit(trainer.update)(state, hyper_of(trainer.config))
     rows = jax.tree.leaves(new.actor_params)
     assert any(float(jnp.abs(x[0] - x[1]).max()) > 0 for x in rows)
     assert any(float(jnp.abs(x[1] - x[2]).max()) > 0 for x in rows)
@@ -197,7 +198,7 @@ def test_separate_actor_mappo():
     # from identical rows (a tiled shared actor), simultaneous MAPPO updates train the rows apart
     same = jax.tree.map(lambda x: tile(x[0], n), state.actor_params)
     state = state.replace(actor_params=same, actor_opt=trainer.algo.init_opt(trainer.actor_setup, same))
-    new, metrics = jax.jit(trainer.update)(state)
+    new, metrics = jax.jit(trainer.update)(state, hyper_of(trainer.config))
     assert np.isfinite(float(metrics["actor_loss"]))
     moved = [float(jnp.abs(x[0] - x[1]).max()) for x in jax.tree.leaves(new.actor_params)]
     assert max(moved) > 0
@@ -214,7 +215,7 @@ def test_separate_mappo_and_happo_differ_only_in_the_sequential_update():
     m = Trainer(cfg.with_overrides({"algo": "mappo"}))
     state = jax.jit(h.init)(jax.random.PRNGKey(0))
     runner, tr = jax.jit(h.collect)(state, jax.random.PRNGKey(1))
-    batch, _ = jax.jit(h.make_batch)(state, runner, tr)
+    batch, _ = jax.jit(h.make_batch)(state, runner, tr, hyper_of(cfg))
     key = jax.random.PRNGKey(2)
     hp, ho, hm = jax.jit(lambda b: HAPPO().update(h.actor_setup, state.actor_params, state.actor_opt, b, key))(batch)
     opt_m = m.algo.init_opt(m.actor_setup, state.actor_params)

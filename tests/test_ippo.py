@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from marl_cli.main import main
+from marl.core.hyper import hyper_of, seed_hypers
 from marl.core.config import NetworkConfig
 from marl.core.networks import ObsCritic, init_critic, make_critic
 from marl.core.trainer import Trainer, critic_kind, seed_keys
@@ -73,7 +74,7 @@ def test_ippo_values_come_from_the_observations_not_the_state(env):
     tr = Trainer(cfg)
     state = tr.init(jax.random.PRNGKey(0))
     runner, t = jax.jit(tr.collect)(state, jax.random.PRNGKey(1))
-    batch, _ = tr.make_batch(state, runner, t)
+    batch, _ = tr.make_batch(state, runner, t, hyper_of(cfg))
     T, E, N = cfg.rollout_len, cfg.num_envs, tr.n
     chex.assert_shape([batch.values, batch.targets, batch.advantages], (T, E, N))
     chex.assert_tree_all_finite(batch.values)
@@ -83,12 +84,12 @@ def test_ippo_values_come_from_the_observations_not_the_state(env):
     # changing the world state while keeping the observations changes nothing
     t2 = t.replace(state=t.state + 1.0)
     runner2 = runner.replace(ts=runner.ts.replace(state=runner.ts.state + 1.0))
-    b2, _ = tr.make_batch(state, runner2, t2)
+    b2, _ = tr.make_batch(state, runner2, t2, hyper_of(cfg))
     np.testing.assert_array_equal(np.asarray(b2.values), np.asarray(batch.values))
     np.testing.assert_array_equal(np.asarray(b2.targets), np.asarray(batch.targets))
     # changing one agent's observation changes only that agent's value
     t3 = t.replace(obs=t.obs.at[..., 0, :].add(1.0))
-    b3, _ = tr.make_batch(state, runner, t3)
+    b3, _ = tr.make_batch(state, runner, t3, hyper_of(cfg))
     assert float(jnp.abs(b3.values[..., 0] - batch.values[..., 0]).max()) > 0
     np.testing.assert_array_equal(np.asarray(b3.values[..., 1:]), np.asarray(batch.values[..., 1:]))
 
@@ -98,7 +99,7 @@ def test_ippo_trains_a_few_updates(env, share):
     cfg = tiny_config(env=env, algo="ippo", share_actor=share, num_seeds=2)
     tr = Trainer(cfg)
     state0 = jax.vmap(tr.init)(seed_keys(cfg))
-    state, metrics = jax.jit(jax.vmap(tr.train))(seed_keys(cfg))
+    state, metrics = jax.jit(jax.vmap(lambda k, h: tr.train(k, h, cfg.num_updates)))(seed_keys(cfg), seed_hypers(cfg))
     chex.assert_shape(metrics["value_loss"], (2, cfg.num_updates))
     chex.assert_tree_all_finite({k: metrics[k] for k in ("actor_loss", "value_loss", "entropy")})  # return is
     # nan for an update in which no episode ended (MPE's 26-step episodes, 16-step rollouts)

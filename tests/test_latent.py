@@ -9,6 +9,7 @@ import pytest
 
 import envs
 from marl_common.errors import UserError
+from marl.core.hyper import hyper_of
 from marl.core.config import NetworkConfig, TrainConfig
 from marl.core.evaluation import evaluate
 from marl.core.latent import BestOfK, best_of_k, first_episode_length, first_episode_mask, first_episode_return
@@ -248,7 +249,7 @@ def test_best_of_k_normalises_advantages_over_all_samples():
 
     t = Trainer(tiny_config(), learner=lambda ctx: PPOLearner(ctx, Capture()))
     state = t.init(jax.random.PRNGKey(0))
-    t.update(state)
+    t.update(state, hyper_of(t.config))
     b = captured["batch"]
     alive = np.asarray(b.tr.alive, bool)
     w = np.asarray(b.weight)
@@ -258,7 +259,7 @@ def test_best_of_k_normalises_advantages_over_all_samples():
     # the same rollout with every alive sample selected: the very same advantages
     start = state.replace(runner=t.rollout.start(jax.random.split(state.key, 5)[1], state.runner))
     runner, tr = t.collect(start, jax.random.split(state.key, 5)[2])
-    every, _ = t.make_batch(start, runner, tr)
+    every, _ = t.make_batch(start, runner, tr, hyper_of(t.config))
     np.testing.assert_allclose(np.asarray(every.advantages), adv, rtol=1e-5, atol=1e-5)
     assert float(np.abs(np.asarray(every.weight) - w).max()) == 1.0
 
@@ -288,7 +289,7 @@ def test_common_noise_gives_the_k_copies_the_same_episode(common):
         z0 = np.asarray(t.latent)[0, :, 0, 0].reshape(2, 4)
         np.testing.assert_array_equal(trained, z0 == z0.min(axis=1, keepdims=True))
     assert 0.0 <= float(stats["tie_masked"]) <= float(stats["tied"]) <= 1.0
-    metrics = jax.jit(tr.update)(state)[1]
+    metrics = jax.jit(tr.update)(state, hyper_of(cfg))[1]
     assert "tied" in metrics and "tie_masked" in metrics
 
 

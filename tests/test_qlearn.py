@@ -81,7 +81,7 @@ def test_greedy_and_epsilon_greedy_never_pick_an_unavailable_action():
 
 def test_epsilon_schedule_and_settings():
     s = QSettings(eps_start=1.0, eps_finish=0.1, eps_decay=0.5)
-    eps = [float(epsilon(s, jnp.int32(u), 10)) for u in range(10)]
+    eps = [float(epsilon(s.eps_start, s.eps_finish, s.eps_decay, jnp.int32(u), 10)) for u in range(10)]
     np.testing.assert_allclose(eps[:6], [1.0, 0.82, 0.64, 0.46, 0.28, 0.1], atol=1e-6)
     assert eps[6:] == pytest.approx([0.1] * 4)
     with pytest.raises(ValueError, match=r"algo\.q_lambda must be in \[0, 1\]"):

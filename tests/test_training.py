@@ -16,6 +16,7 @@ from marl_cli.main import main
 from marl.runs.loader import load_state, load_team
 from marl.runs.loop import train_run
 from marl.runs.metrics_log import TIMING_KEYS
+from marl.core.hyper import seed_hypers
 from marl.core.trainer import Trainer, seed_keys
 
 
@@ -36,7 +37,7 @@ def test_rollout_actions_are_always_available(tiny_cfg):
 def test_train_program_vmaps_over_seeds(tiny_cfg):
     tr = Trainer(tiny_cfg)
     cfg2 = tiny_cfg.with_overrides({"num_seeds": 2})
-    state, metrics = jax.jit(jax.vmap(tr.train))(seed_keys(cfg2))
+    state, metrics = jax.jit(jax.vmap(lambda k, h: tr.train(k, h, tiny_cfg.num_updates)))(seed_keys(cfg2), seed_hypers(cfg2))
     assert metrics["return"].shape == (2, tiny_cfg.num_updates)
     assert np.asarray(state.update).tolist() == [tiny_cfg.num_updates] * 2
     w = state.actor_params["params"]["policy"]["kernel"]

@@ -15,6 +15,7 @@ import pytest
 
 from marl_cli.main import main
 from marl_common.errors import UserError
+from marl.core.hyper import hyper_of
 from marl.core import algos, qlearn
 from marl.core.trainer import Trainer, seed_keys
 from marl.runs import layout
@@ -61,8 +62,8 @@ def test_targets_bootstrap_from_the_next_observation(algo):
     lrn = tr_.learner
     state = tr_.init(jax.random.PRNGKey(0))
     state = state.replace(mixer_params=jax.tree.map(lambda x: 3.0 * x + 0.1, state.mixer_params))
-    runner, tr = jax.jit(tr_.collect)(state, jax.random.PRNGKey(1))
-    targets, q = lrn.targets(state.actor_params, state.mixer_params, state.runner.carry, tr, runner)
+    runner, tr = jax.jit(tr_.collect)(state, jax.random.PRNGKey(1), hyper_of(cfg))
+    targets, q = lrn.targets(state.actor_params, state.mixer_params, state.runner.carry, tr, runner, hyper_of(cfg))
     T, E, N = cfg.rollout_len, cfg.num_envs, tr_.n
     chex.assert_shape(q, (T, E, N, tr_.spec.num_actions))
     chex.assert_shape(targets, (T, E, N) if algo == "iql" else (T, E))
@@ -92,7 +93,7 @@ def test_iql_trains_a_few_updates(algo, share):
     tr_ = Trainer(cfg)
     state0 = tr_.init(seed_keys(cfg)[0])
     assert state0.mixer_params == {}  # no mixer parameters
-    state, metrics = jax.jit(tr_.train)(seed_keys(cfg)[0])
+    state, metrics = jax.jit(lambda k: tr_.train(k, hyper_of(cfg), cfg.num_updates))(seed_keys(cfg)[0])
     assert set(metrics) == set(tr_.metric_keys) >= {"td_loss", "epsilon", "q_taken"}
     chex.assert_tree_all_finite({k: metrics[k] for k in ("td_loss", "epsilon", "q_taken")})
     eps = np.asarray(metrics["epsilon"])

@@ -37,6 +37,16 @@ normalisation, a replay buffer, an exploration schedule's counters -- is more fi
 PPO's is ``marl.core.ppo_family.TrainState`` (kept as is: its field names are the paths of the saved arrays, so
 today's checkpoints and recorded digests stay valid).
 
+**Hyperparameters are data** (issue 54, marl/core/hyper.py): ``update(state, hyper)`` receives a ``Hyper``, the
+run's numbers as traced arrays (``lr``, ``critic_lr``, ``anneal_steps``, ``max_grad_norm``, ``gamma``,
+``num_updates``, and ``hyper.setting(KEY)`` for every ``scalar_keys()`` of its settings), and must read them
+there, never from ``ctx.config`` or ``ctx.settings``: the trainer may be the one program of many configs
+(``Trainer.for_program``, built from ``program_key(config)``, where those numbers are placeholders). From the
+config and settings it reads only program keys (shapes, loop counts, code paths: ``setting(..., shape=True)``).
+Build optimisers inside ``update`` from the hyper (``marl.core.ppo.make_optimizer`` takes traced numbers; its
+state's structure does not depend on them, so ``init`` may build it from the config's own values), and branch on
+a scalar only with ``jnp.where``. A ``Hyper`` is an argument, not state: it is never saved in a checkpoint.
+
 **Checkpoints and resume** need nothing more: a checkpoint saves the whole state pytree (every field, seeds
 stacked) with a digest of each array; resume restores it into the shapes of ``learner.init`` traced with
 ``jax.eval_shape`` (``marl.core.trainer.abstract_state``) and continues with the same compiled ``update``, so a
@@ -63,6 +73,7 @@ import jax
 from envs import Env
 from marl.core.algos import AlgoSpec
 from marl.core.config import TrainConfig
+from marl.core.hyper import Hyper
 from marl.core.rollout import Runner, Transition
 from marl.core.settings import AlgoSettings
 from marl.core.networks import init_actor
@@ -127,10 +138,12 @@ class Learner(Protocol):
     def init(self, key: jax.Array) -> Any:
         """One seed's initial state (see the module docstring for the fields it must have)."""
 
-    def update(self, state) -> tuple[Any, dict]:
-        """One update: collect what the algorithm needs (its rollout contents are its own), compute its losses,
-        step its optimisers and targets. Returns (new state, metrics): every key of the rollout schedule's
-        ``EPISODE_KEYS + rollout.extra_metric_keys`` and of ``metric_keys``, as scalars."""
+    def update(self, state, hyper: Hyper) -> tuple[Any, dict]:
+        """One update at the hyperparameters ``hyper``: collect what the algorithm needs (its rollout contents are
+        its own), compute its losses, step its optimisers and targets. Every number that is not a program key
+        (rates, clips, coefficients, gamma, the algorithm's scalar settings, ``num_updates``) is read from
+        ``hyper``, never from the config (see the module docstring). Returns (new state, metrics): every key of
+        the rollout schedule's ``EPISODE_KEYS + rollout.extra_metric_keys`` and of ``metric_keys``, as scalars."""
 
     def policy(self, actor_params) -> PolicyFn:
         """How the team acts while training (``marl.core.rollout.collect`` samples the masked outputs)."""

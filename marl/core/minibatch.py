@@ -31,14 +31,15 @@ from marl.core.rollout import Transition
 @dataclasses.dataclass(frozen=True)
 class ActorSetup:
     """What an actor update uses of a run: shapes, whether the actor is shared, the optimiser, the
-    PPO constants and the minibatch schedule."""
+    PPO coefficients and the minibatch schedule. In training the optimiser's numbers and the coefficients are
+    the run's traced hyperparameters (``PPOLearner.setup(hyper)``); the loop counts are Python constants."""
 
     spec: EnvSpec
     net: NetworkConfig
     shared: bool
     tx: optax.GradientTransformation
-    clip_eps: float
-    ent_coef: float
+    clip_eps: float | jax.Array
+    ent_coef: float | jax.Array
     epochs: int
     minibatches: int
 

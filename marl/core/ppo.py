@@ -82,12 +82,13 @@ def clipped_surrogate(logp, old_logp, adv, clip_eps: float, mask, factor=1.0, ax
     return -masked_mean(factor * surr, mask, axis)
 
 
-def value_loss(values, old_values, targets, clip_eps: float, mask):
-    """Clipped value loss 0.5 * max((v - t)^2, (v_old + clip(v - v_old) - t)^2); clip_eps 0 = unclipped."""
+def value_loss(values, old_values, targets, clip_eps, mask):
+    """Clipped value loss 0.5 * max((v - t)^2, (v_old + clip(v - v_old) - t)^2); clip_eps 0 = unclipped
+    (``clip_eps`` may be traced: the choice is a ``jnp.where``)."""
     err = (values - targets) ** 2
-    if clip_eps > 0:
-        clipped = old_values + jnp.clip(values - old_values, -clip_eps, clip_eps)
-        err = jnp.maximum(err, (clipped - targets) ** 2)
+    clipped = old_values + jnp.clip(values - old_values, -clip_eps, clip_eps)
+    # unclipped: max(err, err), which is err, and its gradient err's (half through each side, exactly)
+    err = jnp.maximum(err, jnp.where(clip_eps > 0, (clipped - targets) ** 2, err))
     return 0.5 * masked_mean(err, mask)
 
 
@@ -136,7 +137,20 @@ class ValueNorm:
 
 
 # -- optimiser ------------------------------------------------------------------------------
-def make_optimizer(lr: float, max_grad_norm: float, anneal_steps: int | None) -> optax.GradientTransformation:
-    """Adam with global-norm clipping; the rate falls linearly to 0 over ``anneal_steps`` optimiser steps."""
-    schedule = optax.linear_schedule(lr, 0.0, anneal_steps) if anneal_steps else lr
+def linear_decay(lr, steps):
+    """``optax.linear_schedule(lr, 0.0, steps)`` written out so that ``lr`` and ``steps`` may be traced (optax
+    tests ``steps <= 0`` in Python): the same operations in the same order, so the same bits."""
+    def schedule(count):
+        count = jnp.clip(count, 0, steps)
+        frac = 1 - count / steps
+        return (lr - 0.0) * (frac**1) + 0.0
+
+    return schedule
+
+
+def make_optimizer(lr, max_grad_norm, anneal_steps) -> optax.GradientTransformation:
+    """Adam with global-norm clipping; the rate falls linearly to 0 over ``anneal_steps`` optimiser steps (None:
+    constant). The numbers may be traced (``marl.core.hyper``): the state's structure depends only on whether
+    the rate anneals, so one program serves every value."""
+    schedule = linear_decay(lr, anneal_steps) if anneal_steps is not None else lr
     return optax.chain(optax.clip_by_global_norm(max_grad_norm), optax.adam(schedule, eps=1e-5))

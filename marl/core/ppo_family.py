@@ -20,6 +20,7 @@ import jax.numpy as jnp
 from flax import struct
 
 from marl.core import ppo
+from marl.core.hyper import Hyper, hyper_of
 from marl.core.learner import LearnerContext, default_team, init_actor_params
 from marl.core.minibatch import ActorSetup, Batch, normalized_advantages, run_minibatches
 from marl.core.networks import init_critic, make_critic
@@ -67,27 +68,33 @@ def critic_input(kind: str, x) -> jax.Array:
     return x.obs if kind == "independent" else x.state
 
 
-def make_optimizers(config):
-    """(actor, critic) optimisers of a run: Adam with clipping, annealed over all its optimiser steps
-    with ``anneal_lr``."""
-    opt_steps = config.num_updates * config.algo_settings.opt_steps_per_update()
-    anneal = opt_steps if config.anneal_lr else None
-    actor_tx = ppo.make_optimizer(config.lr, config.max_grad_norm, anneal)
-    critic_tx = ppo.make_optimizer(config.critic_lr or config.lr, config.max_grad_norm, anneal)
+def make_optimizers(config, hyper: Hyper):
+    """(actor, critic) optimisers of a run at the (traced) rates and clip of ``hyper``: Adam with clipping,
+    annealed over ``hyper.anneal_steps`` optimiser steps (all of the run's) with ``anneal_lr``."""
+    anneal = hyper.anneal_steps if config.anneal_lr else None
+    actor_tx = ppo.make_optimizer(hyper.lr, hyper.max_grad_norm, anneal)
+    critic_tx = ppo.make_optimizer(hyper.critic_lr, hyper.max_grad_norm, anneal)
     return actor_tx, critic_tx
 
 
-def make_actor_setup(config, spec, tx) -> ActorSetup:
-    """The static actor-update settings of ``config`` for ``spec`` with optimiser ``tx``."""
+def make_actor_setup(config, spec, tx, hyper: Hyper) -> ActorSetup:
+    """The actor-update settings of ``config`` for ``spec`` with optimiser ``tx``: the loop counts from the
+    config, the PPO coefficients from ``hyper`` (traced)."""
     s = config.algo_settings
-    return ActorSetup(spec=spec, net=config.network, shared=config.share_actor, tx=tx, clip_eps=s.clip_eps,
-                      ent_coef=s.ent_coef, epochs=s.epochs, minibatches=s.minibatches)
+    return ActorSetup(spec=spec, net=config.network, shared=config.share_actor, tx=tx,
+                      clip_eps=hyper.setting("clip_eps"), ent_coef=hyper.setting("ent_coef"), epochs=s.epochs,
+                      minibatches=s.minibatches)
 
 
 class PPOLearner:
     """The PPO family's learner: ``PPOLearner(ctx, actor_update)``. Attributes: ``config``, ``settings``
     (PPOSettings), ``env``, ``spec``, ``net``, ``n``, ``shared``, ``algo`` (the actor update), ``rollout``,
-    ``critic_kind`` and ``critic`` (from the registry entry), ``actor_setup``, ``actor_tx``, ``critic_tx``."""
+    ``critic_kind`` and ``critic`` (from the registry entry), ``actor_setup``, ``actor_tx``, ``critic_tx``.
+
+    The update reads every number from its ``Hyper`` argument (``setup(hyper)``, ``optimizers(hyper)``), never
+    from ``config`` / ``settings`` (the trainer may be one program's, built from ``program_key(config)``).
+    ``actor_tx``, ``critic_tx`` and ``actor_setup`` are those of the config's own values (Python constants): the
+    optimiser states' structure for ``init`` and ``warm_start``, and a setup tests can call an actor update with."""
 
     guarded_losses = GUARDED_LOSSES
 
@@ -97,10 +104,19 @@ class PPOLearner:
         self.spec, self.net, self.shared = ctx.spec, ctx.net, ctx.shared
         self.n = self.spec.num_agents
         self.algo = algo
-        self.actor_tx, self.critic_tx = make_optimizers(self.config)
+        own = hyper_of(self.config)
+        self.actor_tx, self.critic_tx = make_optimizers(self.config, own)
         self.critic_kind = ctx.algo.critic
         self.critic = make_critic(self.spec, self.net, self.critic_kind)
-        self.actor_setup = make_actor_setup(self.config, self.spec, self.actor_tx)
+        self.actor_setup = make_actor_setup(self.config, self.spec, self.actor_tx, own)
+
+    def optimizers(self, hyper: Hyper):
+        """(actor, critic) optimisers at ``hyper``'s rates and clip (``make_optimizers``)."""
+        return make_optimizers(self.config, hyper)
+
+    def setup(self, hyper: Hyper, tx=None) -> ActorSetup:
+        """The actor update's settings at ``hyper`` (``make_actor_setup``), with the actor optimiser ``tx``."""
+        return make_actor_setup(self.config, self.spec, self.optimizers(hyper)[0] if tx is None else tx, hyper)
 
     @property
     def metric_keys(self) -> tuple[str, ...]:
@@ -155,14 +171,15 @@ class PPOLearner:
         """The part of a Transition or TimeStep ``x`` this run's critic reads (``critic_input``)."""
         return critic_input(self.critic_kind, x)
 
-    def make_batch(self, state: TrainState, runner: Runner, tr: Transition, weight=None) -> tuple[Batch, ppo.ValueNorm]:
+    def make_batch(self, state: TrainState, runner: Runner, tr: Transition, hyper: Hyper,
+                   weight=None) -> tuple[Batch, ppo.ValueNorm]:
         """The batch of a rollout that started from ``state.runner`` and ended at ``runner``.
 
         The critic runs here, once over all stored states (or observations, for an independent critic),
         not inside the rollout's scan; its values are per agent [T, E, N] either way. GAE runs on
         the team reward (every agent's advantage from the same reward, with its own value) or, with
         ``reward="agent"``, on each agent's own reward. ``weight`` [T, E, N]: the actor's sample
-        weight (default: alive)."""
+        weight (default: alive); ``hyper``: gamma and GAE lambda."""
         c, s = self.config, self.settings
         vn = state.value_norm
         values_raw = self.values(state.critic_params, self.critic_input(tr), tr.episode_step)  # [T, E, N]
@@ -170,7 +187,8 @@ class PPOLearner:
         values = vn.denormalize(values_raw, s.value_norm)
         last = vn.denormalize(last, s.value_norm)
         rewards = tr.rewards if c.reward == "agent" else tr.reward[..., None]
-        adv, targets = ppo.gae(rewards, values, tr.done[..., None], last, c.gamma, s.gae_lambda)
+        adv, targets = ppo.gae(rewards, values, tr.done[..., None], last, hyper.gamma,
+                               hyper.setting("gae_lambda"))
         if s.value_norm:
             vn = vn.update(targets)
         w = tr.alive.astype(jnp.float32) if weight is None else weight
@@ -179,15 +197,16 @@ class PPOLearner:
                       minibatch_norm=s.adv_norm == "minibatch")
         return batch, vn
 
-    def value_loss(self, values, mb: Batch):
+    def value_loss(self, values, mb: Batch, hyper: Hyper):
         """The critic's loss on a minibatch, ``values`` [T, E, N] its outputs there: the clipped value loss
-        (``ppo.value_loss``, clip ``algo.value_clip_eps``) over the alive samples, or every sample with
-        ``algo.critic_on_dead``. A PPO variant with another value loss overrides this."""
+        (``ppo.value_loss``, clip ``algo.value_clip_eps`` from ``hyper``) over the alive samples, or every sample
+        with ``algo.critic_on_dead``. A PPO variant with another value loss overrides this (its own scalar
+        settings are ``hyper.setting(KEY)``)."""
         s = self.settings
         mask = jnp.ones_like(values) if s.critic_on_dead else mb.tr.alive.astype(values.dtype)
-        return ppo.value_loss(values, mb.values, mb.targets, s.value_clip_eps, mask)
+        return ppo.value_loss(values, mb.values, mb.targets, hyper.setting("value_clip_eps"), mask)
 
-    def critic_update(self, state: TrainState, batch: Batch, key):
+    def critic_update(self, state: TrainState, batch: Batch, key, hyper: Hyper):
         """Value epochs on the batch's samples (``value_loss``): by default the alive ones (``critic_on_dead=False``).
 
         Dead SMAX agents. Their input is defined either way (the team-global state, which shows the
@@ -200,31 +219,33 @@ class PPOLearner:
         0.887). MPE has no dead agents: the two rules are identical there. Only alive samples ever
         train the actor (a dead unit's action is forced)."""
         s = self.settings
+        critic_tx = self.optimizers(hyper)[1]
 
         def step(carry, mb: Batch):
             params, opt = carry
 
             def loss_fn(p):
                 v = self.values(p, self.critic_input(mb.tr), mb.tr.episode_step)
-                return self.value_loss(v, mb)
+                return self.value_loss(v, mb, hyper)
 
             loss, grads = jax.value_and_grad(loss_fn)(params)
-            updates, opt = self.critic_tx.update(grads, opt, params)
+            updates, opt = critic_tx.update(grads, opt, params)
             return (jax.tree.map(jnp.add, params, updates), opt), loss
 
         (params, opt), loss = run_minibatches(key, batch, s.epochs, s.minibatches, step,
                                               (state.critic_params, state.critic_opt))
         return params, opt, {"value_loss": loss}
 
-    def update(self, state: TrainState) -> tuple[TrainState, dict]:
-        """One PPO iteration: collect a rollout, update actors and critic; (new state, metrics)."""
+    def update(self, state: TrainState, hyper: Hyper) -> tuple[TrainState, dict]:
+        """One PPO iteration at the hyperparameters ``hyper``: collect a rollout, update actors and critic;
+        (new state, metrics)."""
         key, k_start, k_roll, k_actor, k_critic = jax.random.split(state.key, 5)
         start = state.replace(runner=self.rollout.start(k_start, state.runner))
         runner, tr = self.collect(start, k_roll)
-        batch, vn = self.make_batch(start, runner, tr, weight=self.rollout.actor_weight(tr))
-        actor_params, actor_opt, am = self.algo.update(self.actor_setup, state.actor_params, state.actor_opt,
+        batch, vn = self.make_batch(start, runner, tr, hyper, weight=self.rollout.actor_weight(tr))
+        actor_params, actor_opt, am = self.algo.update(self.setup(hyper), state.actor_params, state.actor_opt,
                                                        batch, k_actor)
-        critic_params, critic_opt, cm = self.critic_update(state, batch, k_critic)
+        critic_params, critic_opt, cm = self.critic_update(state, batch, k_critic, hyper)
         new = state.replace(actor_params=actor_params, actor_opt=actor_opt, critic_params=critic_params,
                             critic_opt=critic_opt, value_norm=vn, runner=runner, key=key, update=state.update + 1)
         return new, {**self.rollout.stats(tr), **am, **cm}

@@ -25,21 +25,21 @@ from typing import Any
 from flax import struct
 
 from marl.core import ppo
+from marl.core.hyper import Hyper, hyper_of
 from marl.core.learner import LearnerContext, default_team, init_actor_params
 from marl.core.minibatch import init_opt_state, optimizer_step, run_minibatches
 from marl.core.mixers import Mixer
 from marl.core.ppo_family import make_optimizers
-from marl.core.qlearn_settings import QSettings
 from marl.core.rollout import Runner, Transition, collect, reset_runner
 from marl.core.team import Team, team_step, team_unroll
 
 
-def epsilon(settings: QSettings, update: jax.Array, num_updates: int) -> jax.Array:
-    """Epsilon at ``update`` (0-based) of ``num_updates``: linear from eps_start to eps_finish over the first
-    ``eps_decay`` of the run, then constant."""
-    span = max(settings.eps_decay * num_updates, 1.0)
+def epsilon(start, finish, decay, update: jax.Array, num_updates) -> jax.Array:
+    """Epsilon at ``update`` (0-based) of ``num_updates``: linear from ``start`` to ``finish`` over the first
+    ``decay`` of the run, then constant (``algo.eps_start``, ``eps_finish``, ``eps_decay``; any may be traced)."""
+    span = jnp.maximum(decay * num_updates, 1.0)
     frac = jnp.clip(update.astype(jnp.float32) / span, 0.0, 1.0)
-    return settings.eps_start + frac * (settings.eps_finish - settings.eps_start)
+    return start + frac * (finish - start)
 
 
 def epsilon_greedy(key: jax.Array, q: jax.Array, eps: jax.Array) -> jax.Array:
@@ -158,7 +158,7 @@ class QLearner:
         self.critic_kind = ctx.algo.critic  # "none": no state-value critic (warm starts compare it)
         s = self.settings
         self.mixer = Mixer(kind, self.n, self.spec.state_dim, s.mixer_embed, s.mixer_hidden)
-        self.q_tx, self.mixer_tx = make_optimizers(self.config)
+        self.q_tx, self.mixer_tx = make_optimizers(self.config, hyper_of(self.config))  # init's structure
 
     # -- state ------------------------------------------------------------------------------
     def init(self, key: jax.Array) -> QState:
@@ -194,17 +194,18 @@ class QLearner:
         """The Q-values of every agent along a sequence: obs [T, E, N, O] -> [T, E, N, A] (``team_unroll``)."""
         return team_unroll(self.spec, self.net, q_params, init_carry, obs, resets, latent, shared=self.shared)
 
-    def epsilon(self, update: jax.Array) -> jax.Array:
-        """Epsilon of the rollout at ``update`` (``epsilon``)."""
-        return epsilon(self.settings, update, self.config.num_updates)
+    def epsilon(self, update: jax.Array, hyper: Hyper) -> jax.Array:
+        """Epsilon of the rollout at ``update`` (``epsilon``, at ``hyper``'s schedule)."""
+        h = hyper.setting
+        return epsilon(h("eps_start"), h("eps_finish"), h("eps_decay"), update, hyper.num_updates)
 
-    def collect(self, state: QState, key) -> tuple[Runner, Transition]:
+    def collect(self, state: QState, key, hyper: Hyper) -> tuple[Runner, Transition]:
         """``rollout_len`` epsilon-greedy steps from ``state.runner``."""
-        eps = self.epsilon(state.update)
+        eps = self.epsilon(state.update, hyper)
         return collect(self.env, self.policy(state.actor_params), state.runner, key, self.config.rollout_len,
                        self.rollout.copies, select=lambda k, q: epsilon_greedy(k, q, eps))
 
-    def targets(self, q_params, mixer_params, init_carry, tr: Transition, runner: Runner):
+    def targets(self, q_params, mixer_params, init_carry, tr: Transition, runner: Runner, hyper: Hyper):
         """The Q(lambda) targets of rollout ``tr`` (started from carry ``init_carry``, ended at ``runner``) and
         the Q-values along it [T, E, N, A]: one unroll over the T + 1 observations."""
         last = runner.ts
@@ -213,14 +214,15 @@ class QLearner:
         q_all = self.q_values(q_params, init_carry, cat(tr.obs, last.obs), cat(tr.reset, last.done), latent)
         nxt = lambda a, b: cat(a, b)[1:]
         targets = td_targets(self.mixer, mixer_params, q_all[1:], tr, nxt(tr.avail, last.avail),
-                             nxt(tr.alive, last.alive), nxt(tr.state, last.state), self.config.gamma,
-                             self.settings.q_lambda)
+                             nxt(tr.alive, last.alive), nxt(tr.state, last.state), hyper.gamma,
+                             hyper.setting("q_lambda"))
         return targets, q_all[:-1]
 
-    def fit(self, state: QState, batch: QBatch, key):
-        """``epochs`` x ``minibatches`` TD steps on ``batch`` (minibatches of whole env sequences).
-        Returns ((Q params, mixer params), (their optimiser states), mean TD loss)."""
+    def fit(self, state: QState, batch: QBatch, key, hyper: Hyper):
+        """``epochs`` x ``minibatches`` TD steps on ``batch`` (minibatches of whole env sequences) at ``hyper``'s
+        rates. Returns ((Q params, mixer params), (their optimiser states), mean TD loss)."""
         s = self.settings
+        q_tx, mixer_tx = make_optimizers(self.config, hyper)
 
         def step(carry, mb: QBatch):
             (qp, mp), (qo, mo) = carry
@@ -230,23 +232,24 @@ class QLearner:
                 return td_loss(self.mixer, mp_, q, mb)
 
             loss, (gq, gm) = jax.value_and_grad(loss_fn, argnums=(0, 1))(qp, mp)
-            qp, qo = optimizer_step(self.q_tx, self.shared, qp, qo, gq)
-            mp, mo = optimizer_step(self.mixer_tx, True, mp, mo, gm)
+            qp, qo = optimizer_step(q_tx, self.shared, qp, qo, gq)
+            mp, mo = optimizer_step(mixer_tx, True, mp, mo, gm)
             return ((qp, mp), (qo, mo)), loss
 
         carry = ((state.actor_params, state.mixer_params), (state.actor_opt, state.mixer_opt))
         return run_minibatches(key, batch, s.epochs, s.minibatches, step, carry)
 
-    def update(self, state: QState) -> tuple[QState, dict]:
-        """One update: an epsilon-greedy rollout, its Q(lambda) targets, the TD epochs; (new state, metrics)."""
+    def update(self, state: QState, hyper: Hyper) -> tuple[QState, dict]:
+        """One update at the hyperparameters ``hyper``: an epsilon-greedy rollout, its Q(lambda) targets, the TD
+        epochs; (new state, metrics)."""
         key, k_roll, k_fit = jax.random.split(state.key, 3)
-        runner, tr = self.collect(state, k_roll)
-        targets, q = self.targets(state.actor_params, state.mixer_params, state.runner.carry, tr, runner)
+        runner, tr = self.collect(state, k_roll, hyper)
+        targets, q = self.targets(state.actor_params, state.mixer_params, state.runner.carry, tr, runner, hyper)
         batch = QBatch(tr=tr, init_carry=state.runner.carry, targets=targets)
-        ((qp, mp), (qo, mo)), loss = self.fit(state, batch, k_fit)
+        ((qp, mp), (qo, mo)), loss = self.fit(state, batch, k_fit, hyper)
         new = state.replace(actor_params=qp, mixer_params=mp, actor_opt=qo, mixer_opt=mo, runner=runner, key=key,
                             update=state.update + 1)
-        metrics = {"td_loss": loss, "epsilon": self.epsilon(state.update),
+        metrics = {"td_loss": loss, "epsilon": self.epsilon(state.update, hyper),
                    "q_taken": ppo.masked_mean(chosen(q, tr.action), tr.alive)}
         return new, {**self.rollout.stats(tr), **metrics}
 

@@ -8,17 +8,27 @@ rollout schedule is chosen here (``Continuous``, or latent best-of-K episode-syn
 ``num_latents > 0``) and handed to the learner. Everything is pure and jittable, and ``jax.vmap`` over keys
 trains many seeds at once. Any other attribute (``trainer.make_batch``, ``trainer.actor_setup``, ...) is the
 learner's.
+
+Hyperparameters are data (marl/core/hyper.py): ``update(state, hyper)`` and ``chunk(state, hyper, frozen)``
+take the run's ``Hyper`` (vmapped with the seeds: ``seed_hypers(config)``), and read no number from the
+config. ``Trainer.for_program(config)`` is the one trainer of ``config``'s program key in this process: every
+config that differs only in hyperparameters gets it, and with it the same jitted ``programs`` (traced and
+compiled once).
 """
 
 from __future__ import annotations
 
 from typing import Any, Callable
 
+import dataclasses
+import functools
+
 import jax
 import jax.numpy as jnp
 
 from marl.core import algos
 from marl.core.config import TrainConfig
+from marl.core.hyper import Hyper, program_key
 from marl.core.latent import BestOfK
 from marl.core.learner import EPISODE_KEYS, Learner, LearnerContext, Rollout, guarded, init_actor_params
 from marl.core.ppo_family import TrainState  # noqa: F401  (the PPO family's state: the name callers import)
@@ -64,9 +74,26 @@ def abstract_actor_params(config: TrainConfig, spec) -> Any:
     return jax.eval_shape(lambda keys: jax.lax.map(init, keys), seed_keys(config))
 
 
+@dataclasses.dataclass(frozen=True)
+class Programs:
+    """A trainer's jitted functions over stacked seeds (built once per trainer, so compiled once per program
+    and argument shapes): ``init(seed_keys) -> states``; ``chunk(states, hypers, frozen) -> (states, metrics
+    [S, U])``, which donates the states."""
+
+    init: Callable
+    chunk: Callable
+
+
 class Trainer:
     """Static pieces of a run (env, rollout schedule, the algorithm's learner) and its pure functions.
     ``learner``: a factory ``LearnerContext -> Learner`` to use instead of the registry's (tests, variants)."""
+
+    @classmethod
+    def for_program(cls, config: TrainConfig) -> "Trainer":
+        """The trainer of ``config``'s program (``marl.core.hyper.program_key``), shared by every config that
+        differs from it only in hyperparameters (one per program key in a process). Its ``config`` is the
+        program key: pass ``hyper_of(config)`` / ``seed_hypers(config)`` for the run's own numbers."""
+        return _program_trainer(program_key(config))
 
     def __init__(self, config: TrainConfig, learner: Callable[[LearnerContext], Learner] | None = None,
                  rollout: Rollout | None = None):
@@ -107,9 +134,14 @@ class Trainer:
         """The ``Team`` of ``actor_params`` (the learner's)."""
         return self.learner.team(actor_params)
 
-    def update(self, state) -> tuple[Any, dict]:
-        """One update of the learner; (new state, ``metric_keys`` as float32 scalars)."""
-        new, metrics = self.learner.update(state)
+    @functools.cached_property
+    def programs(self) -> Programs:
+        """This trainer's jitted ``init_seeds`` and vmapped ``chunk`` (see ``Programs``)."""
+        return Programs(init=jax.jit(self.init_seeds), chunk=jax.jit(jax.vmap(self.chunk), donate_argnums=0))
+
+    def update(self, state, hyper: Hyper) -> tuple[Any, dict]:
+        """One update of the learner at ``hyper``; (new state, ``metric_keys`` as float32 scalars)."""
+        new, metrics = self.learner.update(state, hyper)
         return new, {k: jnp.asarray(metrics[k], jnp.float32) for k in self.metric_keys}
 
     def finite(self, state, metrics: dict) -> jax.Array:
@@ -119,18 +151,18 @@ class Trainer:
         return jnp.stack([jnp.isfinite(x).all() for x in leaves]).all()
 
     # -- programs -----------------------------------------------------------------------------
-    def chunk(self, state, frozen=False) -> tuple[Any, dict]:
-        """``updates_per_chunk`` iterations in one scan; iterations past ``num_updates`` are skipped
-        (so every chunk is the same compiled program and a resumed run matches an unbroken one).
+    def chunk(self, state, hyper: Hyper, frozen=False) -> tuple[Any, dict]:
+        """``updates_per_chunk`` iterations at ``hyper`` in one scan; iterations past ``hyper.num_updates`` are
+        skipped (so every chunk is the same compiled program and a resumed run matches an unbroken one).
 
         Divergence guard: an update with a non-finite result is dropped (metric ``NONFINITE`` is 1 at
         that update) and the seed is frozen: later updates only advance its counter, as they do when
         ``frozen`` is set on entry (a seed that diverged in an earlier chunk)."""
-        total = self.config.num_updates
+        total = hyper.num_updates
         nan = {**{k: jnp.float32(jnp.nan) for k in self.metric_keys}, NONFINITE: jnp.float32(0)}
 
         def checked(s):
-            new, m = self.update(s)
+            new, m = self.update(s, hyper)
             ok = self.finite(new, m)
             new = jax.tree.map(lambda a, b: jnp.where(ok, a, b), new, s.replace(update=new.update))
             return new, {**m, NONFINITE: (~ok).astype(jnp.float32)}
@@ -147,10 +179,16 @@ class Trainer:
                                            length=self.config.updates_per_chunk)
         return state, metrics
 
-    def train(self, key: jax.Array) -> tuple[Any, dict]:
-        """The whole run as one program (no checkpoints): scan over all updates."""
+    def train(self, key: jax.Array, hyper: Hyper, num_updates: int) -> tuple[Any, dict]:
+        """A whole run of ``num_updates`` updates at ``hyper`` as one program (no checkpoints): one scan."""
         state = self.init(key)
-        return jax.lax.scan(lambda s, _: self.update(s), state, None, length=self.config.num_updates)
+        return jax.lax.scan(lambda s, _: self.update(s, hyper), state, None, length=num_updates)
+
+
+@functools.lru_cache(maxsize=32)
+def _program_trainer(key: TrainConfig) -> Trainer:
+    """One trainer per program key (``Trainer.for_program``): a pure builder, cached."""
+    return Trainer(key)
 
 
 def seed_keys(config: TrainConfig) -> jax.Array:

@@ -20,6 +20,7 @@ from marl_common.files import write_atomic
 from marl_common.preflight import check_x64_off, read_json
 from marl.core import sharding
 from marl.core.config import TrainConfig
+from marl.core.hyper import Hyper, seed_hypers
 from marl.core.team import tile
 from marl.core.trainer import NONFINITE, Trainer, TrainState, critic_kind, seed_keys
 from marl.runs import checkpoint as ckpt
@@ -228,12 +229,24 @@ def train_run(config: TrainConfig, out: str | Path, *, resume: bool = False, res
     removes only a folder this call created and locked.
     """
     out = Path(out)
-    check_x64_off()
-    check_backends(list(log))
     opts = TrainOptions(resume=resume, resume_step=resume_step, fallback=fallback, init_from=init_from,
                         progress=progress, stop_after_chunks=stop_after_chunks,
                         num_devices=sharding.device_count(config.num_seeds, devices), log=tuple(log),
                         allow_log_gap=allow_log_gap, **({"note": note} if note else {}))
+    with locked(config, out, opts) as lock:
+        if lock is not None:
+            _train_locked(config, out, opts, lock)
+    return out
+
+
+@contextlib.contextmanager
+def locked(config: TrainConfig, out: Path, opts: TrainOptions):
+    """``train_run``'s checks of a run folder before anything is written, then the folder's lock held for the
+    block (a ``RunLock``; None: a resume of a finished run, which says so and needs nothing). A refusal in the
+    block removes only a folder this call created and locked. ``marl/runs/group.py`` holds one per fused run."""
+    check_x64_off()
+    check_backends(list(opts.log))
+    resume, resume_step = opts.resume, opts.resume_step
     if not resume and folder_stage(out) == STARTED:
         raise already_exists(out)
     if resume:
@@ -243,8 +256,9 @@ def train_run(config: TrainConfig, out: str | Path, *, resume: bool = False, res
         if resume_step is None and trained_to_end(out, config) and _verifies(out):
             opts.note(f"run {out} is already done ({last[-1]} of {config.num_updates} updates); nothing to do "
                       f"(raise total_steps to train it further)")
-            return out
-        if not allow_log_gap and last:  # rows up to the step it resumes from (an earlier step needs fewer)
+            yield None
+            return
+        if not opts.allow_log_gap and last:  # rows up to the step it resumes from (an earlier step needs fewer)
             metrics_log.check_complete(out, resume_step if resume_step is not None else last[-1], "--allow-log-gap")
         check_out_dir(out, "run folder")  # the resume writes in it
     else:
@@ -266,7 +280,7 @@ def train_run(config: TrainConfig, out: str | Path, *, resume: bool = False, res
             _remove_if_empty(out)
         raise
     try:
-        return _train_locked(config, out, opts, lock)
+        yield lock
     except BaseException:
         if created and not (out / CONFIG_FILE).exists():  # refused before it started, and we hold the lock:
             lock.discard()  # everything in the folder is ours; it goes with the lock
@@ -296,9 +310,10 @@ class _Programs:
     """A run's compiled functions and the shapes of its state."""
 
     init: Callable  # seed keys -> TrainStates
-    chunk: Callable  # (states, frozen) -> (states, metrics [S, U]); donates the states
+    chunk: Callable  # (states, hypers, frozen) -> (states, metrics [S, U]); donates the states
     seeds_on: object  # the sharding of the seed axis
     abstract: TrainState  # shapes and dtypes of the states (unsharded)
+    hyper: Hyper  # the run's hyperparameters, one per seed (sharded like the states)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -313,24 +328,29 @@ class _Start:
 
 
 def _train_locked(config: TrainConfig, out: Path, opts: TrainOptions, lock: RunLock) -> Path:
-    trainer = Trainer(config)
-    programs = _programs(trainer, config, opts)
-    mode = train_mode(out, config, opts.resume)
-    start = {"resume": _resume, "restart": _restart, "new": _new}[mode](trainer, config, out, opts, programs)
+    trainer = Trainer.for_program(config)  # one per program in this process: configs that differ only in
+    programs = _programs(trainer, config, opts)  # hyperparameters share its compiled chunk
+    start = starting_point(trainer, config, out, opts, programs)
     lock.commit()  # past every check: the attempt goes into lock.log (a refused one leaves it as it was)
     _run_chunks(trainer, config, out, opts, lock, programs, start)
     return out
 
 
+def starting_point(trainer: Trainer, config: TrainConfig, out: Path, opts: TrainOptions, programs: "_Programs"):
+    """Where a locked run folder starts training (``train_mode``): resumed from a checkpoint, started over, or new."""
+    mode = train_mode(out, config, opts.resume)
+    return {"resume": _resume, "restart": _restart, "new": _new}[mode](trainer, config, out, opts, programs)
+
+
 def _programs(trainer: Trainer, config: TrainConfig, opts: TrainOptions) -> _Programs:
-    """Compile-ready init and chunk programs; refuses (one line) a state that does not fit in memory."""
-    init = jax.jit(trainer.init_seeds)
-    chunk = jax.jit(jax.vmap(trainer.chunk), donate_argnums=0)
+    """Compile-ready init and chunk programs (the program trainer's, shared by every config of its program key)
+    and the run's hyperparameters; refuses (one line) a state that does not fit in memory."""
+    init, chunk = trainer.programs.init, trainer.programs.chunk
     seeds_on = sharding.seed_sharding(opts.num_devices)
     abstract = jax.eval_shape(init, seed_keys(config))
     check_memory(state_bytes(abstract) * 3, f"training {config.env} with network.hidden={config.network.hidden}, "
                  f"critic_hidden={config.network.critic_hidden} and {config.num_seeds} seed(s)")
-    return _Programs(init, chunk, seeds_on, abstract)
+    return _Programs(init, chunk, seeds_on, abstract, sharding.shard(seed_hypers(config), seeds_on))
 
 
 def _resume(trainer: Trainer, config: TrainConfig, out: Path, opts: TrainOptions, programs: _Programs) -> _Start:
@@ -390,88 +410,124 @@ def _write_start(config: TrainConfig, out: Path, parent: dict | None) -> None:
     metrics_log.start(out)
 
 
+class Book:
+    """The host side of one run while it trains, chunk after chunk: its metrics log (and other loggers), the
+    divergence guard's record (``frozen`` seeds), its checkpoints on the run's cadence (meta, lineage, machines),
+    its lock's heartbeat and done marker. ``train_run`` keeps one; a fused group (``marl/runs/group.py``) one per
+    run, all fed from the one program's output."""
+
+    def __init__(self, trainer: Trainer, config: TrainConfig, out: Path, opts: TrainOptions, lock: RunLock,
+                 start: _Start):
+        self.trainer, self.config, self.out, self.opts, self.lock = trainer, config, out, opts, lock
+        self.parent, self.machines = start.parent, start.machines
+        self.diverged = dict(start.diverged)
+        self.frozen = np.zeros(config.num_seeds, bool)
+        self.frozen[list(self.diverged)] = True
+        self.start_update = int(np.asarray(start.state.update).reshape(-1)[0])
+        # chunks go on from the state's own update (a resume from a step that is not a chunk boundary, e.g.
+        # a finished run extended, runs its chunks from there); the checkpoint cadence counts chunks as an
+        # unbroken run would, so an aligned resume saves at the same steps
+        self.chunks_left = -(-(config.num_updates - self.start_update) // config.updates_per_chunk)
+        self.host = fingerprint.fingerprint()  # where this process trains its chunks
+        self.t_start = time.time() - metrics_log.elapsed(out)  # elapsed carries over a resume
+        self.log_size = metrics_log.size(out)
+        self.loggers: list = []
+        self.mngr = None
+        self.warned_ties = False
+
+    def open(self) -> None:
+        """The metric backends and the checkpoint manager."""
+        self.loggers = make_loggers(list(self.opts.log), self.out, self.config, self.trainer.spec,
+                                    self.start_update * self.config.steps_per_update)
+        self.mngr = ckpt.manager(self.out, create=True, keep_last=self.config.keep_last,
+                                 keep_every=self.config.keep_every)
+
+    def record(self, i: int, state: Callable[[], TrainState], metrics: dict, seconds: float, stop: _StopOnTerm) -> int:
+        """After the run's ``i``-th chunk of this process (``metrics`` [S, U] on the host; ``state()`` its states,
+        asked for only when a checkpoint is due): log every update, guard divergence (UserError: the run stops,
+        its log cut back to its last checkpoint), checkpoint on the cadence (a SIGTERM waits until it is whole),
+        heartbeat. Returns the update the run is at."""
+        config, out, upc = self.config, self.out, self.config.updates_per_chunk
+        first = self.start_update + i * upc  # the update the state was at when the chunk started
+        c = first // upc  # the chunk an unbroken run would be in
+        rows = metrics_log.make_rows(metrics, self.trainer.metric_keys, first, config, time.time() - self.t_start,
+                                     seconds)
+        self.log_size = metrics_log.append(out, rows, self.log_size)
+        for lg in self.loggers:
+            lg.write(rows)
+        update = min(first + upc, config.num_updates)
+        bad = np.asarray(metrics[NONFINITE]) > 0  # [S, U]
+        new = {s: first + int(np.argmax(bad[s])) + 1 for s in np.flatnonzero(bad.any(axis=1))}
+        if new:
+            self.diverged.update(new)
+            self.frozen[list(new)] = True
+            if not config.keep_finite_seeds or self.frozen.all():
+                kept = steps(out)  # the log ends where the kept checkpoint does, as after a resume
+                metrics_log.truncate(out, kept[-1] if kept else 0)
+                raise _diverged_error(out, new, config)
+            self.opts.note(f"marl: warning: seed(s) {', '.join(map(str, sorted(new)))} diverged at update(s) "
+                           f"{', '.join(str(new[s]) for s in sorted(new))}; frozen at their last finite state, "
+                           f"the other seeds train on (keep_finite_seeds)")
+        msg = None if self.warned_ties else untrained_latent_warning(metrics, first, config)
+        if msg:
+            self.warned_ties = True
+            self.opts.note(msg)
+        if (c + 1) % config.checkpoint_every == 0 or update >= config.num_updates:
+            meta = ckpt.make_meta(config, self.trainer.spec, update, self.parent, self.host,
+                                  fingerprint.extend(self.machines, self.host, self.start_update, update))
+            if self.diverged:
+                meta["diverged"] = {str(s): u for s, u in sorted(self.diverged.items())}
+            with stop.deferred():  # a started checkpoint is finished, then the stop is raised
+                ckpt.save(self.mngr, update, state(), meta)
+                if update >= config.num_updates:
+                    self.lock.done(update)
+        self.lock.heartbeat()
+        return update
+
+    def interrupted(self) -> str:
+        """How to go on after a stop: resume from the last checkpoint (or start over without one)."""
+        last = steps(self.out)
+        return (f"resume with `marl train --resume {self.out}` (" +
+                (f"from step {last[-1]})" if last else "no checkpoint yet: it starts over)"))
+
+    def close(self) -> None:
+        """The checkpoint manager's threads end whole; the loggers close."""
+        if self.mngr is not None:
+            self.mngr.close()
+            self.mngr = None
+        for lg in self.loggers:
+            lg.close()
+        self.loggers = []
+
+
 def _run_chunks(trainer: Trainer, config: TrainConfig, out: Path, opts: TrainOptions, lock: RunLock,
                 programs: _Programs, start: _Start) -> None:
-    """Train chunk after chunk from ``start``: log every update, checkpoint every ``checkpoint_every``
-    chunks, stop cleanly on Ctrl-C / SIGTERM (keeping the last checkpoint) and on divergence."""
-    state, parent, diverged = start.state, start.parent, dict(start.diverged)
+    """Train chunk after chunk from ``start`` (``Book`` keeps the log, the divergence guard and the checkpoints),
+    stop cleanly on Ctrl-C / SIGTERM (keeping the last checkpoint) and on divergence."""
+    state = start.state
     stop = _StopOnTerm()
     old_handler = signal.signal(signal.SIGTERM, stop)
-    mngr = None
-    start_update = int(np.asarray(state.update).reshape(-1)[0])
-    host = fingerprint.fingerprint()  # where this process trains its chunks
-    upc = config.updates_per_chunk
-    # chunks go on from the state's own update (a resume from a step that is not a chunk boundary, e.g.
-    # a finished run extended, runs its chunks from there); the checkpoint cadence counts chunks as an
-    # unbroken run would, so an aligned resume saves at the same steps
-    n_chunks = -(-(config.num_updates - start_update) // upc)
-    bar = _Progress(config, enabled=opts.progress, start_update=start_update, has_win=trainer.spec.has_win)
-    frozen = np.zeros(config.num_seeds, bool)
-    frozen[list(diverged)] = True
-    done_chunks = 0
-    t_start = time.time() - metrics_log.elapsed(out)  # elapsed carries over a resume
-    loggers = []
-    log_size = metrics_log.size(out)
+    book = Book(trainer, config, out, opts, lock, start)
+    bar = _Progress(config, enabled=opts.progress, start_update=book.start_update, has_win=trainer.spec.has_win)
     try:
-        loggers = make_loggers(list(opts.log), out, config, trainer.spec, start_update * config.steps_per_update)
-        mngr = ckpt.manager(out, create=True, keep_last=config.keep_last, keep_every=config.keep_every)
-        warned_ties = False
+        book.open()
         with bar:
-            for i in range(n_chunks):
+            for i in range(book.chunks_left):
                 stop.check()  # a SIGTERM whose exception was dropped during the last chunk
                 t0 = time.time()
-                first = start_update + i * upc  # the update the state is at when the chunk starts
-                c = first // upc  # the chunk an unbroken run would be in
-                state, metrics = programs.chunk(state, jnp.asarray(frozen))
+                state, metrics = programs.chunk(state, programs.hyper, jnp.asarray(book.frozen))
                 metrics = jax.device_get(metrics)
-                rows = metrics_log.make_rows(metrics, trainer.metric_keys, first, config, time.time() - t_start,
-                                             time.time() - t0)
-                log_size = metrics_log.append(out, rows, log_size)
-                for lg in loggers:
-                    lg.write(rows)
-                update = min(first + upc, config.num_updates)
-                bad = np.asarray(metrics[NONFINITE]) > 0  # [S, U]
-                new = {s: first + int(np.argmax(bad[s])) + 1 for s in np.flatnonzero(bad.any(axis=1))}
-                if new:
-                    diverged.update(new)
-                    frozen[list(new)] = True
-                    if not config.keep_finite_seeds or frozen.all():
-                        kept = steps(out)  # the log ends where the kept checkpoint does, as after a resume
-                        metrics_log.truncate(out, kept[-1] if kept else 0)
-                        raise _diverged_error(out, new, config)
-                    opts.note(f"marl: warning: seed(s) {', '.join(map(str, sorted(new)))} diverged at update(s) "
-                              f"{', '.join(str(new[s]) for s in sorted(new))}; frozen at their last finite state, "
-                              f"the other seeds train on (keep_finite_seeds)")
-                msg = None if warned_ties else untrained_latent_warning(metrics, first, config)
-                if msg:
-                    warned_ties = True
-                    opts.note(msg)
-                bar.advance(update, metrics, time.time() - t0, time.time() - t_start)
-                if (c + 1) % config.checkpoint_every == 0 or update >= config.num_updates:
-                    meta = ckpt.make_meta(config, trainer.spec, update, parent, host,
-                                          fingerprint.extend(start.machines, host, start_update, update))
-                    if diverged:
-                        meta["diverged"] = {str(s): u for s, u in sorted(diverged.items())}
-                    with stop.deferred():  # a started checkpoint is finished, then the stop is raised
-                        ckpt.save(mngr, update, state, meta)
-                        if update >= config.num_updates:
-                            lock.done(update)
-                    if update < config.num_updates:
-                        stop.check()
-                lock.heartbeat()
-                done_chunks += 1
-                if opts.stop_after_chunks is not None and done_chunks >= opts.stop_after_chunks:
+                update = book.record(i, lambda: state, metrics, time.time() - t0, stop)
+                bar.advance(update, metrics, time.time() - t0, time.time() - book.t_start)
+                if update < config.num_updates:
+                    stop.check()
+                if opts.stop_after_chunks is not None and i + 1 >= opts.stop_after_chunks:
                     break
     except (KeyboardInterrupt, _Stop):
-        last = steps(out)
-        raise Interrupted(f"interrupted; resume with `marl train --resume {out}` (" +
-                        (f"from step {last[-1]})" if last else "no checkpoint yet: it starts over)")) from None
+        raise Interrupted(f"interrupted; {book.interrupted()}") from None
     finally:
         with stop.deferred():  # the manager's threads end whole; a stop here comes after the last checkpoint
-            if mngr is not None:
-                mngr.close()
-            for lg in loggers:
-                lg.close()
+            book.close()
         signal.signal(signal.SIGTERM, old_handler)
 
 
