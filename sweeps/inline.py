@@ -39,9 +39,10 @@ def train_inline(tasks: list[Task], echo=print) -> dict[str, str]:
                 failed[t.name] = f"its source {bad[0]} failed"
                 status.set(t.name, "failed", failed[t.name])
                 continue
-            while (holder := read_lock(t.out)) is not None and not is_stale(t.out, holder):
-                status.set(t.name, "waiting", f"locked by pid {holder.get('pid')} on {holder.get('host')}")
-                time.sleep(WAIT)
+            for folder in t.folders:  # every run of a fused group
+                while (holder := read_lock(folder)) is not None and not is_stale(folder, holder):
+                    status.set(t.name, "waiting", f"locked by pid {holder.get('pid')} on {holder.get('host')}")
+                    time.sleep(WAIT)
             status.set(t.name, "training")
             err = io.StringIO()
             with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
