@@ -34,11 +34,13 @@ from marl.core.rollout import Runner, Transition, collect, reset_runner
 from marl.core.team import Team, team_step, team_unroll
 
 
-def epsilon(settings: QSettings, update: jax.Array, num_updates: int) -> jax.Array:
-    """Epsilon at ``update`` (0-based) of ``num_updates``: linear from eps_start to eps_finish over the first
-    ``eps_decay`` of the run, then constant."""
-    span = max(settings.eps_decay * num_updates, 1.0)
-    frac = jnp.clip(update.astype(jnp.float32) / span, 0.0, 1.0)
+def epsilon(settings: QSettings, update: jax.Array, num_updates: int, steps_per_update: int) -> jax.Array:
+    """Epsilon at ``update`` (0-based) of ``num_updates`` of ``steps_per_update`` env steps each (per seed):
+    linear from eps_start to eps_finish over the first ``eps_decay_steps`` env steps (or, when that is 0, over
+    the first ``eps_decay`` of the run's updates), then constant."""
+    span = jnp.where(settings.eps_decay_steps > 0, settings.eps_decay_steps / steps_per_update,
+                     settings.eps_decay * num_updates)
+    frac = jnp.clip(update.astype(jnp.float32) / jnp.maximum(span, 1.0), 0.0, 1.0)
     return settings.eps_start + frac * (settings.eps_finish - settings.eps_start)
 
 
@@ -196,7 +198,8 @@ class QLearner:
 
     def epsilon(self, update: jax.Array) -> jax.Array:
         """Epsilon of the rollout at ``update`` (``epsilon``)."""
-        return epsilon(self.settings, update, self.config.num_updates)
+        return epsilon(self.settings, update, self.config.num_updates,
+                       self.config.steps_per_update)
 
     def collect(self, state: QState, key) -> tuple[Runner, Transition]:
         """``rollout_len`` epsilon-greedy steps from ``state.runner``."""
