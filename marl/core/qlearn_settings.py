@@ -14,7 +14,7 @@ import dataclasses
 from marl.core.settings import MAX_COUNT, AlgoSettings, setting
 
 MAX_WIDTH = 16_384
-MAX_STEPS = 10**12  # bound on eps_decay_steps: beyond any run's env steps, and exact in float32 ratios
+MAX_STEPS = 2**31 - 1  # bound on eps_decay_steps: an int32 (a scalar key may become a traced value)
 
 
 @dataclasses.dataclass(frozen=True)
