@@ -2,14 +2,15 @@
 
     python bench/learning.py --env smax:3m --total-steps 2e6 --name mappo_smax_3m [key=value ...]
 
-Writes bench/results/<name>.csv (training return/win per update and greedy evaluation per
+Writes bench/results/<name>.csv (or ``--results-dir``) (training return/win per update and greedy evaluation per
 checkpoint), <name>.png and <name>.json (``summary``: the final greedy figures per seed, with Wilson
 intervals over episodes for win rates, their mean with a t interval over seeds, and the first update's
 training figures, the near-uniform initial policy's), and prints the final greedy figures.
 ``--random-baseline`` also evaluates the
 uniform random legal policy on the same episodes (the same episode key: common random numbers), a
 "random policy" row per seed in the CSV and a line in the plot, and prints the final greedy return with
-a t-interval over seeds next to the random policy's.
+a t-interval over seeds next to the random policy's. ``--resume`` continues the run folder when it holds the same
+config (``marl.api.train(resume_if_exists=True)``; a finished one is only evaluated) instead of training afresh.
 """
 
 from __future__ import annotations
@@ -131,21 +132,25 @@ def main() -> None:
     p.add_argument("--runs-dir", default="runs/bench")
     p.add_argument("--random-baseline", action="store_true",
                    help="also evaluate the uniform random legal policy on the same episodes")
+    p.add_argument("--resume", action="store_true",
+                   help="continue the run folder if it holds this same config (a killed job restarts where it stopped) "
+                        "instead of training it afresh")
+    p.add_argument("--results-dir", default=str(ROOT / "results"), help="where the csv, png and json go")
     p.add_argument("overrides", nargs="*")
     a = p.parse_args()
     cfg = api.make_config(None, {"env": a.env, "total_steps": a.total_steps, **dict(split_override(o) for o in a.overrides)})
     run = Path(a.runs_dir) / a.name
-    if run.exists():
+    if run.exists() and not a.resume:
         shutil.rmtree(run)
-    api.train(cfg, run)
+    api.train(cfg, run, resume_if_exists=a.resume)
     parts = [training_curve(run), greedy_curve(run, a.episodes)]
     if a.random_baseline:
         rnd = random_baseline(run, a.episodes)
         steps = sorted(parts[1].env_steps.unique())
         parts.append(pd.concat([rnd.assign(env_steps=s) for s in steps], ignore_index=True))
     df = pd.concat(parts, ignore_index=True)
-    out = ROOT / "results"
-    out.mkdir(exist_ok=True)
+    out = Path(a.results_dir)
+    out.mkdir(parents=True, exist_ok=True)
     df.to_csv(out / f"{a.name}.csv", index=False)
     has_win = catalog.has_win(cfg.env)
     plot(df, f"{cfg.algo} {cfg.env}", out / f"{a.name}.png", has_win)

@@ -81,8 +81,19 @@ def test_greedy_and_epsilon_greedy_never_pick_an_unavailable_action():
 
 def test_epsilon_schedule_and_settings():
     s = QSettings(eps_start=1.0, eps_finish=0.1, eps_decay=0.5)
-    eps = [float(epsilon(s.eps_start, s.eps_finish, s.eps_decay, jnp.int32(u), 10)) for u in range(10)]
+    eps = [float(epsilon(s.eps_start, s.eps_finish, s.eps_decay, s.eps_decay_steps, jnp.int32(u), 10, 64))
+           for u in range(10)]
     np.testing.assert_allclose(eps[:6], [1.0, 0.82, 0.64, 0.46, 0.28, 0.1], atol=1e-6)
     assert eps[6:] == pytest.approx([0.1] * 4)
+    # in env steps: 320 steps = 5 updates of 64, whatever the run's length (the fraction is ignored)
+    s = QSettings(eps_start=1.0, eps_finish=0.1, eps_decay=0.5, eps_decay_steps=320)
+    for num_updates in (10, 1000):
+        eps = [float(epsilon(s.eps_start, s.eps_finish, s.eps_decay, s.eps_decay_steps, jnp.int32(u), num_updates, 64))
+               for u in range(8)]
+        np.testing.assert_allclose(eps, [1.0, 0.82, 0.64, 0.46, 0.28, 0.1, 0.1, 0.1], atol=1e-6)
+    with pytest.raises(ValueError, match=r"algo\.eps_decay_steps must be in \[0, "):
+        QSettings(eps_decay_steps=-1)
+    with pytest.raises(ValueError, match=r"algo\.eps_decay_steps must be int, got 0\.5"):
+        QSettings(eps_decay_steps=0.5)
     with pytest.raises(ValueError, match=r"algo\.q_lambda must be in \[0, 1\]"):
         QSettings(q_lambda=1.5)

@@ -52,6 +52,21 @@ def test_registry_declares_the_value_based_algorithms():
         tiny_config(algo="qmix").with_overrides(["algo.eps_finish=2"])
 
 
+def test_epsilon_decays_over_env_steps_whatever_the_run_length():
+    """algo.eps_decay_steps counts the seed's env steps (num_envs * rollout_len per update): two runs of other
+    lengths explore alike (the fraction eps_decay would decay the longer run's epsilon later); a bad value is
+    one line naming the key."""
+    base = tiny_config(algo="vdn")
+    decay = ["algo.eps_start=1", "algo.eps_finish=0.1", f"algo.eps_decay_steps={base.steps_per_update * 3}"]
+    curves = []
+    for updates in (4, 40):
+        cfg = base.with_overrides({"total_steps": base.steps_per_update * updates}).with_overrides(decay)
+        curves.append([float(Trainer(cfg).learner.epsilon(jnp.int32(u), hyper_of(cfg))) for u in range(4)])
+    np.testing.assert_allclose(curves, [[1.0, 0.7, 0.4, 0.1]] * 2, atol=1e-6)
+    with pytest.raises(UserError, match=r"^bad config: algo\.eps_decay_steps must be in \[0, .*got -5$"):
+        base.with_overrides(["algo.eps_decay_steps=-5"])
+
+
 @pytest.mark.parametrize("algo", ["qmix", "iql"])
 def test_targets_bootstrap_from_the_next_observation(algo):
     """With lambda = 0 the target of step t is r_t + gamma (1 - d_t) mix(max_a Q(o_{t+1}, a)), Q(o_{t+1}) from

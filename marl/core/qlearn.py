@@ -34,11 +34,13 @@ from marl.core.rollout import Runner, Transition, collect, reset_runner
 from marl.core.team import Team, team_step, team_unroll
 
 
-def epsilon(start, finish, decay, update: jax.Array, num_updates) -> jax.Array:
-    """Epsilon at ``update`` (0-based) of ``num_updates``: linear from ``start`` to ``finish`` over the first
-    ``decay`` of the run, then constant (``algo.eps_start``, ``eps_finish``, ``eps_decay``; any may be traced)."""
-    span = jnp.maximum(decay * num_updates, 1.0)
-    frac = jnp.clip(update.astype(jnp.float32) / span, 0.0, 1.0)
+def epsilon(start, finish, decay, decay_steps, update: jax.Array, num_updates, steps_per_update: int) -> jax.Array:
+    """Epsilon at ``update`` (0-based) of ``num_updates`` of ``steps_per_update`` env steps each (per seed):
+    linear from ``start`` to ``finish`` over the first ``decay_steps`` env steps (or, when that is 0, over the
+    first ``decay`` of the run's updates), then constant (``algo.eps_start``, ``eps_finish``,
+    ``eps_decay_steps``, ``eps_decay``; any but ``steps_per_update`` may be traced)."""
+    span = jnp.where(decay_steps > 0, decay_steps / steps_per_update, decay * num_updates)
+    frac = jnp.clip(update.astype(jnp.float32) / jnp.maximum(span, 1.0), 0.0, 1.0)
     return start + frac * (finish - start)
 
 
@@ -197,7 +199,8 @@ class QLearner:
     def epsilon(self, update: jax.Array, hyper: Hyper) -> jax.Array:
         """Epsilon of the rollout at ``update`` (``epsilon``, at ``hyper``'s schedule)."""
         h = hyper.setting
-        return epsilon(h("eps_start"), h("eps_finish"), h("eps_decay"), update, hyper.num_updates)
+        return epsilon(h("eps_start"), h("eps_finish"), h("eps_decay"), h("eps_decay_steps"), update,
+                       hyper.num_updates, self.config.steps_per_update)
 
     def collect(self, state: QState, key, hyper: Hyper) -> tuple[Runner, Transition]:
         """``rollout_len`` epsilon-greedy steps from ``state.runner``."""

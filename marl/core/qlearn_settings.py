@@ -14,6 +14,7 @@ import dataclasses
 from marl.core.settings import MAX_COUNT, AlgoSettings, setting
 
 MAX_WIDTH = 16_384
+MAX_STEPS = 2**31 - 1  # bound on eps_decay_steps: an int32 (a scalar key may become a traced value)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -26,16 +27,19 @@ class QSettings(AlgoSettings):
     q_lambda: float = 0.85  # lambda of the Q(lambda) returns (0: one-step TD; 1: Monte Carlo returns)
     eps_start: float = 1.0  # exploration: epsilon at the first update
     eps_finish: float = 0.05  # epsilon once the decay is over, to the end of the run
-    eps_decay: float = 0.1  # fraction of the run's updates over which epsilon falls linearly to eps_finish
+    eps_decay: float = 0.1  # fraction of the run's updates over which epsilon falls linearly (when eps_decay_steps = 0)
+    eps_decay_steps: int = 0  # env steps per seed over which epsilon falls linearly; 0: use the fraction eps_decay
     mixer_embed: int = setting(32, shape=True)  # QMIX: width of the mixing layer
     mixer_hidden: int = setting(64, shape=True)  # QMIX: hidden width of the hypernetworks
 
     def validate(self):
-        """Counts and widths in range; lambda and the epsilon schedule's values in [0, 1]."""
+        """Counts and widths in range; lambda and the epsilon schedule's values in [0, 1]; eps_decay_steps >= 0."""
         self.require(1 <= self.epochs <= 10_000, "epochs", "must be in [1, 10000]")
         self.require(1 <= self.minibatches <= MAX_COUNT, "minibatches", f"must be in [1, {MAX_COUNT}]")
         for key in ("q_lambda", "eps_start", "eps_finish", "eps_decay"):
             self.require(0.0 <= getattr(self, key) <= 1.0, key, "must be in [0, 1]")
+        self.require(0 <= self.eps_decay_steps <= MAX_STEPS, "eps_decay_steps",
+                     f"must be in [0, {MAX_STEPS}] env steps per seed (0: decay over the fraction eps_decay of the run)")
         for key in ("mixer_embed", "mixer_hidden"):
             self.require(1 <= getattr(self, key) <= MAX_WIDTH, key, f"must be in [1, {MAX_WIDTH}]")
 
