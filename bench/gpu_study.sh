@@ -15,9 +15,10 @@
 #   STAGES   the stages to run, in order (default "env train probes verdict"); one device call may run at most
 #            10 minutes: run "env train" in one call and "probes verdict" in the next (the machine stays warm
 #            between calls, and the run folders with it)
-#   TRAIN_S, PROBE_S, VERDICT_S   each stage's time limit in seconds (default 420, 240, 60: ~12 min in all,
+#   TRAIN_S, PROBE_S, VERDICT_S   each stage's time limit in seconds (full: 420, 240, 60, ~12 min in all,
 #            inside one 15-minute lease; budget from bench/results/throughput_gpu.md: 144M env steps of training
-#            are ~70 s at 2.07M env steps/s, so compiling and starting processes are the rest)
+#            are ~70 s at 2.07M env steps/s, so compiling and starting processes are the rest; short and tiny,
+#            the CPU's sizes: 7200, 7200, 600)
 #   JOBS     runs trained at once (default 4: their compiles overlap on the host's cores; XLA's memory
 #            preallocation is off unless XLA_PYTHON_CLIENT_PREALLOCATE says otherwise, so they share the GPU)
 #   COUNT    1 (default): each stage runs under bench/compile_count.py (XLA programs built, from JAX's own log,
@@ -35,6 +36,7 @@ STAGES=${STAGES:-env train probes verdict}
 RUNS=${RUNS:-runs/gpu_study}
 JOBS=${JOBS:-4}
 COUNT=${COUNT:-1}
+if [ "$PROFILE" = full ]; then limits=(420 240 60); else limits=(7200 7200 600); fi
 export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=${XLA_PYTHON_CLIENT_PREALLOCATE:-false}
 mkdir -p "$results" "$RUNS" || exit 2
 marl() { "$PY" -m marl_cli.main "$@"; }
@@ -98,12 +100,18 @@ for s in $STAGES; do
       echo "gpu_study: env ok ($(tail -1 "$results/env.txt"))" ;;
     train)  # every run of the plan, and nothing else (--only: no reports or probes)
       n=$(marl sweep "$sweep" --out "$RUNS" --dry-run | tail -1 | grep -o '^[0-9]*')
-      stage train "${TRAIN_S:-420}" "$PY" -m marl_cli.main sweep "$sweep" --out "$RUNS" --jobs "$JOBS" --quiet \
+      stage train "${TRAIN_S:-${limits[0]}}" "$PY" -m marl_cli.main sweep "$sweep" --out "$RUNS" --jobs "$JOBS" --quiet \
         --only "$(seq -s, 0 $((n - 1)))" ;;
     probes)  # done runs skipped: the training report, every probe job, the probe report
-      stage probes "${PROBE_S:-240}" "$PY" -m marl_cli.main sweep "$sweep" --out "$RUNS" --jobs "$JOBS" --quiet ;;
+      counts=$(status_counts); r=$(echo "$counts" | grep -o '^[0-9]* of [0-9]*')
+      if [ "${r%% of *}" != "${r##* of }" ]; then  # training cut short: its stage resumes it, not this one
+        echo "gpu_study: probes not started: $counts (run the train stage again: it resumes)"
+        printf '| probes | - | not started | - | %s | - | - | - | %s |\n' "$r" "$(date -u +%H:%M:%S)" >> "$results/stages.md"
+        exit 3
+      fi
+      stage probes "${PROBE_S:-${limits[1]}}" "$PY" -m marl_cli.main sweep "$sweep" --out "$RUNS" --jobs "$JOBS" --quiet ;;
     verdict)  # the analysis plan read once over the study's own probe jobs
-      stage verdict "${VERDICT_S:-60}" "$PY" -m marl_cli.main study "$study" --out "$RUNS" --verdict
+      stage verdict "${VERDICT_S:-${limits[2]}}" "$PY" -m marl_cli.main study "$study" --out "$RUNS" --verdict
       for f in verdict.md summary.md summary.json; do
         [ -f "$RUNS/summary/$f" ] && cp "$RUNS/summary/$f" "$results/$f"
       done ;;

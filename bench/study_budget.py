@@ -102,8 +102,7 @@ def main(argv=None) -> int:
     try:
         print(write(a.folder, a.study, a.profile, a.seeds, a.maps, a.units))
     except ValueError as e:
-        print(f"study_budget: {e}", file=sys.stderr)
-        return 2
+        p.error(str(e))  # one line, exit 2
     return 0
 
 
