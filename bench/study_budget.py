@@ -25,7 +25,7 @@ MILLION = 1_000_000
 # training shapes and units (updates per 1M env steps of the declared budgets) and probe sizes per profile
 SMALL_NET = {"num_envs": 8, "rollout_len": 16, "epochs": 1, "minibatches": 2, "network": {"hidden": 16, "critic_hidden": 16}}
 PROFILES = {
-    "tiny": {"train": {**SMALL_NET, "updates_per_chunk": 1}, "units": 1,
+    "tiny": {"train": {**SMALL_NET, "updates_per_chunk": 2}, "units": 2,  # S: tests/conftest.py's tiny_run
              "probe": {"alphas": 3, "episodes": 2, "boot": 2, "team_episodes": 2, "max_perms": 2}},
     "short": {"train": {**SMALL_NET, "updates_per_chunk": 2}, "units": 2,
               "probe": {"alphas": 5, "episodes": 8, "boot": 200, "team_episodes": 8, "max_perms": 4}},

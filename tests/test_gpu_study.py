@@ -55,7 +55,7 @@ def test_the_scaled_study_keeps_the_structure_and_equal_budgets():
     tiny = study_budget.scaled_sweep(declared, "tiny", seeds=2)
     assert tiny["envs"] == declared["envs"] and tiny["pairs"] == declared["pairs"]
     steps = {h: tiny["history"].get(h, tiny["config"])["total_steps"] for h in tiny["histories"]}
-    assert steps["shared"] + steps["continued"] == steps["happo"] == 3 * 128 and tiny["config"]["num_seeds"] == 2
+    assert steps["shared"] + steps["continued"] == steps["happo"] == 3 * 256 and tiny["config"]["num_seeds"] == 2
     assert declared["config"]["total_steps"] == 2_000_000  # the declared table itself is not changed
     assert study_budget.scaled_sweep(declared, "full") == declared
     with pytest.raises(ValueError, match="maps"):
