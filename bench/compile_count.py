@@ -117,6 +117,8 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("folder", help="where the logs, the fresh XLA cache and compiles.{json,md} go")
     p.add_argument("--min-secs", type=float, default=1.0, help="the headline counts programs built in >= this (1 s)")
+    p.add_argument("--match", help="count only the processes whose command line contains this text (e.g. smax-3m/: "
+                                   "one map's trainers)")
     p.add_argument("--keep-cache", action="store_true",
                    help="use the environment's persistent compile cache instead of a fresh one (its hits are not built)")
     a = p.parse_args(args)
@@ -130,11 +132,13 @@ def main(argv=None) -> int:
         t0 = time.time()
         rc = subprocess.call(command, env=hooked_env(folder, fresh_cache=not a.keep_cache))
         wall = time.time() - t0
-    s = summarize(read_events(folder), a.min_secs)
+    events = [e for e in read_events(folder) if a.match is None or a.match in " ".join(map(str, e.get("argv", [])))]
+    s = summarize(events, a.min_secs)
     s.update(command=" ".join(command), wall_s=wall, rc=rc)
-    (folder / "compiles.json").write_text(json.dumps(s, indent=1))
     text = markdown(s, s["command"], wall)
-    (folder / "compiles.md").write_text(text)
+    if a.match is None:  # the folder's own summary; a --match view is printed only
+        (folder / "compiles.json").write_text(json.dumps(s, indent=1))
+        (folder / "compiles.md").write_text(text)
     print(text)
     return rc or 0
 
