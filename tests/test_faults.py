@@ -388,7 +388,7 @@ def test_chunk_guard_drops_the_nonfinite_update_and_freezes_the_seed(tiny_cfg):
     for x, z in zip(jax.tree.leaves(got.replace(update=bad.update)), jax.tree.leaves(bad)):
         np.testing.assert_array_equal(np.asarray(x)[1], np.asarray(z)[1])
     # a seed frozen on entry only advances its counter
-    again, m2 = chunk(copy(got), jnp.array([False, True]))
+    again, m2 = chunk(copy(got), seed_hypers(cfg), jnp.array([False, True]))
     assert np.asarray(m2[NONFINITE]).sum() == 0 and np.asarray(again.update).tolist() == [4, 4]
 
 

@@ -110,9 +110,12 @@ def test_a_checkpoint_written_before_hyperparameters_were_data_resumes(tmp_path)
     assert set(meta["digest"]["sha256"]) == set(recorded["sha256"])  # the same state structure, optimiser included
     if fingerprint.comparable(recorded["host"], fingerprint.fingerprint()):
         assert meta["digest"]["sha256"] == recorded["sha256"]
+    # the logged metrics: the same to float tolerance (a loss is a reduction, whose order XLA's fusion may
+    # change by a last bit: value_loss 7.265708 against 7.265709 was seen, the arrays above being bit for bit)
     got = metrics_log.metric_rows(run / layout.METRICS_FILE)
+    assert [r["update"] for r in got] == [1, 2, 3, 4]
     for old, new in zip(rows[2:], got[2:]):
-        assert {k: v for k, v in old.items() if k not in ("time", "chunk_s")} == \
-            {k: v for k, v in new.items() if k not in ("time", "chunk_s")}
+        for k in set(old) - {"time", "chunk_s"}:
+            np.testing.assert_allclose(new[k], old[k], rtol=1e-6, atol=1e-6, err_msg=k)
     api.resume(run, overrides={"total_steps": 6 * U})  # the same program: no new compile
     assert layout.steps(run) == [2, 4, 6] and layout.load_config(run).num_updates == 6

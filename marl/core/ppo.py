@@ -48,11 +48,13 @@ def gae(rewards, values, dones, last_value, gamma: float, lam: float):
     """
     not_done = 1.0 - dones.astype(jnp.float32)
     next_values = jnp.concatenate([values[1:], last_value[None]], axis=0)
-    deltas = rewards + gamma * next_values * not_done - values
+    # the scalars multiply last: XLA rewrites (c * a) * b as (a * b) * c for a constant c, so written this way a
+    # traced gamma (marl.core.hyper) gives the bits a constant one does
+    deltas = rewards + next_values * not_done * gamma - values
 
     def back(carry, xs):
         delta, nd = xs
-        carry = delta + gamma * lam * nd * carry
+        carry = delta + nd * carry * (gamma * lam)
         return carry, carry
 
     _, adv = jax.lax.scan(back, jnp.zeros_like(last_value), (deltas, not_done), reverse=True)
@@ -85,10 +87,12 @@ def clipped_surrogate(logp, old_logp, adv, clip_eps: float, mask, factor=1.0, ax
 def value_loss(values, old_values, targets, clip_eps, mask):
     """Clipped value loss 0.5 * max((v - t)^2, (v_old + clip(v - v_old) - t)^2); clip_eps 0 = unclipped
     (``clip_eps`` may be traced: the choice is a ``jnp.where``)."""
-    err = (values - targets) ** 2
-    clipped = old_values + jnp.clip(values - old_values, -clip_eps, clip_eps)
-    # unclipped: max(err, err), which is err, and its gradient err's (half through each side, exactly)
-    err = jnp.maximum(err, jnp.where(clip_eps > 0, (clipped - targets) ** 2, err))
+    # clip_eps may be traced: 0 clips at infinity (the choice is made on the scalar, so for clip_eps > 0 the
+    # arrays see exactly the operations of a constant clip; at 0 the loss is the unclipped one up to the
+    # rounding of old + (v - old))
+    bound = jnp.where(clip_eps > 0, clip_eps, jnp.inf)
+    clipped = old_values + jnp.clip(values - old_values, -bound, bound)
+    err = jnp.maximum((values - targets) ** 2, (clipped - targets) ** 2)
     return 0.5 * masked_mean(err, mask)
 
 

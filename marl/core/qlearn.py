@@ -66,7 +66,7 @@ def q_lambda_returns(rewards: jax.Array, dones: jax.Array, next_max: jax.Array, 
 
     def back(g_next, xs):
         r, nd, v = xs
-        g = r + gamma * nd * ((1.0 - lam) * v + lam * g_next)
+        g = r + nd * ((1.0 - lam) * v + lam * g_next) * gamma  # the scalar last, as in ppo.gae
         return g, g
 
     _, returns = jax.lax.scan(back, next_max[-1], (rewards, not_done, next_max), reverse=True)

@@ -18,9 +18,11 @@ Declaring them::
 
 Two kinds of key (issue 54, hyperparameters as data): a key declared with ``setting(default, shape=True)``
 changes array shapes or the compiled program (loop counts, network widths, which branch is traced), so it
-stays a Python constant; every other key is a *scalar* the update reads as a number, which may later become
-a traced per-seed value (an algorithm must not branch on a scalar key in Python: ``jnp.where`` it instead).
-``shape_keys()`` / ``scalar_keys()`` tell them apart. A bool or str key that picks a code path is a shape key.
+stays a Python constant and is part of the program key (``marl.core.hyper.program_key``); every other key is a
+*scalar*, a traced per-seed value the update reads as ``hyper.setting(KEY)`` (``marl.core.hyper.hyper_of``;
+float32, int32 for an int), so runs that differ only in scalars share one compiled program (an algorithm must
+not branch on a scalar key in Python: ``jnp.where`` it instead). ``shape_keys()`` / ``scalar_keys()`` tell them
+apart. A bool or str key that picks a code path is a shape key (a str scalar key is refused by ``hyper_of``).
 
 Validation: int, float, bool and str fields are type-checked and floats must be finite; ``validate`` adds the
 algorithm's own rules with ``require``. A bad value is a ``SettingError`` (a ``UserError`` and a ``ValueError``)
