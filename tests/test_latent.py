@@ -214,8 +214,7 @@ def test_latent_run_warm_starts_from_a_plain_run(tiny_mpe_run):
     plain = layout.load_config(src)
     assert plain.num_latents == 0 and plain.network == NetworkConfig(**NET)  # GRU actor, no latent input
     # the new run's latent scale is its own (the source has no latent): 10 here, the source's 1
-    cfg = tiny_config(rollout_len=plain.rollout_len,
-                      network=NetworkConfig(**NET, latent_dim=4, recurrent=True, latent_scale=10.0))
+    cfg = tiny_config(network=NetworkConfig(**NET, latent_dim=4, recurrent=True, latent_scale=10.0))
     t = Trainer(cfg)
     state, parent = warm_start(t, t.init_seeds(seed_keys(cfg)), str(src))
     loaded = load_state(src)
