@@ -136,6 +136,23 @@ def tiny_mpe_run(tmp_path_factory):
     return cached_run(tmp_path_factory, tiny_config(env="mpe:simple_spread", total_steps=8 * 16 * 2), "tiny_mpe")
 
 
+# -- one tiny config per purpose (suite-runs, session 26) ---------------------------------------------------
+def tiny_lbf_config() -> TrainConfig:
+    """The tiny Jumanji (LBF) runs' config: 2 seeds, 4 updates of 64-step rollouts (every update ends episodes,
+    which last at most 50 steps). ``marl train`` in tests/test_jumanji.py and the notebook's run in
+    tests/test_notebooks.py (the run cache) train it: one set of compiled programs."""
+    return tiny_config(env="jumanji:lbf_6x6:2", num_seeds=2, rollout_len=64, total_steps=8 * 64 * 4)
+
+
+def tiny_latent_config(**kw) -> TrainConfig:
+    """The tiny latent-conditioned (best-of-K) runs' config: mpe:simple_spread, K = 4 latents of 4 dimensions,
+    feed-forward actors, 26-step rollouts, 4 updates (``kw`` overrides). tests/test_latent.py's resume test and
+    tests/test_entity_runs.py's MLP run (the run cache) train the default one."""
+    base = dict(env="mpe:simple_spread", rollout_len=26, total_steps=8 * 26 * 4, num_latents=4,
+                network=NetworkConfig(hidden=16, critic_hidden=16, latent_dim=4, recurrent=False))
+    return tiny_config(**{**base, **kw})
+
+
 # -- two workers that finish together, and a quick loop -----------------------------------------------------
 # xdist's loadfile hands out whole files in collection order (by default, the files with most tests first),
 # so a file of a few long tests collected late kept one worker busy long after the other had finished. Here

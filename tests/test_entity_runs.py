@@ -14,7 +14,7 @@ from envs.entities import layouts_of
 from marl.core.config import NetworkConfig, TrainConfig
 from marl.core.networks import make_actor
 from marl.core.team import Team, check_compatible, resize, team_step
-from tests.conftest import cached_run
+from tests.conftest import cached_run, tiny_latent_config
 
 ENTITY = dict(kind="entity", agent_id=False, hidden=16, critic_hidden=16)
 
@@ -114,12 +114,13 @@ def test_search_at_a_second_size(entity_run, tmp_path):
     assert (tmp_path / "o" / "summary.json").exists()
 
 
-def test_cli_refuses_other_sizes_of_mlp_runs_other_families_and_small_budgets(entity_run, tmp_path, capsys):
+def test_cli_refuses_other_sizes_of_mlp_runs_other_families_and_small_budgets(entity_run, tmp_path, tmp_path_factory,
+                                                                           capsys):
     from marl_cli.main import main
-    from marl.runs.loop import train_run
+    from marl.runs import layout
 
-    mlp = train_run(_cfg(total_steps=8 * 26, network=NetworkConfig(hidden=16, critic_hidden=16, recurrent=False,
-                                                                     latent_dim=2)), tmp_path / "mlp", progress=False)
+    mlp = cached_run(tmp_path_factory, tiny_latent_config(), "mlp")  # a latent MLP run on mpe:simple_spread:3
+    assert layout.load_config(mlp).network.kind == "mlp" and layout.load_config(mlp).num_latents > 0
     cases = [
         ([str(mlp), "--env", "mpe:simple_spread:8"], "network.kind=mlp actor, which reads a fixed-size observation"),
         ([str(entity_run), "--env", "smax:3m"], "another scenario family"),

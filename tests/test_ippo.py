@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from marl_cli.main import main
-from marl.core.hyper import hyper_of, seed_hypers
+from marl.core.hyper import hyper_of
 from marl.core.config import NetworkConfig
 from marl.core.networks import ObsCritic, init_critic, make_critic
 from marl.core.trainer import Trainer, critic_kind, seed_keys
@@ -20,7 +20,7 @@ from marl.runs import layout
 from marl.runs.loader import load_state, load_team
 from marl.runs.loop import train_run
 from marl.runs.metrics_log import TIMING_KEYS
-from tests.conftest import tiny_config
+from tests.conftest import cached_run, tiny_config
 
 
 def np_obs_critic(params, obs, t, max_steps):
@@ -94,15 +94,24 @@ def test_ippo_values_come_from_the_observations_not_the_state(env):
     np.testing.assert_array_equal(np.asarray(b3.values[..., 1:]), np.asarray(batch.values[..., 1:]))
 
 
+def _ippo_config(env: str = "smax:3m", share: bool = True):
+    """The tiny IPPO runs' config (2 seeds, 4 updates in chunks of 2)."""
+    return tiny_config(env=env, algo="ippo", share_actor=share, num_seeds=2)
+
+
 @pytest.mark.parametrize("env,share", [("smax:3m", True), ("mpe:simple_spread", False)])
-def test_ippo_trains_a_few_updates(env, share):
-    cfg = tiny_config(env=env, algo="ippo", share_actor=share, num_seeds=2)
+def test_ippo_trains_a_few_updates(env, share, tmp_path_factory):
+    """A tiny IPPO run (conftest's run cache: trained once per machine, the smax one shared with the resume test)."""
+    cfg = _ippo_config(env, share)
+    run = cached_run(tmp_path_factory, cfg, "ippo")
     tr = Trainer(cfg)
     state0 = jax.vmap(tr.init)(seed_keys(cfg))
-    state, metrics = jax.jit(jax.vmap(lambda k, h: tr.train(k, h, cfg.num_updates)))(seed_keys(cfg), seed_hypers(cfg))
+    state = load_state(str(run)).state
+    rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    metrics = {k: np.array([r[k] for r in rows], dtype=float).T for k in ("actor_loss", "value_loss", "entropy")}
     chex.assert_shape(metrics["value_loss"], (2, cfg.num_updates))
-    chex.assert_tree_all_finite({k: metrics[k] for k in ("actor_loss", "value_loss", "entropy")})  # return is
-    # nan for an update in which no episode ended (MPE's 26-step episodes, 16-step rollouts)
+    chex.assert_tree_all_finite(metrics)  # return is nan for an update in which no episode ended (MPE's 26-step
+    # episodes, 16-step rollouts)
     assert np.asarray(state.update).tolist() == [cfg.num_updates] * 2
     # actor and critic both moved; the actor stack has N rows with separate actors, none when shared
     for a, b in ((state0.actor_params, state.actor_params), (state0.critic_params, state.critic_params)):
@@ -111,10 +120,12 @@ def test_ippo_trains_a_few_updates(env, share):
     assert all(rows) == (not share)
 
 
-def test_ippo_checkpoint_records_the_algorithm_and_resume_is_bitwise(tmp_path):
-    cfg = tiny_config(algo="ippo", num_seeds=2)
-    cfg = cfg.with_overrides({"total_steps": cfg.steps_per_update * 6, "updates_per_chunk": 2})
-    full = train_run(cfg, tmp_path / "full", progress=False)
+def test_ippo_checkpoint_records_the_algorithm_and_resume_is_bitwise(tmp_path, tmp_path_factory):
+    """A run stopped after its first chunk and resumed equals the unbroken run bit for bit (the unbroken one from
+    the run cache: a real training of the same config)."""
+    cfg = _ippo_config()
+    full = cached_run(tmp_path_factory, cfg, "ippo")
+    assert cfg.num_updates == 2 * cfg.updates_per_chunk  # stopped after 1 of 2 chunks
     part = train_run(cfg, tmp_path / "part", progress=False, stop_after_chunks=1)
     assert layout.steps(part) == [2]
     train_run(cfg, part, resume=True, progress=False)

@@ -53,7 +53,7 @@ def _rollout(env, steps, key, logits=None):
         ts2, st2 = env.step(k2, st, act)
         return (ts2, st2), (ts.avail, act, ts2)
 
-    ts, st = env.reset(key)
+    ts, st = jax.jit(env.reset)(key)
     _, out = jax.jit(lambda c: jax.lax.scan(body, c, jax.random.split(jax.random.fold_in(key, 1), steps)))((ts, st))
     return out
 
@@ -73,18 +73,20 @@ def test_masked_sampling_never_takes_an_invalid_action(name, favoured, logits, s
 
 
 def test_rewards_are_jumanjis_own():
+    # each function compiled once (op-by-op dispatch of a jumanji step compiles every op: seconds a call)
     env = envs.make("jumanji:lbf_6x6")
-    _, state = env.reset(jax.random.PRNGKey(0))
+    _, state = jax.jit(env.reset)(jax.random.PRNGKey(0))
+    step, ref_step = jax.jit(env.step), jax.jit(env.inner.step)
     for t in range(20):
         act = jax.random.randint(jax.random.PRNGKey(t), (2,), 0, 6)
-        _, ref = env.inner.step(state.inner, act)
-        ts, state = env.step(jax.random.PRNGKey(100 + t), state, act)
+        _, ref = ref_step(state.inner, act)
+        ts, state = step(jax.random.PRNGKey(100 + t), state, act)
         np.testing.assert_allclose(ts.rewards, ref.reward, rtol=1e-6)
         np.testing.assert_allclose(ts.reward, float(np.sum(ref.reward)), rtol=1e-6)
     rw = envs.make("jumanji:rware_small")
-    _, state = rw.reset(jax.random.PRNGKey(0))
-    _, ref = rw.inner.step(state.inner, jnp.array([1, 2]))
-    ts, _ = rw.step(jax.random.PRNGKey(1), state, jnp.array([1, 2]))
+    _, state = jax.jit(rw.reset)(jax.random.PRNGKey(0))
+    _, ref = jax.jit(rw.inner.step)(state.inner, jnp.array([1, 2]))
+    ts, _ = jax.jit(rw.step)(jax.random.PRNGKey(1), state, jnp.array([1, 2]))
     np.testing.assert_allclose(ts.rewards, [float(ref.reward)] * 2) and np.testing.assert_allclose(ts.reward, float(ref.reward))
     np.testing.assert_array_equal(ts.obs, np.asarray(ref.observation.agents_view, np.float32).reshape(2, -1))
 
@@ -93,14 +95,15 @@ def test_time_limit_auto_reset_and_episode_info():
     """No-ops never eat: the episode lasts the time limit, ends with done, the obs is the next episode's
     first (step 0, from the step's key) and the info describes the one that ended."""
     env = envs.make("jumanji:lbf_6x6")
-    ts, state = env.reset(jax.random.PRNGKey(0))
+    reset = jax.jit(env.reset)
+    ts, state = reset(jax.random.PRNGKey(0))
     step = jax.jit(env.step)
     for t in range(50):
         ts, state = step(jax.random.PRNGKey(t), state, jnp.zeros((2,), jnp.int32))
         assert bool(ts.done) == (t == 49)
     assert int(ts.info.episode_length) == 50 and float(ts.info.episode_return) == 0.0 and not bool(ts.info.won)
     assert int(ts.episode_step) == 0 and int(state.episode_length) == 0 and int(state.inner.step_count) == 0
-    fresh, _ = env.reset(jax.random.PRNGKey(49))
+    fresh, _ = reset(jax.random.PRNGKey(49))
     np.testing.assert_array_equal(ts.obs, fresh.obs)
 
 
@@ -138,8 +141,8 @@ def test_names_and_errors(capsys):
     with pytest.raises(UserError, match="has 8 shelves .* at most 7 agents"):
         envs.make("jumanji:rware_small:8")
     rw7 = envs.make("jumanji:rware_small:7")
-    _, s7 = rw7.reset(jax.random.PRNGKey(0))
-    assert rw7.step(jax.random.PRNGKey(1), s7, jnp.zeros((7,), jnp.int32))[0].obs.shape == (7, 66)
+    _, s7 = jax.jit(rw7.reset)(jax.random.PRNGKey(0))
+    assert jax.jit(rw7.step)(jax.random.PRNGKey(1), s7, jnp.zeros((7,), jnp.int32))[0].obs.shape == (7, 66)
     with pytest.raises(UserError, match="bad team size"):
         envs.make("jumanji:lbf:x")
     # every jumanji scenario reads as entity sets now (tests/test_jumanji_entity.py): an entity team is accepted
@@ -150,11 +153,16 @@ def test_names_and_errors(capsys):
 
 def test_tiny_train_and_render(tmp_path, capsys):
     run = tmp_path / "lbf"
-    # 64-step rollouts: every update sees finished episodes (at most 50 steps), so its return is a number
+    # 64-step rollouts: every update sees finished episodes (at most 50 steps), so its return is a number; the
+    # config of tests/test_notebooks.py's LBF run (the same compiled programs: XLA's persistent cache)
     argv = ["train", "--env", "jumanji:lbf_6x6:2", "--total-steps", str(8 * 64 * 4), "--out", str(run), "--quiet",
             "num_envs=8", "rollout_len=64", "updates_per_chunk=2", "epochs=1", "minibatches=2", "network.hidden=16",
-            "network.critic_hidden=16"]
+            "network.critic_hidden=16", "num_seeds=2"]
     assert main(argv) == 0
+    from marl.runs.layout import load_config
+    from tests.conftest import tiny_lbf_config
+
+    assert load_config(run) == tiny_lbf_config()
     from marl.runs.metrics_log import read_metrics
 
     rows = read_metrics(run)

@@ -69,7 +69,7 @@ def test_rware_layout_is_the_whole_local_view_at_every_size(n):
     obs_l, state_l = layouts_of(env)
     assert obs_l.self_dim == obs_l.size == env.spec.obs_dim == 66 and obs_l.groups == ()
     assert state_l.counts == {"agents": n} and state_l.dims == {"agents": 66}
-    ts, _ = env.reset(jax.random.PRNGKey(0))
+    ts, _ = jax.jit(env.reset)(jax.random.PRNGKey(0))
     own, _ = obs_l.split(ts.obs)
     np.testing.assert_array_equal(np.asarray(own), np.asarray(ts.obs))
 
@@ -81,13 +81,13 @@ def test_one_entity_actor_acts_at_every_team_size(scenario, sizes):
     net = NetworkConfig(kind="entity", agent_id=False, hidden=16, critic_hidden=16, recurrent=False)
     small = envs.make(f"jumanji:{scenario}:{sizes[0]}")
     actor = make_actor(small.spec, net)
-    ts, _ = small.reset(jax.random.PRNGKey(0))
+    ts, _ = jax.jit(small.reset)(jax.random.PRNGKey(0))
     params = actor.init(jax.random.PRNGKey(1), jnp.zeros((small.spec.num_agents, 16)), ts.obs,
                         jnp.zeros((), bool), method="step")
     team = Team(params=tile(params, sizes[0]), spec=small.spec, network=net, shared=True)
     big_env = envs.make(f"jumanji:{scenario}:{sizes[1]}")
     big = resize(team, big_env.spec)
-    bts, _ = big_env.reset(jax.random.PRNGKey(2))
+    bts, _ = jax.jit(big_env.reset)(jax.random.PRNGKey(2))
     carry = jnp.zeros((sizes[1], 16))
     _, logits = team_step(big_env.spec, net, big.params, carry, bts.obs, jnp.zeros((), bool), None)
     assert logits.shape == (sizes[1], big_env.spec.num_actions) and np.isfinite(np.asarray(logits)).all()

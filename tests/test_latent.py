@@ -18,16 +18,12 @@ from marl.core.rollout import Continuous
 from marl.core.team import Team, team_step, tile
 from marl.core.ppo_family import PPOLearner
 from marl.core.trainer import Trainer
+from tests.conftest import cached_run, tiny_latent_config
 
 NET = dict(hidden=16, critic_hidden=16)
 
 
-def tiny_config(**kw):
-    base = dict(env="mpe:simple_spread", num_envs=8, rollout_len=26, total_steps=8 * 26 * 4, updates_per_chunk=2,
-                epochs=1, minibatches=2, num_latents=4,
-                network=NetworkConfig(**NET, latent_dim=4, recurrent=False))
-    base.update(kw)
-    return TrainConfig.from_dict(dict(**base))
+tiny_config = tiny_latent_config  # mpe:simple_spread, K = 4 latents of 4 dimensions, feed-forward actors
 
 
 @pytest.mark.parametrize("recurrent", [False, True])
@@ -184,7 +180,9 @@ def test_fresh_runner_is_episode_synchronous(trainer):
     assert np.all(np.asarray(r.ts.done)) and np.all(np.asarray(r.carry) == 0)
 
 
-def test_trainer_selects_latent_training_and_resumes_exactly(tmp_path):
+def test_trainer_selects_latent_training_and_resumes_exactly(tmp_path, tmp_path_factory):
+    """A stopped and resumed latent run equals the unbroken one (the run cache's: a real training of the same
+    config, shared with tests/test_entity_runs.py) bit for bit."""
     from marl.runs.loader import load_state
     from marl.runs.loop import train_run
     from marl.core.trainer import Trainer
@@ -192,7 +190,7 @@ def test_trainer_selects_latent_training_and_resumes_exactly(tmp_path):
     cfg = tiny_config()
     assert isinstance(Trainer(cfg).rollout, BestOfK)
     assert isinstance(Trainer(tiny_config(num_latents=0)).rollout, Continuous)
-    full = train_run(cfg, tmp_path / "full", progress=False)
+    full = cached_run(tmp_path_factory, cfg, "latent")
     part = train_run(cfg, tmp_path / "part", progress=False, stop_after_chunks=1)
     train_run(cfg, part, resume=True, progress=False)
     loaded = load_state(full)
@@ -205,16 +203,19 @@ def test_trainer_selects_latent_training_and_resumes_exactly(tmp_path):
     assert len(lines) == 4 and all('"episodes": [8.0]' in ln for ln in lines)  # one scored episode per env
 
 
-def test_latent_run_warm_starts_from_a_plain_run(tmp_path):
-    """COMPASS starts from a trained policy: --init-from a run without latents keeps z's weights at 0."""
+def test_latent_run_warm_starts_from_a_plain_run(tiny_mpe_run):
+    """COMPASS starts from a trained policy: --init-from a run without latents (the session's tiny MPE run: GRU
+    actor, no latent) keeps z's weights at 0."""
+    from marl.runs import layout
     from marl.runs.loader import load_state
-    from marl.runs.loop import train_run, warm_start
+    from marl.runs.loop import warm_start
     from marl.core.trainer import seed_keys
 
-    plain_cfg = tiny_config(num_latents=0, total_steps=8 * 26, network=NetworkConfig(**NET, recurrent=False))
-    src = train_run(plain_cfg, tmp_path / "plain", progress=False)
+    src = tiny_mpe_run
+    plain = layout.load_config(src)
+    assert plain.num_latents == 0 and plain.network == NetworkConfig(**NET)  # GRU actor, no latent input
     # the new run's latent scale is its own (the source has no latent): 10 here, the source's 1
-    cfg = tiny_config(total_steps=8 * 26, network=NetworkConfig(**NET, latent_dim=4, recurrent=False, latent_scale=10.0))
+    cfg = tiny_config(network=NetworkConfig(**NET, latent_dim=4, recurrent=True, latent_scale=10.0))
     t = Trainer(cfg)
     state, parent = warm_start(t, t.init_seeds(seed_keys(cfg)), str(src))
     loaded = load_state(src)
@@ -225,8 +226,8 @@ def test_latent_run_warm_starts_from_a_plain_run(tmp_path):
     jax.tree.map(np.testing.assert_array_equal, s_src.actor_params["params"], p)
     jax.tree.map(np.testing.assert_array_equal, s_src.critic_params, state.critic_params)
     with pytest.raises(UserError, match="network config differs"):  # other shapes still refuse
-        warm_start(Trainer(tiny_config(network=NetworkConfig(hidden=8, critic_hidden=16, latent_dim=4,
-                                                                    recurrent=False))), state, str(src))
+        warm_start(Trainer(tiny_config(network=NetworkConfig(hidden=8, critic_hidden=16, latent_dim=4))), state,
+                   str(src))
 
 
 def test_best_of_k_normalises_advantages_over_all_samples():

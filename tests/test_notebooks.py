@@ -92,19 +92,17 @@ def test_checkpoint_notebook_evaluates_without_saved_outcomes_mpe(tiny_mpe_run, 
     assert images(nb) == 2
 
 
-def test_checkpoint_notebook_on_a_jumanji_run(tmp_path, monkeypatch):
+def test_checkpoint_notebook_on_a_jumanji_run(tmp_path_factory, monkeypatch):
     """In a Jupyter kernel (where ``import jumanji`` would run ``%matplotlib ipympl``, which fails without
     ipympl) the notebook opens an LBF run and reads its saved outcomes: a win rate of 0.75 at both kept
     checkpoints is said to be the same win rate, never "no episode was won" (the notebook once said so)."""
     import numpy as np
 
-    from tests.conftest import tiny_config
+    from tests.conftest import cached_run, tiny_lbf_config
     from marl.analysis.run_eval import outcomes_path, write_outcomes
-    from marl.runs.loop import train_run
 
-    run = tmp_path / "lbf"  # 64-step rollouts: every update ends episodes (at most 50 steps)
-    cfg = tiny_config(env="jumanji:lbf_6x6:2", num_seeds=2, rollout_len=64, total_steps=8 * 64 * 4)
-    train_run(cfg, run, progress=False)
+    cfg = tiny_lbf_config()  # 64-step rollouts: every update ends episodes (at most 50 steps)
+    run = cached_run(tmp_path_factory, cfg, "lbf")  # a copy: its outcomes are written below
     won = np.tile(np.array([True, True, True, False]), (2, 2, 1))  # [step, seed, episode]
     write_outcomes(outcomes_path(run, True), {
         "steps": np.array([2, 4]), "env_steps": np.array([2, 4]) * cfg.steps_per_update, "seeds": np.arange(2),

@@ -18,6 +18,7 @@ from marl.runs.loop import train_run
 from marl.runs.metrics_log import TIMING_KEYS
 from marl.core.hyper import seed_hypers
 from marl.core.trainer import Trainer, seed_keys
+from tests.conftest import tiny_run_config
 
 
 def test_rollout_actions_are_always_available(tiny_cfg):
@@ -112,16 +113,18 @@ def test_metrics_log_and_folder_rule(tmp_path, tiny_run, tiny_cfg):
     assert lock.folder_state(tiny_run) == "done"  # None: the folder's own config
 
 
-def test_exact_resume_is_bitwise(tmp_path, tiny_cfg):
-    cfg = tiny_cfg.with_overrides({"total_steps": tiny_cfg.steps_per_update * 6, "updates_per_chunk": 2})
-    full = train_run(cfg, tmp_path / "full", progress=False)
+def test_exact_resume_is_bitwise(tmp_path, tiny_run):
+    """A run stopped after its first chunk and resumed equals the unbroken run of its config bit for bit (state and
+    log): the unbroken side is ``tiny_run`` (trained once per machine, conftest's run cache), the stopped one here."""
+    cfg = layout.load_config(tiny_run)
+    assert cfg == tiny_run_config() and cfg.num_updates == 2 * cfg.updates_per_chunk  # stopped after 1 of 2 chunks
     part = train_run(cfg, tmp_path / "part", progress=False, stop_after_chunks=1)
     assert layout.steps(part) == [2]
     train_run(cfg, part, resume=True, progress=False)
-    a, b = load_state(str(full)).state, load_state(str(part)).state
+    a, b = load_state(str(tiny_run)).state, load_state(str(part)).state
     for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
         np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
-    la = (full / "metrics.jsonl").read_text().splitlines()
+    la = (tiny_run / "metrics.jsonl").read_text().splitlines()
     lb = (part / "metrics.jsonl").read_text().splitlines()
     strip = lambda ls: [{k: v for k, v in json.loads(x).items() if k not in TIMING_KEYS} for x in ls]
     assert strip(la) == strip(lb)
