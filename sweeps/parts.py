@@ -120,11 +120,19 @@ def run_part(sweep: dict, env: str, root, max_jobs: int = 1, echo=print, probes:
     return jobs if probes else []
 
 
-def _train_seconds(run_out: Path) -> float:
-    """The run's training time from its log: each chunk's duration once (``metrics_log.train_seconds``)."""
-    from marl.runs.metrics_log import metric_rows, train_seconds
+def _train_s(rows: list[dict]) -> float:
+    """A record's ``train_s``: the log's training time, each chunk's duration once (``metrics_log.train_seconds``),
+    to 0.01 s as the log times chunks (a run whose programs another run compiled trains in hundredths)."""
+    from marl.runs.metrics_log import train_seconds
 
-    return train_seconds(metric_rows(Path(run_out) / "metrics.jsonl"))
+    return round(train_seconds(rows), 2)
+
+
+def _train_seconds(run_out: Path) -> float:
+    """The run's ``train_s`` from its folder's log."""
+    from marl.runs.metrics_log import metric_rows
+
+    return _train_s(metric_rows(Path(run_out) / "metrics.jsonl"))
 
 
 def export_part(sweep: dict, env: str, root, to, sweep_file: str = "") -> Path:
@@ -163,7 +171,7 @@ def export_part(sweep: dict, env: str, root, to, sweep_file: str = "") -> Path:
     pack(stage, runs_folder.with_name(runs_folder.name + ".npz"))
     shutil.rmtree(stage)
     record = {"env": env, "sweep": sweep_file, "commit": _commit(), "exported": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-              "runs": {r.name: {"train_s": round(_train_seconds(r.out), 1), "updates": r.config.num_updates,
+              "runs": {r.name: {"train_s": _train_seconds(r.out), "updates": r.config.num_updates,
                                 "seeds": r.config.num_seeds} for r in runs},
               "probe_jobs": len(jobs)}
     path = _record(to, env)
@@ -190,8 +198,6 @@ def retime(to) -> list[Path]:
     """Recompute ``train_s`` in every part record under ``to`` from the part's exported logs (each chunk once);
     records exported before this rule (they summed a chunk's duration over each of its rows) get a note.
     Returns the records changed."""
-    from marl.runs.metrics_log import train_seconds
-
     to = Path(to)
     changed = []
     for path in sorted((to / "parts").glob("*.json")):
@@ -201,8 +207,9 @@ def retime(to) -> list[Path]:
         if lost:  # a record is never rewritten from a log that is not there (it would read 0 s)
             raise UserError(f"{path}: {to / 'runs' / lost[0] / 'metrics.jsonl'} is missing; copy the part's runs in "
                             "again (python -m sweeps.parts export) before retime")
-        new = {k: round(train_seconds(rows), 1) for k, rows in logs.items()}
-        if any(rec["runs"][k]["train_s"] != v for k, v in new.items()):
+        new = {k: _train_s(rows) for k, rows in logs.items()}
+        # records exported to 0.1 s agree within its half-step; those of the old rule are off by whole chunks
+        if any(abs(rec["runs"][k]["train_s"] - v) > 0.05 + 1e-9 for k, v in new.items()):
             for k, v in new.items():
                 rec["runs"][k]["train_s"] = v
             rec["train_s_note"] = ("train_s recomputed from runs/<run>/metrics.jsonl (each chunk once: "
