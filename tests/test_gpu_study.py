@@ -60,6 +60,8 @@ def test_the_scaled_study_keeps_the_structure_and_equal_budgets():
     assert study_budget.scaled_sweep(declared, "full") == declared
     with pytest.raises(ValueError, match="maps"):
         study_budget.scaled_sweep(declared, "tiny", maps=["smax:3n"])
+    with pytest.raises(ValueError, match="units 0"):  # not silently the profile's units
+        study_budget.scaled_sweep(declared, "tiny", units=0)
 
 
 def test_compile_events_are_read_per_process_and_cache_hits_apart(tmp_path):
