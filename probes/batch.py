@@ -39,7 +39,7 @@ from marl_common.errors import UserError
 from marl_common.preflight import check_count
 from probes.align import align_team
 from probes.barrier import barrier_summary
-from probes.interpolate import alpha_grid, evaluate_parts
+from probes.interpolate import alpha_grid, check_same_ids, evaluate_parts
 from probes.pipeline import (_check_counts, _check_memory, _load_pair, probe_bytes, seat_id_warnings, write_barrier,
                              write_teams)
 from probes.team_probes import team_report, team_rows
@@ -132,9 +132,7 @@ def probe_pairs(jobs: list[PairJob], *, alphas=defaults.ALPHAS, episodes: int = 
     team0, env = pairs[0][0], pairs[0][2]
     for job, (team_a, team_b, *_rest) in zip(jobs, pairs):
         check_compatible(team0, team_a, f"teams of one probe batch ({_label(jobs[0])} and {_label(job)})")
-        if not np.array_equal(np.asarray(team_a.seat_ids), np.asarray(team_b.seat_ids)):
-            raise UserError(f"{_label(job)}: cannot interpolate teams whose rows carry different agent ids; "
-                            f"interpolate teams as trained")
+        check_same_ids(team_a, team_b, f"{_label(job)}: ")
     n, k = team0.num_agents, len(grid)
     rows = team_rows(n, max_perms) if any(j.teams for j in jobs) else {}
     row_idx = np.concatenate([r[0] for r in rows.values()]) if rows else np.zeros((0, n), np.int64)
