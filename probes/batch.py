@@ -40,8 +40,7 @@ from marl_common.preflight import check_count
 from probes.align import align_team
 from probes.barrier import barrier_summary
 from probes.interpolate import alpha_grid, check_same_ids, evaluate_parts
-from probes.pipeline import (_check_counts, _check_memory, _load_pair, probe_bytes, seat_id_warnings, write_barrier,
-                             write_teams)
+from probes.pipeline import _check_counts, _check_memory, _load_pair, probe_bytes, write_barrier, write_teams
 from probes.team_probes import team_report, team_rows
 
 BATCHED = ("barrier", "teams")  # the registered probes (probes/registry.py) a batch computes
@@ -217,5 +216,5 @@ def _write(job, pair, got, i, aligned, rows, grid, episodes, team_episodes, gree
             res[name] = jax.tree.map(lambda x, s=start, m=len(idx): x[s:s + m], got[(i, "teams")])
             start += len(idx)
         out["teams"] = write_teams(job.out, team_a, src_a, src_b, team_report(res, rows, has_win, boot), team_episodes,
-                                   greedy, eval_seed, seat_id_warnings(team_a, team_b, False), job.command)
+                                   greedy, eval_seed, [], job.command)  # no warning: moved rows keep trained ids
     return out
