@@ -82,15 +82,21 @@ def batch_count(entries: list[tuple[int, int, int]], per_episode: int, team_batc
                     f"(or a team_batch)")
 
 
+def check_batch_memory(memory, where: str = "batch_memory") -> None:
+    """Refuse (one line) a batch budget that is not None or a finite number of GiB >= 0 (checked where a sweep
+    is planned, before anything trains, and again by ``memory_budget``)."""
+    if memory is not None and (isinstance(memory, bool) or not isinstance(memory, (int, float)) or memory < 0
+                               or not math.isfinite(memory)):
+        raise UserError(f"{where} must be a number of GiB >= 0 (0: {defaults.BATCH_MEMORY_FRACTION:g} of the "
+                        f"memory available), got {memory!r}")
+
+
 def memory_budget(memory: float | None) -> int | None:
     """Bytes a batch may use: ``memory`` GiB, or (None or 0) ``defaults.BATCH_MEMORY_FRACTION`` of the memory
     available (``marl.runs.resources.available_memory``); None when that is unknown."""
     from marl.runs.resources import available_memory
 
-    if memory is not None and (isinstance(memory, bool) or not isinstance(memory, (int, float)) or memory < 0
-                               or not math.isfinite(memory)):
-        raise UserError(f"batch_memory must be a number of GiB >= 0 (0: {defaults.BATCH_MEMORY_FRACTION:g} of the "
-                        f"memory available), got {memory!r}")
+    check_batch_memory(memory)
     if memory:
         return int(memory * 2**30)
     avail = available_memory()
