@@ -33,6 +33,7 @@ def test_gpu_study_dry_run_on_cpu_cut_then_resumed(tmp_path):
     cut = subprocess.run(cmd, env={**env, "STAGES": "env train", "TRAIN_S": "1"}, capture_output=True, text=True,
                          timeout=300, cwd=ROOT)
     assert "env ok" in cut.stdout and "5 run(s)" in (results / "env.txt").read_text(), cut.stdout + cut.stderr
+    assert cut.returncode == 124 and "gpu_study done" not in cut.stdout  # the cut stage's status, not success
     assert _rows(results)[-1]["rc"] == 124 and "| train |" in (results / "stages.md").read_text()
     assert "124 (time limit)" in (results / "stages.md").read_text()
     full = subprocess.run(cmd, env={**env, "STAGES": "train probes verdict"}, capture_output=True, text=True,
