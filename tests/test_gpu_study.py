@@ -87,3 +87,4 @@ def test_compile_events_are_read_per_process_and_cache_hits_apart(tmp_path):
     assert env["PYTHONPATH"].split(os.pathsep) == [str(compile_count.HOOK), "/x"]
     assert env["JAX_COMPILATION_CACHE_DIR"] == str(tmp_path.resolve() / "xla_cache")
     assert "JAX_COMPILATION_CACHE_DIR" not in compile_count.hooked_env(tmp_path, {}, fresh_cache=False)
+    assert compile_count.main([str(tmp_path / "none")]) == 2 and not (tmp_path / "none").exists()  # nothing to read
