@@ -202,10 +202,10 @@ def test_a_bad_batch_memory_is_one_line_before_anything_runs(tmp_path, capsys):
         with pytest.raises(UserError, match=r"^batch_memory must be a number of GiB >= 0 \(0: 0.5 of the memory"):
             memory_budget(bad)
     assert memory_budget(1.5) == int(1.5 * 2**30)
-    for bad in ("-1.5", "nan", "inf"):
+    for bad in ("nan", "-1.5"):  # nan: the planner once let it through
         f = tmp_path / "s.toml"
         f.write_text(SWEEP.replace("BAD", bad))
         assert main(["sweep", str(f), "--out", str(tmp_path / "o"), "--dry-run"]) == 2
         err = capsys.readouterr().err
-        assert err.count("\n") == 1 and f"sweep [probe] (smax:3m): batch_memory must be a number of GiB >= 0" in err
+        assert err.count("\n") == 1 and "sweep [probe] (smax:3m): batch_memory must be a number of GiB >= 0" in err
         assert f"got {float(bad)!r}" in err and not (tmp_path / "o").exists()
