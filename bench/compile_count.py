@@ -124,6 +124,10 @@ def main(argv=None) -> int:
     a = p.parse_args(args)
     folder = Path(a.folder)
     wall = rc = None
+    if not command and not (folder / "logs").is_dir():
+        print(f"compile_count: {folder / 'logs'} does not exist; count a command first (compile_count.py DIR -- "
+              f"COMMAND ...)", file=sys.stderr)
+        return 2
     if command:
         if (folder / "logs").exists() and any((folder / "logs").iterdir()):
             print(f"compile_count: {folder / 'logs'} holds logs of an earlier command; pick a new folder", file=sys.stderr)

@@ -8,7 +8,9 @@
 #   bash bench/gpu_study.sh RESULTS            # e.g. bench/results/gpu_h200/study (small files only)
 #
 # Writes RESULTS/{env.txt, stages.md, stages.jsonl, study/, compiles_<stage>.md, verdict.md, summary.md};
-# the run folders go to $RUNS (default runs/gpu_study, ignored by git). Settings (environment variables):
+# the run folders go to $RUNS (default runs/gpu_study, ignored by git). A stage that fails or is cut stops the
+# script with that stage's exit status (124 or 137: its time limit), so a caller sees it; exit 0: every stage
+# asked for finished. Settings (environment variables):
 #   PROFILE  full (the study as declared: 6 seeds, 2M/1M/3M env steps, 21 alphas x 256 episodes; default),
 #            short (the scaled-down study of bench/results/compile_count.md) or tiny (the CPU dry run)
 #   SEEDS, MAPS ("smax:3m smax:2s3z"), UNITS: bench/study_budget.py's --seeds, --maps, --units
@@ -101,7 +103,7 @@ for s in $STAGES; do
     train)  # every run of the plan, and nothing else (--only: no reports or probes)
       n=$(marl sweep "$sweep" --out "$RUNS" --dry-run | tail -1 | grep -o '^[0-9]*')
       stage train "${TRAIN_S:-${limits[0]}}" "$PY" -m marl_cli.main sweep "$sweep" --out "$RUNS" --jobs "$JOBS" --quiet \
-        --only "$(seq -s, 0 $((n - 1)))" ;;
+        --only "$(seq -s, 0 $((n - 1)))" || exit ;;
     probes)  # done runs skipped: the training report, every probe job, the probe report
       counts=$(status_counts); r=$(echo "$counts" | grep -o '^[0-9]* of [0-9]*')
       if [ "${r%% of *}" != "${r##* of }" ]; then  # training cut short: its stage resumes it, not this one
@@ -109,9 +111,10 @@ for s in $STAGES; do
         printf '| probes | - | not started | - | %s | - | - | - | %s |\n' "$r" "$(date -u +%H:%M:%S)" >> "$results/stages.md"
         exit 3
       fi
-      stage probes "${PROBE_S:-${limits[1]}}" "$PY" -m marl_cli.main sweep "$sweep" --out "$RUNS" --jobs "$JOBS" --quiet ;;
+      stage probes "${PROBE_S:-${limits[1]}}" "$PY" -m marl_cli.main sweep "$sweep" --out "$RUNS" --jobs "$JOBS" --quiet \
+        || exit ;;
     verdict)  # the analysis plan read once over the study's own probe jobs
-      stage verdict "${VERDICT_S:-${limits[2]}}" "$PY" -m marl_cli.main study "$study" --out "$RUNS" --verdict
+      stage verdict "${VERDICT_S:-${limits[2]}}" "$PY" -m marl_cli.main study "$study" --out "$RUNS" --verdict || exit
       for f in verdict.md summary.md summary.json; do
         [ -f "$RUNS/summary/$f" ] && cp "$RUNS/summary/$f" "$results/$f"
       done ;;

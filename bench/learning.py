@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from marl_common.files import write_atomic
+from marl_common.files import replacing, save_figure, write_atomic
 from marl_common.stats import wilson_ci
 from envs import catalog
 from marl import api
@@ -95,7 +95,7 @@ def plot(df: pd.DataFrame, title: str, path: Path, has_win: bool) -> None:
         sns.lineplot(data=df, x="env_steps", y=col, hue="kind", ax=ax, errorbar=("ci", 95))
         ax.set_title(f"{title}: {col}")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path, dpi=120)
     plt.close(fig)
 
 
@@ -151,7 +151,8 @@ def main() -> None:
     df = pd.concat(parts, ignore_index=True)
     out = Path(a.results_dir)
     out.mkdir(parents=True, exist_ok=True)
-    df.to_csv(out / f"{a.name}.csv", index=False)
+    with replacing(out / f"{a.name}.csv") as tmp:  # whole or not at all: a --resume'd job may be killed here
+        df.to_csv(tmp, index=False)
     has_win = catalog.has_win(cfg.env)
     plot(df, f"{cfg.algo} {cfg.env}", out / f"{a.name}.png", has_win)
     summ = {"command": "python bench/learning.py " + " ".join(sys.argv[1:]), "config": cfg.to_dict(),

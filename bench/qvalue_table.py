@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from envs.catalog import has_win as env_has_win
 from marl_common.files import write_atomic
 from marl_common.stats import wilson_ci
 
@@ -47,10 +48,16 @@ def random_policy(csv: Path, has_win: bool, episodes: int) -> dict | None:
     return out
 
 
+def learns(lo: float, random_policy: dict, has_win: bool) -> bool:
+    """The plan's rule: the lower end of the interval over seeds above the random legal policy's figure on the
+    same episodes (win rate: its Wilson upper bound; return: the upper end of its interval)."""
+    return bool(lo > (random_policy["win_wilson"][1] if has_win else random_policy["return_ci"][1]))
+
+
 def cell(paths: tuple[Path, Path], env: str) -> dict:
     """One (env, algo) cell's figures from its bench/learning.py JSON and CSV."""
     js = json.loads(paths[0].read_text())
-    has_win = env.startswith("smax")
+    has_win = env_has_win(env)
     n, episodes = len(js["seeds"]), js["episodes_per_seed"]
     key = f"win_rate_mean_over_{n}_seeds" if has_win else f"return_mean_over_{n}_seeds"
     m, lo, hi = js[key]
@@ -58,12 +65,8 @@ def cell(paths: tuple[Path, Path], env: str) -> dict:
            "episodes_per_seed": episodes, "metric": "win_rate" if has_win else "return",
            "mean": m, "t95_over_seeds": [lo, hi], "env_steps": js["seeds"][0]["env_steps"],
            "random_policy": random_policy(paths[1], has_win, episodes)}
-    rnd = out["random_policy"]
-    if rnd is None:  # the recorded MAPPO cells ran without --random-baseline: the value-based cells' reference is used
-        out["learns"] = None
-    else:
-        ref = rnd["win_wilson"][1] if has_win else rnd["return_ci"][1]
-        out["learns"] = bool(lo > ref)
+    # no random-policy row: the recorded MAPPO cells ran without --random-baseline (``table`` reads another cell's)
+    out["learns"] = None if out["random_policy"] is None else learns(lo, out["random_policy"], has_win)
     return out
 
 
@@ -79,8 +82,7 @@ def table(results: Path, mappo: Path | None) -> dict:
         refs = [c["random_policy"] for k, c in cells.items() if k.endswith(env) and c and c["random_policy"]]
         for k, c in cells.items():
             if k.endswith(env) and c and c["learns"] is None and refs:
-                ref = refs[0]["win_wilson"][1] if env.startswith("smax") else refs[0]["return_ci"][1]
-                c["learns"] = bool(c["t95_over_seeds"][0] > ref)
+                c["learns"] = learns(c["t95_over_seeds"][0], refs[0], c["metric"] == "win_rate")
                 c["random_policy_from"] = "another algorithm's cell on this env (same episodes)"
     return cells
 

@@ -21,6 +21,8 @@ import argparse
 import sys
 from pathlib import Path
 
+ROOT = Path(__file__).resolve().parents[1]
+STUDY = "studies/declared/connectivity_3maps.toml"
 MILLION = 1_000_000
 # training shapes and units (updates per 1M env steps of the declared budgets) and probe sizes per profile
 SMALL_NET = {"num_envs": 8, "rollout_len": 16, "epochs": 1, "minibatches": 2, "network": {"hidden": 16, "critic_hidden": 16}}
@@ -45,6 +47,8 @@ def scaled_sweep(sweep: dict, profile: str, seeds: int | None = None, maps: list
         if seeds < 2:
             raise ValueError(f"seeds {seeds}: the across-seed pairs need 2 or more")
         out["config"]["num_seeds"] = seeds
+    if units is not None and units < 1:
+        raise ValueError(f"units {units}: updates per 1M declared env steps must be 1 or more")
     if maps:
         unknown = [m for m in maps if m not in sweep["envs"]]
         if unknown:
@@ -69,24 +73,41 @@ def scaled_sweep(sweep: dict, profile: str, seeds: int | None = None, maps: list
     return out
 
 
-def write(folder, study_file="studies/declared/connectivity_3maps.toml", profile: str = "tiny",
-          seeds: int | None = None, maps: list[str] | None = None, units: int | None = None) -> Path:
-    """Write ``folder``/sweep.toml and ``folder``/study.toml for ``study_file`` at ``profile``; returns the study
-    file's path."""
+def _read_toml(path: str | Path, what: str) -> dict:
+    """A TOML file (a relative path: from here, else from the project's root), or a one-line ValueError."""
     import tomllib
 
+    given = path = Path(path)
+    if not path.is_absolute() and not path.exists():
+        path = ROOT / path
+    try:
+        return tomllib.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+        raise ValueError(f"{what} {given}: cannot be read as TOML ({type(e).__name__}: {e})") from None
+
+
+def write(folder, study_file=STUDY, profile: str = "tiny", seeds: int | None = None, maps: list[str] | None = None,
+          units: int | None = None) -> Path:
+    """Write ``folder``/sweep.toml and ``folder``/study.toml for ``study_file`` at ``profile`` (each replaced whole:
+    a killed run leaves the old file or the new one, never a part); returns the study file's path."""
     import tomli_w
 
+    from marl_common.files import write_atomic
+
     folder = Path(folder)
-    study = tomllib.loads(Path(study_file).read_text())
-    sweep = tomllib.loads(Path(study["study"]["sweep"]).read_text())
+    study = _read_toml(study_file, "study")
+    try:
+        sweep = _read_toml(study["study"]["sweep"], "sweep")
+    except (KeyError, TypeError):
+        raise ValueError(f"study {study_file}: no [study] sweep = \"FILE\" (a sweep file)") from None
+    scaled = scaled_sweep(sweep, profile, seeds, maps, units)
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "sweep.toml").write_text(tomli_w.dumps(scaled_sweep(sweep, profile, seeds, maps, units)))
+    write_atomic(folder / "sweep.toml", tomli_w.dumps(scaled))
     study["study"]["sweep"] = str((folder / "sweep.toml").resolve())
     study["study"]["name"] = f"{study['study']['name']}_{profile}"
     study["study"].pop("out", None)
-    study["analysis"].pop("data", None)
-    (folder / "study.toml").write_text(tomli_w.dumps(study))
+    study.get("analysis", {}).pop("data", None)
+    write_atomic(folder / "study.toml", tomli_w.dumps(study))  # last: its presence says the folder is written
     return folder / "study.toml"
 
 
@@ -97,12 +118,13 @@ def main(argv=None) -> int:
     p.add_argument("--seeds", type=int, help="seeds per run (default: the profile's sweep's, 6 as declared)")
     p.add_argument("--maps", nargs="+", help="a subset of the study's maps (default: all)")
     p.add_argument("--units", type=int, help="updates per 1M declared env steps (default: the profile's)")
-    p.add_argument("--study", default="studies/declared/connectivity_3maps.toml")
+    p.add_argument("--study", default=STUDY)
     a = p.parse_args(argv)
     try:
         print(write(a.folder, a.study, a.profile, a.seeds, a.maps, a.units))
     except ValueError as e:
-        p.error(str(e))  # one line, exit 2
+        print(f"study_budget: {e}", file=sys.stderr)  # one line, exit 2, nothing written
+        return 2
     return 0
 
 

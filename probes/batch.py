@@ -39,9 +39,8 @@ from marl_common.errors import UserError
 from marl_common.preflight import check_count
 from probes.align import align_team
 from probes.barrier import barrier_summary
-from probes.interpolate import alpha_grid, evaluate_parts
-from probes.pipeline import (_check_counts, _check_memory, _load_pair, probe_bytes, seat_id_warnings, write_barrier,
-                             write_teams)
+from probes.interpolate import alpha_grid, check_same_ids, evaluate_parts
+from probes.pipeline import _check_counts, _check_memory, _load_pair, probe_bytes, write_barrier, write_teams
 from probes.team_probes import team_report, team_rows
 
 BATCHED = ("barrier", "teams")  # the registered probes (probes/registry.py) a batch computes
@@ -83,15 +82,21 @@ def batch_count(entries: list[tuple[int, int, int]], per_episode: int, team_batc
                     f"(or a team_batch)")
 
 
+def check_batch_memory(memory, where: str = "batch_memory") -> None:
+    """Refuse (one line) a batch budget that is not None or a finite number of GiB >= 0 (checked where a sweep
+    is planned, before anything trains, and again by ``memory_budget``)."""
+    if memory is not None and (isinstance(memory, bool) or not isinstance(memory, (int, float)) or memory < 0
+                               or not math.isfinite(memory)):
+        raise UserError(f"{where} must be a number of GiB >= 0 (0: {defaults.BATCH_MEMORY_FRACTION:g} of the "
+                        f"memory available), got {memory!r}")
+
+
 def memory_budget(memory: float | None) -> int | None:
     """Bytes a batch may use: ``memory`` GiB, or (None or 0) ``defaults.BATCH_MEMORY_FRACTION`` of the memory
     available (``marl.runs.resources.available_memory``); None when that is unknown."""
     from marl.runs.resources import available_memory
 
-    if memory is not None and (isinstance(memory, bool) or not isinstance(memory, (int, float)) or memory < 0
-                               or not math.isfinite(memory)):
-        raise UserError(f"batch_memory must be a number of GiB >= 0 (0: {defaults.BATCH_MEMORY_FRACTION:g} of the "
-                        f"memory available), got {memory!r}")
+    check_batch_memory(memory)
     if memory:
         return int(memory * 2**30)
     avail = available_memory()
@@ -132,9 +137,7 @@ def probe_pairs(jobs: list[PairJob], *, alphas=defaults.ALPHAS, episodes: int = 
     team0, env = pairs[0][0], pairs[0][2]
     for job, (team_a, team_b, *_rest) in zip(jobs, pairs):
         check_compatible(team0, team_a, f"teams of one probe batch ({_label(jobs[0])} and {_label(job)})")
-        if not np.array_equal(np.asarray(team_a.seat_ids), np.asarray(team_b.seat_ids)):
-            raise UserError(f"{_label(job)}: cannot interpolate teams whose rows carry different agent ids; "
-                            f"interpolate teams as trained")
+        check_same_ids(team_a, team_b, f"{_label(job)}: ")
     n, k = team0.num_agents, len(grid)
     rows = team_rows(n, max_perms) if any(j.teams for j in jobs) else {}
     row_idx = np.concatenate([r[0] for r in rows.values()]) if rows else np.zeros((0, n), np.int64)
@@ -219,5 +222,5 @@ def _write(job, pair, got, i, aligned, rows, grid, episodes, team_episodes, gree
             res[name] = jax.tree.map(lambda x, s=start, m=len(idx): x[s:s + m], got[(i, "teams")])
             start += len(idx)
         out["teams"] = write_teams(job.out, team_a, src_a, src_b, team_report(res, rows, has_win, boot), team_episodes,
-                                   greedy, eval_seed, seat_id_warnings(team_a, team_b, False), job.command)
+                                   greedy, eval_seed, [], job.command)  # no warning: moved rows keep trained ids
     return out

@@ -63,12 +63,22 @@ def interpolate(params_a, params_b, alphas) -> dict:
     alpha = 0 and alpha = 1 reproduce A and B exactly (x*1 + y*0 is exact in floating point).
     """
     al = jnp.asarray(alphas, jnp.float32)
+    return jax.tree.map(lambda a, b: lerp(a[None], b[None], al), params_a, params_b)
 
-    def lerp(a, b):
-        w = al.reshape((-1,) + (1,) * a.ndim).astype(a.dtype)
-        return (1 - w) * a[None] + w * b[None]
 
-    return jax.tree.map(lerp, params_a, params_b)
+def lerp(a, b, w):
+    """(1 - w) a + w b with one weight per leading row: ``w`` [M] on ``a``, ``b`` [M or 1, ...]. The one
+    arithmetic of every interpolated team (``interpolate``, and the batched probe's ``evaluate_parts``: its
+    barrier equals a single pair's bit for bit)."""
+    w = w.reshape(w.shape + (1,) * (a.ndim - 1)).astype(a.dtype)
+    return (1 - w) * a + w * b
+
+
+def check_same_ids(team_a: Team, team_b: Team, where: str = "") -> None:
+    """Teams are interpolated row by row: refuse (one line) two whose rows carry different agent ids."""
+    if not np.array_equal(np.asarray(team_a.seat_ids), np.asarray(team_b.seat_ids)):
+        raise UserError(f"{where}cannot interpolate teams whose rows carry different agent ids; interpolate teams as "
+                        f"trained")
 
 
 def stack_teams(*teams: Team) -> tuple[dict, jax.Array]:
@@ -105,8 +115,8 @@ def _batch_eval(env: Env, template: Team, num_episodes: int, greedy: bool, mode:
                 return _over_teams(one, (jax.tree.map(lambda x: x[idx], source), ids), k, team_batch)
         else:  # "lerp"
             def fn(params_a, params_b, ids, alphas, k):  # the K interpolated teams are built in the program
-                lerp = interpolate(params_a, params_b, alphas)
-                return _over_teams(one, (lerp, jnp.broadcast_to(ids, (len(alphas),) + ids.shape)), k, team_batch)
+                teams = interpolate(params_a, params_b, alphas)
+                return _over_teams(one, (teams, jnp.broadcast_to(ids, (len(alphas),) + ids.shape)), k, team_batch)
         _CACHE[key] = (jax.jit(fn), env)  # keep env alive so its id is not reused
     return _CACHE[key][0]
 
@@ -127,11 +137,7 @@ def _parts_eval(env: Env, template: Team, episodes: tuple, greedy: bool, team_ba
                 if w is None:  # rows as they are (evaluate_rows' teams)
                     params = jax.tree.map(lambda x: x[ia], source)
                 else:  # (1 - w) source[ia] + w source[ib]: evaluate_interpolation's teams, the same arithmetic
-                    def lerp(x):
-                        ww = w.reshape(w.shape + (1,) * x.ndim).astype(x.dtype)  # [M, 1, ...] on [M, N, ...]
-                        return (1 - ww) * x[ia] + ww * x[ib]
-
-                    params = jax.tree.map(lerp, source)
+                    params = jax.tree.map(lambda x, ia=ia, ib=ib, w=w: lerp(x[ia], x[ib], w), source)
                 out.append(_over_teams(one, (params, ids), k, team_batch))
             return tuple(out)
 
@@ -175,7 +181,6 @@ def evaluate_interpolation(env: Env, team_a: Team, team_b: Team, alphas, key: ja
                            num_episodes: int, greedy: bool = True, team_batch: int = 0) -> EvalResult:
     """Evaluate theta(alpha) for every alpha on the same episodes: fields [K, E]."""
     check_compatible(team_a, team_b)
-    if not np.array_equal(np.asarray(team_a.seat_ids), np.asarray(team_b.seat_ids)):
-        raise UserError("cannot interpolate teams whose rows carry different agent ids; interpolate teams as trained")
+    check_same_ids(team_a, team_b)
     fn = _batch_eval(env, team_a, num_episodes, greedy, "lerp", team_batch)
     return fn(team_a.params, team_b.params, team_a.seat_ids, jnp.asarray(alphas, jnp.float32), key)

@@ -269,26 +269,27 @@ def role_swap_probe(env: Env, team_a: Team, team_b: Team | None, key, num_episod
     return _role_swap_report(summ, info), episodes
 
 
-def team_rows(n: int, max_perms: int = MAX_PERMS, seed: int = 0) -> dict:
-    """The four team probes' teams of a pair of N-seat teams, in ``team_probes``' order: {probe: (idx [M, N]
-    into concat(A, B), base [M], what its report needs)} (``team_report`` turns their outcomes into the report)."""
-    return {"mixed": _mixed_rows(n, seed=seed), "hot_swap": _hot_swap_rows(n), "clone_all": _clone_all_rows(n),
-            "role_swap": _role_swap_rows(n, max_perms, seed)}
+def team_rows(n: int, max_perms: int = MAX_PERMS) -> dict:
+    """The four team probes' teams of a pair of N-seat teams, in ``team_probes``' order and with its default
+    seed (0, as ``marl probe teams``): {probe: (idx [M, N] into concat(A, B), base [M], what its report needs)}
+    (``team_report`` turns their outcomes into the report)."""
+    return {"mixed": _mixed_rows(n), "hot_swap": _hot_swap_rows(n), "clone_all": _clone_all_rows(n),
+            "role_swap": _role_swap_rows(n, max_perms)}
 
 
 _REPORTS = {"mixed": _mixed_report, "hot_swap": _hot_swap_report, "clone_all": _clone_all_report,
             "role_swap": _role_swap_report}
 
 
-def team_report(results: dict, rows: dict, has_win: bool, num_boot: int = stats.DEFAULT_BOOT, seed: int = 0,
-                seat_ids: bool = False) -> tuple[dict, dict]:
-    """``team_probes``' (report, per-episode outcomes) from each probe's evaluated teams: ``results`` {probe:
-    ``EvalResult`` on the host, [M, E]} of the teams ``rows`` (``team_rows``) gives."""
+def team_report(results: dict, rows: dict, has_win: bool, num_boot: int = stats.DEFAULT_BOOT) -> tuple[dict, dict]:
+    """``team_probes``' (report, per-episode outcomes, at its default seed 0 and trained ids) from each probe's
+    evaluated teams: ``results`` {probe: ``EvalResult`` on the host, [M, E]} of the teams ``rows`` (``team_rows``)
+    gives."""
     report, episodes = {}, {}
     for name, (idx, base, info) in rows.items():
-        summ, episodes[name] = _outcomes(results[name], idx, base, has_win, num_boot, seed)
+        summ, episodes[name] = _outcomes(results[name], idx, base, has_win, num_boot, 0)
         report[name] = _REPORTS[name](summ, info)
-    report["ids"] = _ids_label(seat_ids)
+    report["ids"] = _ids_label(False)
     return report, episodes
 
 

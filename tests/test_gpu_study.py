@@ -33,6 +33,7 @@ def test_gpu_study_dry_run_on_cpu_cut_then_resumed(tmp_path):
     cut = subprocess.run(cmd, env={**env, "STAGES": "env train", "TRAIN_S": "1"}, capture_output=True, text=True,
                          timeout=300, cwd=ROOT)
     assert "env ok" in cut.stdout and "5 run(s)" in (results / "env.txt").read_text(), cut.stdout + cut.stderr
+    assert cut.returncode == 124 and "gpu_study done" not in cut.stdout  # the cut stage's status, not success
     assert _rows(results)[-1]["rc"] == 124 and "| train |" in (results / "stages.md").read_text()
     assert "124 (time limit)" in (results / "stages.md").read_text()
     full = subprocess.run(cmd, env={**env, "STAGES": "train probes verdict"}, capture_output=True, text=True,
@@ -60,6 +61,8 @@ def test_the_scaled_study_keeps_the_structure_and_equal_budgets():
     assert study_budget.scaled_sweep(declared, "full") == declared
     with pytest.raises(ValueError, match="maps"):
         study_budget.scaled_sweep(declared, "tiny", maps=["smax:3n"])
+    with pytest.raises(ValueError, match="units 0"):  # not silently the profile's units
+        study_budget.scaled_sweep(declared, "tiny", units=0)
 
 
 def test_compile_events_are_read_per_process_and_cache_hits_apart(tmp_path):
@@ -84,3 +87,4 @@ def test_compile_events_are_read_per_process_and_cache_hits_apart(tmp_path):
     assert env["PYTHONPATH"].split(os.pathsep) == [str(compile_count.HOOK), "/x"]
     assert env["JAX_COMPILATION_CACHE_DIR"] == str(tmp_path.resolve() / "xla_cache")
     assert "JAX_COMPILATION_CACHE_DIR" not in compile_count.hooked_env(tmp_path, {}, fresh_cache=False)
+    assert compile_count.main([str(tmp_path / "none")]) == 2 and not (tmp_path / "none").exists()  # nothing to read

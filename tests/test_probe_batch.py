@@ -11,8 +11,6 @@ import pytest
 
 from marl_common.errors import UserError
 
-pytestmark = pytest.mark.slow  # each compiles a batched probe program (tens of seconds on the 2-core CPU)
-
 SETTINGS = dict(alphas=3, episodes=4, team_episodes=3, boot=20, eval_seed=5, max_perms=6)
 FILES = ("barrier.json", "barrier.csv", "barrier.npz", "teams.json", "teams.npz", "mixed.csv", "hot_swap.csv",
          "clone_all.csv", "role_swap.csv")
@@ -84,6 +82,7 @@ def batched(tiny_run, tmp_path_factory, sharp):
     return pairs, lines
 
 
+@pytest.mark.slow  # compiles a batched probe program (tens of seconds on the 2-core CPU)
 def test_fused_probe_batch_equals_single_pair_probes(batched, tmp_path):
     """Every pair's files from the batch equal its own `marl probe barrier` / `teams` files (same episodes,
     outcomes bitwise, reports equal); one batch, one program."""
@@ -114,6 +113,7 @@ def _sweep_jobs(run: Path, root: Path, **settings) -> list:
             for n, (i, j, al, te) in enumerate([(0, 1, True, True), (1, 0, False, True), (0, 0, False, False)])]
 
 
+@pytest.mark.slow  # compiles a batched probe program (tens of seconds on the 2-core CPU)
 def test_sweep_probes_batched_by_memory_equal_per_pair_jobs(tiny_run, tmp_path, sharp):
     """`marl sweep`'s probe stage (``run_probes``): a budget holding one entry at a time splits the map's jobs
     into the fewest batches that fit (4 here, one program), and every job's files and sweep_job.json equal
@@ -155,6 +155,7 @@ def test_sweep_probes_batched_by_memory_equal_per_pair_jobs(tiny_run, tmp_path, 
     assert lines == [f"skip (done) probe smax:3m {j.label}" for j in fused]
 
 
+@pytest.mark.slow  # compiles a batched probe program (tens of seconds on the 2-core CPU)
 def test_probe_batch_refuses_a_pair_of_other_shapes(tiny_run, tiny_mpe_run, tmp_path):
     """A pair on another env (other shapes) in the batch: one line naming both pairs, nothing written."""
     from probes.batch import PairJob, probe_pairs
@@ -165,3 +166,46 @@ def test_probe_batch_refuses_a_pair_of_other_shapes(tiny_run, tiny_mpe_run, tmp_
                                         r".*tiny_mpe#0 vs .*#0\): env name differs") as e:
         probe_pairs(jobs, **SETTINGS)
     assert "\n" not in str(e.value) and not list(tmp_path.iterdir())
+
+
+SWEEP = """
+out = "unused"
+envs = ["smax:3m"]
+histories = ["shared"]
+
+[config]
+num_seeds = 2
+total_steps = 64
+num_envs = 4
+rollout_len = 8
+
+[probe]
+alphas = 3
+episodes = 4
+boot = 20
+batch_memory = BAD
+
+[[pairs]]
+a = "shared"
+b = "shared"
+seeds = "across"
+"""
+
+
+def test_a_bad_batch_memory_is_one_line_before_anything_runs(tmp_path, capsys):
+    """[probe] batch_memory that is not a finite number of GiB >= 0: `marl sweep` says so in one line (exit 2)
+    when it plans, before anything is trained or written; the API (``memory_budget``) refuses it too."""
+    from marl_cli.main import main
+    from probes.batch import memory_budget
+
+    for bad in (-1, float("nan"), float("inf"), True):
+        with pytest.raises(UserError, match=r"^batch_memory must be a number of GiB >= 0 \(0: 0.5 of the memory"):
+            memory_budget(bad)
+    assert memory_budget(1.5) == int(1.5 * 2**30)
+    for bad in ("nan", "-1.5"):  # nan: the planner once let it through
+        f = tmp_path / "s.toml"
+        f.write_text(SWEEP.replace("BAD", bad))
+        assert main(["sweep", str(f), "--out", str(tmp_path / "o"), "--dry-run"]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "sweep [probe] (smax:3m): batch_memory must be a number of GiB >= 0" in err
+        assert f"got {float(bad)!r}" in err and not (tmp_path / "o").exists()
