@@ -208,8 +208,9 @@ def test_train_group_refuses_runs_of_two_programs(tmp_path):
     with pytest.raises(UserError, match="do not share one program"):
         train_group([Member(tiny_run_config(), tmp_path / "a"), Member(tiny_config(num_envs=4), tmp_path / "b")])
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
-    with pytest.raises(ValueError, match="share a run folder"):
-        train_group([Member(tiny_run_config(), tmp_path / "a"), Member(_b_config(), tmp_path / "a")])
+    with pytest.raises(UserError, match=r"^run folder .*/a is given to two runs of one fused group; give each"):
+        train_group([Member(tiny_run_config(), tmp_path / "a"), Member(_b_config(), tmp_path / "x" / ".." / "a")])
+    assert not (tmp_path / "a").exists()
 
 
 def test_slurm_submits_a_fused_group_as_one_job(tmp_path, capsys):

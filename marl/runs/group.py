@@ -58,17 +58,29 @@ def train_folders(members: list[tuple[TrainConfig, Path, str | None]], echo: Cal
     another config refused); ``echo`` gets a line per run. Returns the folders."""
     from marl.runs.lock import resume_mode
 
+    given = [Member(config, Path(out), init_from) for config, out, init_from in members]
+    check_members(given)  # before any folder is looked at
     todo = []
-    for config, out, init_from in members:
-        out = Path(out)
-        resume = resume_mode(out, config)
+    for m in given:
+        resume = resume_mode(m.out, m.config)
         if resume is None:
-            echo(f"run {out} is already done ({config.num_updates} updates); nothing to train")
+            echo(f"run {m.out} is already done ({m.config.num_updates} updates); nothing to train")
             continue
-        echo(f"{'resume' if resume else 'train'} {out} (fused, {len(members)} runs in one program)")
-        todo.append(Member(config, out, init_from, resume))
+        echo(f"{'resume' if resume else 'train'} {m.out} (fused, {len(members)} runs in one program)")
+        todo.append(dataclasses.replace(m, resume=resume))
     train_group(todo, note=echo, devices=devices)
-    return [Path(m[1]) for m in members]
+    return [m.out for m in given]
+
+
+def check_members(members: list[Member]) -> None:
+    """A fused group's runs: each in its own folder, all of one program (``fuse_key``); else a one-line UserError."""
+    folders = [Path(m.out).resolve() for m in members]
+    twice = next((f for i, f in enumerate(folders) if f in folders[:i]), None)
+    if twice is not None:
+        raise UserError(f"run folder {twice} is given to two runs of one fused group; give each run its own folder")
+    if len({fuse_key(m.config) for m in members}) > 1:
+        raise UserError(f"runs {', '.join(str(m.out) for m in members)} differ in more than hyperparameters and seeds: "
+                        f"they do not share one program; train them apart (marl sweep --no-fuse)")
 
 
 def train_group(members: list[Member], *, note: Callable[[str], None] | None = None, devices: int | None = None,
@@ -80,12 +92,7 @@ def train_group(members: list[Member], *, note: Callable[[str], None] | None = N
     from marl.core import sharding
     from marl.runs.loop import TrainOptions, locked
 
-    if len({Path(m.out).resolve() for m in members}) != len(members):
-        raise ValueError("train_group: two members share a run folder")
-    keys = {fuse_key(m.config) for m in members}
-    if len(keys) > 1:
-        raise UserError(f"runs {', '.join(str(m.out) for m in members)} differ in more than hyperparameters and seeds: "
-                        f"they do not share one program; train them apart (marl sweep --no-fuse)")
+    check_members(members)
     if not members:
         return []
     total = sum(m.config.num_seeds for m in members)
