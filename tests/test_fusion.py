@@ -213,6 +213,19 @@ def test_train_group_refuses_runs_of_two_programs(tmp_path):
     assert not (tmp_path / "a").exists()
 
 
+def test_a_group_refused_at_one_run_leaves_no_folder_of_its_own(tmp_path):
+    """A run of a group refused as it starts (here: its warm-start source is missing) after an earlier run of the
+    group made its folder and wrote its first files: the refusal removes every folder the group made, as a
+    refused ``marl train`` does; a folder that was there before is left alone."""
+    from marl_common.errors import UserError
+
+    b_cfg = tiny_run_config().with_overrides({"lr": 1e-3})  # a's program and seeds: one init program compiled
+    (tmp_path / "b").mkdir()
+    with pytest.raises(UserError, match="does not exist"):
+        train_group([Member(tiny_run_config(), tmp_path / "a"), Member(b_cfg, tmp_path / "b", str(tmp_path / "nope"))])
+    assert not (tmp_path / "a").exists() and list((tmp_path / "b").iterdir()) == []
+
+
 def test_slurm_submits_a_fused_group_as_one_job(tmp_path, capsys):
     """``--dry-run --executor slurm``: the group is one sbatch job (its worker trains both runs), then the final job."""
     out = tmp_path / "o"

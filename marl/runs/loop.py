@@ -282,8 +282,11 @@ def locked(config: TrainConfig, out: Path, opts: TrainOptions):
     try:
         yield lock
     except BaseException:
-        if created and not (out / CONFIG_FILE).exists():  # refused before it started, and we hold the lock:
-            lock.discard()  # everything in the folder is ours; it goes with the lock
+        # refused before it started (the lock not committed: a fused group's run may have written its first
+        # files before another run of the group was refused), in a folder this call made: everything in it is
+        # ours, and it goes with the lock
+        if created and not lock.committed:
+            lock.discard()
         raise
     finally:
         lock.release()
