@@ -83,12 +83,11 @@ def check_members(members: list[Member]) -> None:
                         f"they do not share one program; train them apart (marl sweep --no-fuse)")
 
 
-def train_group(members: list[Member], *, note: Callable[[str], None] | None = None, devices: int | None = None,
-                stop_after_chunks: int | None = None) -> list[Path]:
+def train_group(members: list[Member], *, note: Callable[[str], None] | None = None,
+                devices: int | None = None) -> list[Path]:
     """Train ``members`` (runs of one ``fuse_key``) as one vmapped program, each into its own folder as
-    ``train_run`` would (new, or resumed with ``Member.resume``). ``stop_after_chunks`` stops early as an
-    interruption would (tests of exact resume). A run that fails (divergence) stops alone; once the others are
-    done, a UserError names it. Returns the folders."""
+    ``train_run`` would (new, or resumed with ``Member.resume``). A run that fails (divergence) stops alone; once
+    the others are done, a UserError names it. Returns the folders."""
     from marl.core import sharding
     from marl.runs.loop import TrainOptions, locked
 
@@ -106,11 +105,11 @@ def train_group(members: list[Member], *, note: Callable[[str], None] | None = N
             if lock is not None:  # None: a resume of a run already done
                 held.append((m, opts, lock))
         if held:
-            _train_locked(held, num_devices, stop_after_chunks)
+            _train_locked(held, num_devices)
     return [Path(m.out) for m in members]
 
 
-def _train_locked(held: list, num_devices: int, stop_after_chunks: int | None) -> None:
+def _train_locked(held: list, num_devices: int) -> None:
     """Start every run (its own state, warm start and records), stack them, run the group's chunks."""
     import jax
     import jax.numpy as jnp
@@ -138,13 +137,13 @@ def _train_locked(held: list, num_devices: int, stop_after_chunks: int | None) -
     state = sharding.shard(jax.tree.map(lambda *xs: jnp.concatenate(xs), *states), seeds_on)
     del states
     hyper = sharding.shard(concat(hypers), seeds_on)  # each seed's run's hyperparameters, on the same axis
-    failed = _run_chunks(trainer.programs.chunk, books, state, hyper, stop_after_chunks)
+    failed = _run_chunks(trainer.programs.chunk, books, state, hyper)
     if failed:
         out, msg = next(iter(failed.items()))
         raise UserError(f"{len(failed)} of {len(books)} fused runs failed, the others finished ({out}: {msg})")
 
 
-def _run_chunks(chunk, books: list, state, hyper, stop_after_chunks: int | None) -> dict:
+def _run_chunks(chunk, books: list, state, hyper) -> dict:
     """The group's chunks: one program call per chunk, then each run's ``Book`` records its part (a SIGTERM stops
     the group as it stops one run: at once, but never inside a checkpoint write). Returns the runs that failed
     ({folder: message})."""
@@ -183,8 +182,6 @@ def _run_chunks(chunk, books: list, state, hyper, stop_after_chunks: int | None)
                     b.lock.release()
             if any(i + 1 < b.chunks_left for b in books if b.out not in failed):
                 stop.check()
-            if stop_after_chunks is not None and i + 1 >= stop_after_chunks:
-                break
     except (KeyboardInterrupt, _Stop):
         raise Interrupted("interrupted; run the sweep again to resume the fused runs, or each alone: "
                           + "; ".join(b.interrupted() for b in books if b.out not in failed)) from None
