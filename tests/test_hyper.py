@@ -27,7 +27,8 @@ U = 8 * 16  # env steps of one tiny update
 NUMBERS = dict(lr=1e-3, critic_lr=5e-4, gamma=0.9, max_grad_norm=0.5, seed=3, total_steps=6 * U, checkpoint_every=2,
                keep_last=1, keep_finite_seeds=True)
 PPO_NUMBERS = {"algo.clip_eps": 0.1, "algo.value_clip_eps": 0.0, "algo.ent_coef": 0.02, "algo.gae_lambda": 0.9}
-Q_NUMBERS = {"algo.q_lambda": 0.5, "algo.eps_start": 0.9, "algo.eps_finish": 0.2, "algo.eps_decay": 0.3}
+Q_NUMBERS = {"algo.q_lambda": 0.5, "algo.eps_start": 0.9, "algo.eps_finish": 0.2, "algo.eps_decay": 0.3,
+             "algo.eps_decay_steps": 8 * 16 * 3}
 
 
 def test_program_key_ignores_numbers_and_tells_shapes_apart():
