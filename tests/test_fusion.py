@@ -226,6 +226,52 @@ def test_a_group_refused_at_one_run_leaves_no_folder_of_its_own(tmp_path):
     assert not (tmp_path / "a").exists() and list((tmp_path / "b").iterdir()) == []
 
 
+class _Book:
+    """A stand-in for a fused run's ``Book`` (``marl.runs.loop.Book``): 1 seed, ``chunks`` chunks to train, and a
+    divergence (the UserError ``Book.record`` raises) at chunk ``fails_at``."""
+
+    def __init__(self, out, chunks, fails_at=None):
+        from marl.core.config import TrainConfig
+
+        self.out, self.chunks_left, self.fails_at = Path(out), chunks, fails_at
+        self.config = TrainConfig(num_seeds=1)
+        self.frozen = np.zeros(1, bool)
+        self.recorded, self.lock = [], self
+
+    def record(self, i, state, metrics, seconds, stop):
+        from marl_common.errors import UserError
+
+        if i == self.fails_at:
+            raise UserError(f"training diverged in {self.out}")
+        self.recorded.append(i)
+
+    def open(self):
+        pass
+
+    close = release = open
+
+
+def test_a_group_stops_once_every_run_is_done_or_failed():
+    """The group's chunk loop trains while a run has chunks left: a run that diverges stops alone (the others
+    train on), and once every run is finished or failed no further chunk runs (here: the run with the most chunks
+    left fails in the first, the other has one chunk: one chunk program call, not three)."""
+    from marl.runs.group import _run_chunks
+
+    calls = []
+
+    def chunk(state, hyper, frozen):
+        calls.append(np.asarray(frozen).tolist())
+        return state, {"x": np.zeros((len(frozen), 2))}
+
+    books = [_Book("a", chunks=3, fails_at=0), _Book("b", chunks=1)]
+    failed = _run_chunks(chunk, books, np.zeros(2), np.zeros(2))
+    assert failed == {Path("a"): "training diverged in a"} and calls == [[False, False]]
+    assert books[1].recorded == [0]
+    books = [_Book("a", chunks=1, fails_at=0), _Book("b", chunks=3)]  # the other run trains on, a's seed frozen
+    assert list(_run_chunks(chunk, books, np.zeros(2), np.zeros(2))) == [Path("a")]
+    assert calls[1:] == [[False, False], [True, False], [True, False]] and books[1].recorded == [0, 1, 2]
+
+
 def test_slurm_submits_a_fused_group_as_one_job(tmp_path, capsys):
     """``--dry-run --executor slurm``: the group is one sbatch job (its worker trains both runs), then the final job."""
     out = tmp_path / "o"

@@ -180,8 +180,9 @@ def _run_chunks(chunk, books: list, state, hyper) -> dict:
                     failed[b.out] = str(e)
                     b.close()
                     b.lock.release()
-            if any(i + 1 < b.chunks_left for b in books if b.out not in failed):
-                stop.check()
+            if all(b.out in failed or i + 1 >= b.chunks_left for b in books):
+                break  # every run finished or failed: no chunk is left to train
+            stop.check()
     except (KeyboardInterrupt, _Stop):
         raise Interrupted("interrupted; run the sweep again to resume the fused runs, or each alone: "
                           + "; ".join(b.interrupted() for b in books if b.out not in failed)) from None
