@@ -227,7 +227,7 @@ def test_a_group_refused_at_one_run_leaves_no_folder_of_its_own(tmp_path):
 
 
 class _Book:
-    """A stand-in for a fused run's ``Book`` (``marl.runs.loop.Book``): 1 seed, ``chunks`` chunks to train, and a
+    """A stand-in for a run's ``Book`` (``marl.runs.loop.Book``): 1 seed, ``chunks`` chunks to train, and a
     divergence (the UserError ``Book.record`` raises) at chunk ``fails_at``."""
 
     def __init__(self, out, chunks, fails_at=None):
@@ -252,10 +252,10 @@ class _Book:
 
 
 def test_a_group_stops_once_every_run_is_done_or_failed():
-    """The group's chunk loop trains while a run has chunks left: a run that diverges stops alone (the others
+    """The chunk loop of a run or fused group (``run_books``) trains while a run has chunks left: a run that diverges stops alone (the others
     train on), and once every run is finished or failed no further chunk runs (here: the run with the most chunks
     left fails in the first, the other has one chunk: one chunk program call, not three)."""
-    from marl.runs.group import _run_chunks
+    from marl.runs.loop import run_books
 
     calls = []
 
@@ -264,11 +264,11 @@ def test_a_group_stops_once_every_run_is_done_or_failed():
         return state, {"x": np.zeros((len(frozen), 2))}
 
     books = [_Book("a", chunks=3, fails_at=0), _Book("b", chunks=1)]
-    failed = _run_chunks(chunk, books, np.zeros(2), np.zeros(2))
-    assert failed == {Path("a"): "training diverged in a"} and calls == [[False, False]]
+    failed = run_books(chunk, books, np.zeros(2), np.zeros(2))
+    assert {k: str(e) for k, e in failed.items()} == {Path("a"): "training diverged in a"} and calls == [[False, False]]
     assert books[1].recorded == [0]
     books = [_Book("a", chunks=1, fails_at=0), _Book("b", chunks=3)]  # the other run trains on, a's seed frozen
-    assert list(_run_chunks(chunk, books, np.zeros(2), np.zeros(2))) == [Path("a")]
+    assert list(run_books(chunk, books, np.zeros(2), np.zeros(2))) == [Path("a")]
     assert calls[1:] == [[False, False], [True, False], [True, False]] and books[1].recorded == [0, 1, 2]
 
 

@@ -24,12 +24,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import signal
-import time
 from pathlib import Path
 from typing import Callable
 
-from marl_common.errors import Interrupted, UserError
+from marl_common.errors import UserError
 from marl.core.config import TrainConfig
 
 def fuse_key(config: TrainConfig) -> TrainConfig:
@@ -117,7 +115,7 @@ def _train_locked(held: list, num_devices: int) -> None:
     from marl.core import sharding
     from marl.core.hyper import concat
     from marl.core.trainer import Trainer
-    from marl.runs.loop import Book, _programs, starting_point
+    from marl.runs.loop import Book, _programs, run_books, starting_point
     from marl.runs.resources import check_memory, state_bytes
 
     trainer = Trainer.for_program(held[0][0].config)  # the group's one program
@@ -137,59 +135,8 @@ def _train_locked(held: list, num_devices: int) -> None:
     state = sharding.shard(jax.tree.map(lambda *xs: jnp.concatenate(xs), *states), seeds_on)
     del states
     hyper = sharding.shard(concat(hypers), seeds_on)  # each seed's run's hyperparameters, on the same axis
-    failed = _run_chunks(trainer.programs.chunk, books, state, hyper)
+    failed = run_books(trainer.programs.chunk, books, state, hyper,
+                       interrupted="interrupted; run the sweep again to resume the fused runs, or each alone: ")
     if failed:
-        out, msg = next(iter(failed.items()))
-        raise UserError(f"{len(failed)} of {len(books)} fused runs failed, the others finished ({out}: {msg})")
-
-
-def _run_chunks(chunk, books: list, state, hyper) -> dict:
-    """The group's chunks: one program call per chunk, then each run's ``Book`` records its part (a SIGTERM stops
-    the group as it stops one run: at once, but never inside a checkpoint write). Returns the runs that failed
-    ({folder: message})."""
-    import jax
-    import jax.numpy as jnp
-    import numpy as np
-
-    from marl.runs.loop import _Stop, _StopOnTerm
-
-    edges = np.cumsum([0] + [b.config.num_seeds for b in books])
-    failed: dict[Path, str] = {}
-    stop = _StopOnTerm()
-    old_handler = signal.signal(signal.SIGTERM, stop)
-
-    def part(tree, k):
-        return jax.tree.map(lambda x: x[edges[k]:edges[k + 1]], tree)
-
-    try:
-        for b in books:
-            b.open()
-        for i in range(max(b.chunks_left for b in books)):
-            stop.check()  # a SIGTERM whose exception was dropped during the last chunk
-            t0 = time.time()
-            frozen = np.concatenate([np.ones_like(b.frozen) if b.out in failed else b.frozen for b in books])
-            state, metrics = chunk(state, hyper, jnp.asarray(frozen))
-            metrics = jax.device_get(metrics)
-            seconds = time.time() - t0
-            for k, b in enumerate(books):
-                if b.out in failed or i >= b.chunks_left:
-                    continue
-                try:
-                    b.record(i, lambda k=k: part(state, k), part(metrics, k), seconds, stop)
-                except UserError as e:  # this run diverged (or its checkpoint failed): it stops, the others go on
-                    failed[b.out] = str(e)
-                    b.close()
-                    b.lock.release()
-            if all(b.out in failed or i + 1 >= b.chunks_left for b in books):
-                break  # every run finished or failed: no chunk is left to train
-            stop.check()
-    except (KeyboardInterrupt, _Stop):
-        raise Interrupted("interrupted; run the sweep again to resume the fused runs, or each alone: "
-                          + "; ".join(b.interrupted() for b in books if b.out not in failed)) from None
-    finally:
-        with stop.deferred():  # the managers' threads end whole; a stop here comes after the last checkpoint
-            for b in books:
-                b.close()
-        signal.signal(signal.SIGTERM, old_handler)
-    return failed
-
+        out, error = next(iter(failed.items()))
+        raise UserError(f"{len(failed)} of {len(books)} fused runs failed, the others finished ({out}: {error})")

@@ -505,33 +505,71 @@ class Book:
 
 def _run_chunks(trainer: Trainer, config: TrainConfig, out: Path, opts: TrainOptions, lock: RunLock,
                 programs: _Programs, start: _Start) -> None:
-    """Train chunk after chunk from ``start`` (``Book`` keeps the log, the divergence guard and the checkpoints),
-    stop cleanly on Ctrl-C / SIGTERM (keeping the last checkpoint) and on divergence."""
-    state = start.state
-    stop = _StopOnTerm()
-    old_handler = signal.signal(signal.SIGTERM, stop)
+    """Train chunk after chunk from ``start`` (``run_books`` with this run's one ``Book``, and the progress bar);
+    a divergence stops the run with its UserError."""
     book = Book(trainer, config, out, opts, lock, start)
     bar = _Progress(config, enabled=opts.progress, start_update=book.start_update, has_win=trainer.spec.has_win)
+    with bar:
+        failed = run_books(programs.chunk, [book], start.state, programs.hyper, stop_after_chunks=opts.stop_after_chunks,
+                           after=lambda update, metrics, seconds: bar.advance(update, metrics, seconds,
+                                                                              time.time() - book.t_start))
+    if failed:
+        raise failed[out]
+
+
+def run_books(chunk: Callable, books: list[Book], state, hyper, *, after: Callable | None = None,
+              stop_after_chunks: int | None = None, interrupted: str = "interrupted; ") -> dict[Path, UserError]:
+    """Train the runs of ``books`` (one run, or a fused group's: ``marl/runs/group.py``), their seeds stacked in that
+    order on the seed axis of ``state`` and ``hyper``, chunk after chunk: one ``chunk`` program call per chunk, then
+    each run's ``Book`` records its part (log, divergence guard, checkpoints) and ``after(update, metrics, seconds)``
+    is called. A run that fails (divergence, a failed checkpoint: a UserError) stops alone, its seeds frozen, and
+    the others train on; the loop ends once every run is finished or failed (or after ``stop_after_chunks``
+    chunks, as an interruption would: tests of exact resume). Ctrl-C / SIGTERM stops at once, never inside a
+    checkpoint write (``_StopOnTerm``), with an ``Interrupted``: ``interrupted`` and each live run's way on.
+    Returns the failed runs {folder: their UserError}."""
+    edges = np.cumsum([0] + [b.config.num_seeds for b in books])
+    failed: dict[Path, UserError] = {}
+    stop = _StopOnTerm()
+    old_handler = signal.signal(signal.SIGTERM, stop)
+
+    def part(tree, k):  # run k's rows (one run: all of them, no copy)
+        return tree if len(books) == 1 else jax.tree.map(lambda x: x[edges[k]:edges[k + 1]], tree)
+
     try:
-        book.open()
-        with bar:
-            for i in range(book.chunks_left):
-                stop.check()  # a SIGTERM whose exception was dropped during the last chunk
-                t0 = time.time()
-                state, metrics = programs.chunk(state, programs.hyper, jnp.asarray(book.frozen))
-                metrics = jax.device_get(metrics)
-                update = book.record(i, lambda: state, metrics, time.time() - t0, stop)
-                bar.advance(update, metrics, time.time() - t0, time.time() - book.t_start)
-                if update < config.num_updates:
-                    stop.check()
-                if opts.stop_after_chunks is not None and i + 1 >= opts.stop_after_chunks:
-                    break
+        for b in books:
+            b.open()
+        for i in range(max(b.chunks_left for b in books)):
+            stop.check()  # a SIGTERM whose exception was dropped during the last chunk
+            t0 = time.time()
+            frozen = np.concatenate([np.ones_like(b.frozen) if b.out in failed else b.frozen for b in books])
+            state, metrics = chunk(state, hyper, jnp.asarray(frozen))
+            metrics = jax.device_get(metrics)
+            seconds = time.time() - t0
+            for k, b in enumerate(books):
+                if b.out in failed or i >= b.chunks_left:
+                    continue
+                try:
+                    update = b.record(i, lambda k=k: part(state, k), part(metrics, k), seconds, stop)
+                except UserError as e:  # this run diverged (or its checkpoint failed): it stops, the others go on
+                    failed[b.out] = e
+                    b.close()
+                    b.lock.release()
+                    continue
+                if after is not None:
+                    after(update, part(metrics, k), time.time() - t0)
+            if all(b.out in failed or i + 1 >= b.chunks_left for b in books):
+                break  # every run finished or failed: no chunk is left to train
+            stop.check()
+            if stop_after_chunks is not None and i + 1 >= stop_after_chunks:
+                break
     except (KeyboardInterrupt, _Stop):
-        raise Interrupted(f"interrupted; {book.interrupted()}") from None
+        raise Interrupted(interrupted + "; ".join(b.interrupted() for b in books if b.out not in failed)) from None
     finally:
-        with stop.deferred():  # the manager's threads end whole; a stop here comes after the last checkpoint
-            book.close()
+        with stop.deferred():  # the managers' threads end whole; a stop here comes after the last checkpoint
+            for b in books:
+                b.close()
         signal.signal(signal.SIGTERM, old_handler)
+    return failed
 
 
 class _Progress:
