@@ -196,6 +196,7 @@ def test_worker_member_arguments_are_checked(capsys):
 
     for argv, match in ((["--member", "c.toml"], "--member takes FILE DIR [REF], got 1"),
                         (["--member", "c.toml", "d", "--config", "c.toml"], "without --config/--out"),
+                        (["--member", "c.toml", " "], "DIR is empty"), (["--member", "c.toml", "d", ""], "REF is empty"),
                         ([], "--config, --out")):
         with pytest.raises(SystemExit) as e:
             worker(argv)
