@@ -9,6 +9,7 @@ and discount: one program of 3 seeds, each with its run's hyperparameters.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -225,6 +226,23 @@ def test_a_group_refused_at_one_run_leaves_no_folder_of_its_own(tmp_path):
     with pytest.raises(UserError, match="does not exist"):
         train_group([Member(tiny_run_config(), tmp_path / "a"), Member(b_cfg, tmp_path / "b", str(tmp_path / "nope"))])
     assert not (tmp_path / "a").exists() and list((tmp_path / "b").iterdir()) == []
+
+
+def test_a_group_refused_at_one_run_leaves_a_resumed_run_as_it_was(tiny_run, tmp_path):
+    """A run of a group that resumes (its log holds updates past its last checkpoint, which a resume cuts
+    back) and a later run of the group refused: the resumed run's folder is left file for file as it was."""
+    from marl_common.errors import UserError
+
+    a = tmp_path / "a"
+    shutil.copytree(tiny_run, a)
+    shutil.rmtree(a / layout.CKPT_DIR / "4")
+    (a / runlock.DONE_FILE).unlink()
+    before = {f.relative_to(a): f.read_bytes() for f in sorted(a.rglob("*")) if f.is_file()}
+    b_cfg = tiny_run_config().with_overrides({"lr": 1e-3})
+    with pytest.raises(UserError, match="does not exist"):
+        train_group([Member(tiny_run_config(), a, resume=True), Member(b_cfg, tmp_path / "b", str(tmp_path / "nope"))])
+    assert {f.relative_to(a): f.read_bytes() for f in sorted(a.rglob("*")) if f.is_file()} == before
+    assert not (tmp_path / "b").exists()
 
 
 class _Book:

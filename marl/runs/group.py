@@ -119,18 +119,22 @@ def _train_locked(held: list, num_devices: int) -> None:
     from marl.runs.resources import check_memory, state_bytes
 
     trainer = Trainer.for_program(held[0][0].config)  # the group's one program
-    books, states, hypers = [], [], []
+    starts, states, hypers = [], [], []
     for m, opts, lock in held:
         own = Trainer.for_program(m.config)  # its seeds' init and warm start (its hyperparameters: programs.hyper)
         programs = _programs(own, m.config, opts)
-        start = starting_point(own, m.config, Path(m.out), opts, programs)
-        books.append(Book(own, m.config, Path(m.out), opts, lock, start))
+        start = starting_point(own, m.config, Path(m.out), opts, programs)  # reads: a refusal changes no folder
+        starts.append((own, m, opts, lock, start))
         states.append(start.state)
         hypers.append(programs.hyper)
     check_memory(sum(state_bytes(s) for s in states) * 3, f"training {len(held)} fused runs of {trainer.config.env}",
                  "train them apart (marl sweep --no-fuse)")
+    books = []
+    for own, m, opts, lock, start in starts:  # past every check of every run: each run's folder changes
+        start.write()
+        books.append(Book(own, m.config, Path(m.out), opts, lock, start))
     for b in books:
-        b.lock.commit()  # past every check: the attempt goes into each run's lock.log
+        b.lock.commit()  # the attempt goes into each run's lock.log
     seeds_on = sharding.seed_sharding(num_devices)
     state = sharding.shard(jax.tree.map(lambda *xs: jnp.concatenate(xs), *states), seeds_on)
     del states

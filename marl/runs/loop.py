@@ -328,19 +328,24 @@ class _Start:
     parent: dict | None
     diverged: dict
     machines: list = dataclasses.field(default_factory=list)  # fingerprint.history up to the start
+    # what this start changes in the run folder, made by the caller once every check has passed (a fused group:
+    # every run's), so that a refusal leaves the folder as it was
+    write: Callable[[], None] = lambda: None
 
 
 def _train_locked(config: TrainConfig, out: Path, opts: TrainOptions, lock: RunLock) -> Path:
     trainer = Trainer.for_program(config)  # one per program in this process: configs that differ only in
     programs = _programs(trainer, config, opts)  # hyperparameters share its compiled chunk
     start = starting_point(trainer, config, out, opts, programs)
+    start.write()
     lock.commit()  # past every check: the attempt goes into lock.log (a refused one leaves it as it was)
     _run_chunks(trainer, config, out, opts, lock, programs, start)
     return out
 
 
 def starting_point(trainer: Trainer, config: TrainConfig, out: Path, opts: TrainOptions, programs: "_Programs"):
-    """Where a locked run folder starts training (``train_mode``): resumed from a checkpoint, started over, or new."""
+    """Where a locked run folder starts training (``train_mode``): resumed from a checkpoint, started over, or new.
+    Reads only: what it changes in the folder is the returned ``_Start.write``, for the caller to make."""
     mode = train_mode(out, config, opts.resume)
     return {"resume": _resume, "restart": _restart, "new": _new}[mode](trainer, config, out, opts, programs)
 
@@ -365,15 +370,18 @@ def _resume(trainer: Trainer, config: TrainConfig, out: Path, opts: TrainOptions
     parent = meta.get("parent")
     diverged = {int(k): v for k, v in (meta.get("diverged") or {}).items()}
     state = sharding.shard(jax.tree.map(jnp.asarray, state), programs.seeds_on)
-    moved = set_aside(out, step)
-    if moved:
-        note(f"resuming {out} from step {step}: moved step folder(s) {', '.join(moved)} to {out}/{DISCARDED_DIR}/")
-    metrics_log.truncate(out, step)
-    if step < config.num_updates:
-        (out / DONE_FILE).unlink(missing_ok=True)  # it trains on (an extended or an earlier step)
-    if load_config(out) != config:  # a safe change asked for on resume (e.g. more total_steps)
-        config.to_toml(out / CONFIG_FILE)
-    return _Start(state, parent, diverged, fingerprint.history(meta))
+
+    def write():
+        moved = set_aside(out, step)
+        if moved:
+            note(f"resuming {out} from step {step}: moved step folder(s) {', '.join(moved)} to {out}/{DISCARDED_DIR}/")
+        metrics_log.truncate(out, step)
+        if step < config.num_updates:
+            (out / DONE_FILE).unlink(missing_ok=True)  # it trains on (an extended or an earlier step)
+        if load_config(out) != config:  # a safe change asked for on resume (e.g. more total_steps)
+            config.to_toml(out / CONFIG_FILE)
+
+    return _Start(state, parent, diverged, fingerprint.history(meta), write)
 
 
 def _restart(trainer: Trainer, config: TrainConfig, out: Path, opts: TrainOptions, programs: _Programs) -> _Start:
@@ -385,16 +393,22 @@ def _restart(trainer: Trainer, config: TrainConfig, out: Path, opts: TrainOption
     opts.note(f"run {out} has no checkpoint yet (it stopped before its first one): starting it over"
               + (f" from {recorded}" if recorded else ""))
     state, parent = _fresh_state(trainer, config, programs, recorded or opts.init_from)
-    set_aside(out, None)
-    _write_start(config, out, parent)
-    return _Start(state, parent, {})
+
+    def write():
+        set_aside(out, None)
+        _write_start(config, out, parent)
+
+    return _Start(state, parent, {}, write=write)
 
 
 def _new(trainer: Trainer, config: TrainConfig, out: Path, opts: TrainOptions, programs: _Programs) -> _Start:
     state, parent = _fresh_state(trainer, config, programs, opts.init_from)
-    out.mkdir(parents=True, exist_ok=True)
-    _write_start(config, out, parent)
-    return _Start(state, parent, {})
+
+    def write():
+        out.mkdir(parents=True, exist_ok=True)
+        _write_start(config, out, parent)
+
+    return _Start(state, parent, {}, write=write)
 
 
 def _fresh_state(trainer: Trainer, config: TrainConfig, programs: _Programs, init_from: str | None):
