@@ -267,6 +267,7 @@ def _seed_pairs(spec, num_seeds: int, same_history: bool, where: str) -> list[tu
 def plan_probes(sweep: dict, runs: list[PlannedRun]) -> list[ProbeJob]:
     """The probe jobs of the sweep's ``[[pairs]]`` for every env; refuses pairs of unequal budgets
     (total env steps per team, sources included) unless ``allow_unequal_budgets = true``."""
+    from probes.batch import memory_budget
     from probes.interpolate import alpha_grid
 
     pairs = sweep.get("pairs", [])
@@ -277,9 +278,10 @@ def plan_probes(sweep: dict, runs: list[PlannedRun]) -> list[ProbeJob]:
             for k in ("episodes", "boot"):
                 if not isinstance(probe[k], int) or probe[k] < 2:
                     raise UserError(f"sweep [probe] ({env}): {k} must be an integer >= 2, got {probe[k]!r}")
-            if probe["batch_memory"] < 0:
-                raise UserError(f"sweep [probe] ({env}): batch_memory must be GiB >= 0 (0: half the memory "
-                                f"available), got {probe['batch_memory']!r}")
+            try:  # the batches' rule (a number of GiB >= 0, finite), before anything trains
+                memory_budget(probe["batch_memory"])
+            except UserError as e:
+                raise UserError(f"sweep [probe] ({env}): {e}") from None
     by = {(r.env, r.point, r.history): r for r in runs}
     cells = list(dict.fromkeys((r.env, r.point) for r in runs))  # every env x variant x grid point
     jobs = []

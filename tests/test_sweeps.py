@@ -200,6 +200,16 @@ def test_probe_stage_names_get_did_you_mean(tmp_path):
             plan_probes(sweep, plan(sweep))
 
 
+@pytest.mark.parametrize("value", ["nan", "inf", "-1"])
+def test_probe_batch_memory_is_checked_before_anything_trains(tmp_path, value):
+    """[probe] batch_memory: the batches' own rule (probes.batch.memory_budget: finite GiB >= 0) at planning, so a
+    value the probes refuse is not found after the training (nan and inf passed the planner's `< 0`)."""
+    sweep = load_sweep(_write(tmp_path, SWEEP.replace("boot = 20", f"boot = 20\nbatch_memory = {value}")))
+    with pytest.raises(UserError, match=r"^sweep \[probe\] \(smax:3m\): batch_memory must be a number of GiB >= 0 "
+                                        rf"\(0: .* of the memory available\), got {value}(\.0)?$"):
+        plan_probes(sweep, plan(sweep))
+
+
 @pytest.mark.parametrize("require,match", [
     ('{ "sharedd" = { min_greedy_win = 0.8 } }', r"\[report\] require: unknown history 'sharedd'; did you mean 'shared'"),
     ('{ "shared" = { min_greedy_wins = 0.8 } }', r"\[report\] require 'shared': unknown key 'min_greedy_wins'; did you mean 'min_greedy_win'"),
