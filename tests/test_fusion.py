@@ -245,6 +245,29 @@ def test_a_group_refused_at_one_run_leaves_a_resumed_run_as_it_was(tiny_run, tmp
     assert not (tmp_path / "b").exists()
 
 
+@pytest.mark.slow  # the fixture's group (its program, compiled in this process, trains the one chunk here)
+def test_a_fused_runs_notes_go_to_stderr_as_a_run_alones(fused, tmp_path, capsys):
+    """``train_folders`` (the worker's --member): the status lines on stdout, the runs' notes and warnings on stderr
+    (as ``marl train``'s; the local executor keeps a worker's stderr in the run's .train.log and drops its stdout).
+    Here: the fused runs stopped at step 2 (a with an incomplete step 4), resumed as a group (the fixture's
+    program, compiled in this process: one chunk to run)."""
+    from marl.runs.group import train_folders
+
+    runs = {}
+    for name in ("a", "b"):
+        runs[name] = tmp_path / name
+        shutil.copytree(fused[name], runs[name])
+        shutil.rmtree(runs[name] / layout.CKPT_DIR / "4")
+        (runs[name] / runlock.DONE_FILE).unlink()
+    (runs["a"] / layout.CKPT_DIR / "4").mkdir()  # a step folder a kill left incomplete
+    a, b = runs["a"], runs["b"]
+    assert train_folders([(tiny_run_config(), a, None), (_b_config(), b, None)]) == [a, b]
+    out, err = capsys.readouterr()
+    assert out.splitlines() == [f"resume {a} (fused, 2 runs in one program)", f"resume {b} (fused, 2 runs in one program)"]
+    assert err.splitlines() == [f"resuming {a} from step 2: moved step folder(s) 4 to {a}/{layout.DISCARDED_DIR}/"]
+    assert layout.steps(a) == layout.steps(b) == [2, 4] and (a / runlock.DONE_FILE).exists()
+
+
 class _Book:
     """A stand-in for a run's ``Book`` (``marl.runs.loop.Book``): 1 seed, ``chunks`` chunks to train, and a
     divergence (the UserError ``Book.record`` raises) at chunk ``fails_at``."""

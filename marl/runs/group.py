@@ -66,7 +66,7 @@ def train_folders(members: list[tuple[TrainConfig, Path, str | None]], echo: Cal
             continue
         echo(f"{'resume' if resume else 'train'} {m.out} (fused, {len(members)} runs in one program)")
         todo.append(dataclasses.replace(m, resume=resume))
-    train_group(todo, note=echo, devices=devices)
+    train_group(todo, devices=devices)  # its notes and warnings on stderr, as train_run's (echo: the status lines)
     return [m.out for m in given]
 
 
