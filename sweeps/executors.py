@@ -79,6 +79,12 @@ def _child(cmd: list) -> list:
     return [python, "-m", "sweeps.child", str(os.getpid()), "-m", *rest]
 
 
+def train_log(task: Task) -> Path:
+    """Where a task's worker writes its standard error (its runs' notes, warnings and error line): beside its
+    (first) run's folder, for the local and inline executors."""
+    return task.out.parent / f".{task.out.name}.train.log"
+
+
 def _last_line(text: str, rc: int) -> str:
     lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
     return lines[-1] if lines else f"exit {rc}"
@@ -185,7 +191,7 @@ def train_local(tasks: list[Task], max_jobs: int, progress: bool = True, echo=pr
                         status.set(t.name, "waiting", f"locked by pid {holder.get('pid')} on {holder.get('host')}")
                         continue
                     queued.remove(t)
-                    log = t.out.parent / f".{t.out.name}.train.log"
+                    log = train_log(t)
                     logf = log.open("w")
                     proc = subprocess.Popen(_child(t.cmd), stdout=subprocess.DEVNULL, stderr=logf)
                     running[t.name] = (proc, t, logf, log)

@@ -668,6 +668,9 @@ def test_inline_executor_fails_a_run_in_one_line_and_its_dependents_untried(tmp_
     assert lines[0] == "[0/2] training a" and lines[1].endswith(f" s, 1 left): marl: error: config file {missing} does not exist")
     assert lines[2:] == ["[0/2] failed b (0 left): its source a failed"]
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+    # the worker's stderr is kept where the local executor keeps it (b never ran)
+    assert (tmp_path / ".a.train.log").read_text() == f"marl: error: config file {missing} does not exist\n"
+    assert not (tmp_path / ".b.train.log").exists()
     with pytest.raises(ValueError, match="runs `python -m marl.worker` commands"):
         train_inline([Task("c", [py, "-m", "slow_ok"], (), tmp_path / "c", 1)])
 
