@@ -55,7 +55,7 @@ class Task:
     cmd: list
     deps: tuple  # names of the tasks it starts from (only those in this graph)
     out: Path
-    num_updates: int
+    num_updates: int  # a fused group: its runs' updates together
     members: tuple = ()  # a fused group: every run's folder (``out`` is the first); () for one run
 
     @property
@@ -68,8 +68,8 @@ ACTIVE = ("training", "running")  # a task's states while it runs: "running" for
 
 
 def fraction_done(task: Task) -> float:
-    """Updates logged in the run's metrics.jsonl over its num_updates."""
-    return min(count_rows(task.out) / max(task.num_updates, 1), 1.0)
+    """Updates logged in the task's runs' metrics.jsonl (a fused group: all of them) over its num_updates."""
+    return min(sum(count_rows(f) for f in task.folders) / max(task.num_updates, 1), 1.0)
 
 
 def _child(cmd: list) -> list:

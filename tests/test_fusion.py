@@ -134,6 +134,15 @@ def test_a_stage_fuses_and_chains_fuse_stage_by_stage(tmp_path, capsys):
     assert tasks[2].cmd.count("--member") == 2 and str((tmp_path / "o/smax-3m/b").resolve()) in tasks[2].cmd
     assert tasks[0].folders == ((tmp_path / "o/smax-3m/a").resolve(), (tmp_path / "o/smax-3m/b").resolve())
     assert tasks[1].cmd[3] == "--config" and tasks[1].folders == ((tmp_path / "o/smax-3m/c").resolve(),)
+    # a group's progress is all its runs' (here a logged 4 of its 4 updates, b 1 of 4: not a's 100%)
+    assert [t.num_updates for t in tasks] == [4 + 4, 8, 4 + 4]  # c: 4 envs, so 8 updates of its own
+    from sweeps.executors import Task, fraction_done
+
+    folders = (tmp_path / "fa", tmp_path / "fb")
+    for folder, rows in zip(folders, (4, 1)):
+        folder.mkdir()
+        (folder / "metrics.jsonl").write_text('{"update": 1}\n' * rows)
+    assert fraction_done(Task("g", [], (), folders[0], 8, folders)) == 5 / 8
     alone = _tasks(runs, runs, states, write=False, fuse=False)
     assert len(alone) == 5 and not any(t.members for t in alone) and not any("--member" in t.cmd for t in alone)
     states["smax-3m/a"] = "done"  # a's continuation starts from a done run: stage 0, with b; b2 waits for b
