@@ -566,8 +566,9 @@ def run_books(chunk: Callable, books: list[Book], state, hyper, *, after: Callab
                     update = b.record(i, lambda k=k: part(state, k), part(metrics, k), seconds, stop)
                 except UserError as e:  # this run diverged (or its checkpoint failed): it stops, the others go on
                     failed[b.out] = e
-                    b.close()
-                    b.lock.release()
+                    with stop.deferred():  # its manager's threads end whole (a stop is raised at the next check)
+                        b.close()
+                        b.lock.release()
                     continue
                 if after is not None:
                     after(update, part(metrics, k), time.time() - t0)
