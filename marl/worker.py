@@ -48,6 +48,9 @@ def main(argv: list[str] | None = None) -> int:
     for m in args.member or []:
         if len(m) not in (2, 3):
             p.error(f"--member takes FILE DIR [REF], got {len(m)} value(s): {' '.join(m)}")
+        if not all(v.strip() for v in m):  # an empty DIR would be the working folder, an empty REF no warm start
+            p.error(f"--member FILE DIR [REF]: {('FILE', 'DIR', 'REF')[[v.strip() for v in m].index('')]} is empty; "
+                    f"name the run's config, folder and warm-start source")
     enable_compilation_cache()  # before api imports jax
     return run_guarded("marl", _train, args, hard_exit=__name__ == "__main__")
 

@@ -55,7 +55,7 @@ class Task:
     cmd: list
     deps: tuple  # names of the tasks it starts from (only those in this graph)
     out: Path
-    num_updates: int
+    num_updates: int  # a fused group: its runs' updates together
     members: tuple = ()  # a fused group: every run's folder (``out`` is the first); () for one run
 
     @property
@@ -68,8 +68,8 @@ ACTIVE = ("training", "running")  # a task's states while it runs: "running" for
 
 
 def fraction_done(task: Task) -> float:
-    """Updates logged in the run's metrics.jsonl over its num_updates."""
-    return min(count_rows(task.out) / max(task.num_updates, 1), 1.0)
+    """Updates logged in the task's runs' metrics.jsonl (a fused group: all of them) over its num_updates."""
+    return min(sum(count_rows(f) for f in task.folders) / max(task.num_updates, 1), 1.0)
 
 
 def _child(cmd: list) -> list:
@@ -77,6 +77,12 @@ def _child(cmd: list) -> list:
     python, flag, *rest = cmd
     assert flag == "-m", cmd
     return [python, "-m", "sweeps.child", str(os.getpid()), "-m", *rest]
+
+
+def train_log(task: Task) -> Path:
+    """Where a task's worker writes its standard error (its runs' notes, warnings and error line): beside its
+    (first) run's folder, for the local and inline executors."""
+    return task.out.parent / f".{task.out.name}.train.log"
 
 
 def _last_line(text: str, rc: int) -> str:
@@ -185,7 +191,7 @@ def train_local(tasks: list[Task], max_jobs: int, progress: bool = True, echo=pr
                         status.set(t.name, "waiting", f"locked by pid {holder.get('pid')} on {holder.get('host')}")
                         continue
                     queued.remove(t)
-                    log = t.out.parent / f".{t.out.name}.train.log"
+                    log = train_log(t)
                     logf = log.open("w")
                     proc = subprocess.Popen(_child(t.cmd), stdout=subprocess.DEVNULL, stderr=logf)
                     running[t.name] = (proc, t, logf, log)

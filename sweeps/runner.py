@@ -489,7 +489,8 @@ def _tasks(runs: list[PlannedRun], todo: list[PlannedRun], states: dict, write: 
     tasks = []
     for g in fused:
         deps = tuple(dict.fromkeys(task_of[source[r.name]] for r in g if source[r.name] in task_of))
-        tasks.append(Task(group_name(g), group_command(g, write=write), deps, g[0].out.resolve(), g[0].config.num_updates,
+        tasks.append(Task(group_name(g), group_command(g, write=write), deps, g[0].out.resolve(),
+                          sum(r.config.num_updates for r in g),
                           tuple(r.out.resolve() for r in g) if len(g) > 1 else ()))  # (an unwritable --out fails here)
     return tasks
 

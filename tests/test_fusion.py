@@ -9,6 +9,7 @@ and discount: one program of 3 seeds, each with its run's hyperparameters.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -54,13 +55,13 @@ critic_hidden = 16
 [variants.b]
 seed = 3
 num_seeds = 1
-lr = 2e-3
+lr = 1e-3
 gamma = 0.95
 """
 
 
 def _b_config():
-    return tiny_config(seed=3, lr=2e-3, gamma=0.95)
+    return tiny_config(seed=3, lr=1e-3, gamma=0.95)  # tiny_config's lr is 2e-3
 
 
 def _leaves(run: Path) -> list:
@@ -133,6 +134,15 @@ def test_a_stage_fuses_and_chains_fuse_stage_by_stage(tmp_path, capsys):
     assert tasks[2].cmd.count("--member") == 2 and str((tmp_path / "o/smax-3m/b").resolve()) in tasks[2].cmd
     assert tasks[0].folders == ((tmp_path / "o/smax-3m/a").resolve(), (tmp_path / "o/smax-3m/b").resolve())
     assert tasks[1].cmd[3] == "--config" and tasks[1].folders == ((tmp_path / "o/smax-3m/c").resolve(),)
+    # a group's progress is all its runs' (here a logged 4 of its 4 updates, b 1 of 4: not a's 100%)
+    assert [t.num_updates for t in tasks] == [4 + 4, 8, 4 + 4]  # c: 4 envs, so 8 updates of its own
+    from sweeps.executors import Task, fraction_done
+
+    folders = (tmp_path / "fa", tmp_path / "fb")
+    for folder, rows in zip(folders, (4, 1)):
+        folder.mkdir()
+        (folder / "metrics.jsonl").write_text('{"update": 1}\n' * rows)
+    assert fraction_done(Task("g", [], (), folders[0], 8, folders)) == 5 / 8
     alone = _tasks(runs, runs, states, write=False, fuse=False)
     assert len(alone) == 5 and not any(t.members for t in alone) and not any("--member" in t.cmd for t in alone)
     states["smax-3m/a"] = "done"  # a's continuation starts from a done run: stage 0, with b; b2 waits for b
@@ -196,6 +206,7 @@ def test_worker_member_arguments_are_checked(capsys):
 
     for argv, match in ((["--member", "c.toml"], "--member takes FILE DIR [REF], got 1"),
                         (["--member", "c.toml", "d", "--config", "c.toml"], "without --config/--out"),
+                        (["--member", "c.toml", " "], "DIR is empty"), (["--member", "c.toml", "d", ""], "REF is empty"),
                         ([], "--config, --out")):
         with pytest.raises(SystemExit) as e:
             worker(argv)
@@ -208,8 +219,108 @@ def test_train_group_refuses_runs_of_two_programs(tmp_path):
     with pytest.raises(UserError, match="do not share one program"):
         train_group([Member(tiny_run_config(), tmp_path / "a"), Member(tiny_config(num_envs=4), tmp_path / "b")])
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
-    with pytest.raises(ValueError, match="share a run folder"):
-        train_group([Member(tiny_run_config(), tmp_path / "a"), Member(_b_config(), tmp_path / "a")])
+    with pytest.raises(UserError, match=r"^run folder .*/a is given to two runs of one fused group; give each"):
+        train_group([Member(tiny_run_config(), tmp_path / "a"), Member(_b_config(), tmp_path / "x" / ".." / "a")])
+    assert not (tmp_path / "a").exists()
+
+
+def test_a_group_refused_at_one_run_leaves_no_folder_of_its_own(tmp_path):
+    """A run of a group refused as it starts (here: its warm-start source is missing) after an earlier run of the
+    group made its folder and wrote its first files: the refusal removes every folder the group made, as a
+    refused ``marl train`` does; a folder that was there before is left alone."""
+    from marl_common.errors import UserError
+
+    b_cfg = tiny_run_config().with_overrides({"lr": 1e-3})  # a's program and seeds: one init program compiled
+    (tmp_path / "b").mkdir()
+    with pytest.raises(UserError, match="does not exist"):
+        train_group([Member(tiny_run_config(), tmp_path / "a"), Member(b_cfg, tmp_path / "b", str(tmp_path / "nope"))])
+    assert not (tmp_path / "a").exists() and list((tmp_path / "b").iterdir()) == []
+
+
+def test_a_group_refused_at_one_run_leaves_a_resumed_run_as_it_was(tiny_run, tmp_path):
+    """A run of a group that resumes (its log holds updates past its last checkpoint, which a resume cuts
+    back) and a later run of the group refused: the resumed run's folder is left file for file as it was."""
+    from marl_common.errors import UserError
+
+    a = tmp_path / "a"
+    shutil.copytree(tiny_run, a)
+    shutil.rmtree(a / layout.CKPT_DIR / "4")
+    (a / runlock.DONE_FILE).unlink()
+    before = {f.relative_to(a): f.read_bytes() for f in sorted(a.rglob("*")) if f.is_file()}
+    b_cfg = tiny_run_config().with_overrides({"lr": 1e-3})
+    with pytest.raises(UserError, match="does not exist"):
+        train_group([Member(tiny_run_config(), a, resume=True), Member(b_cfg, tmp_path / "b", str(tmp_path / "nope"))])
+    assert {f.relative_to(a): f.read_bytes() for f in sorted(a.rglob("*")) if f.is_file()} == before
+    assert not (tmp_path / "b").exists()
+
+
+@pytest.mark.slow  # the fixture's group (its program, compiled in this process, trains the one chunk here)
+def test_a_fused_runs_notes_go_to_stderr_as_a_run_alones(fused, tmp_path, capsys):
+    """``train_folders`` (the worker's --member): the status lines on stdout, the runs' notes and warnings on stderr
+    (as ``marl train``'s; the local executor keeps a worker's stderr in the run's .train.log and drops its stdout).
+    Here: the fused runs stopped at step 2 (a with an incomplete step 4), resumed as a group (the fixture's
+    program, compiled in this process: one chunk to run)."""
+    from marl.runs.group import train_folders
+
+    runs = {}
+    for name in ("a", "b"):
+        runs[name] = tmp_path / name
+        shutil.copytree(fused[name], runs[name])
+        shutil.rmtree(runs[name] / layout.CKPT_DIR / "4")
+        (runs[name] / runlock.DONE_FILE).unlink()
+    (runs["a"] / layout.CKPT_DIR / "4").mkdir()  # a step folder a kill left incomplete
+    a, b = runs["a"], runs["b"]
+    assert train_folders([(tiny_run_config(), a, None), (_b_config(), b, None)]) == [a, b]
+    out, err = capsys.readouterr()
+    assert out.splitlines() == [f"resume {a} (fused, 2 runs in one program)", f"resume {b} (fused, 2 runs in one program)"]
+    assert err.splitlines() == [f"resuming {a} from step 2: moved step folder(s) 4 to {a}/{layout.DISCARDED_DIR}/"]
+    assert layout.steps(a) == layout.steps(b) == [2, 4] and (a / runlock.DONE_FILE).exists()
+
+
+class _Book:
+    """A stand-in for a run's ``Book`` (``marl.runs.loop.Book``): 1 seed, ``chunks`` chunks to train, and a
+    divergence (the UserError ``Book.record`` raises) at chunk ``fails_at``."""
+
+    def __init__(self, out, chunks, fails_at=None):
+        from marl.core.config import TrainConfig
+
+        self.out, self.chunks_left, self.fails_at = Path(out), chunks, fails_at
+        self.config = TrainConfig(num_seeds=1)
+        self.frozen = np.zeros(1, bool)
+        self.recorded, self.lock = [], self
+
+    def record(self, i, state, metrics, seconds, stop):
+        from marl_common.errors import UserError
+
+        if i == self.fails_at:
+            raise UserError(f"training diverged in {self.out}")
+        self.recorded.append(i)
+
+    def open(self):
+        pass
+
+    close = release = open
+
+
+def test_a_group_stops_once_every_run_is_done_or_failed():
+    """The chunk loop of a run or fused group (``run_books``) trains while a run has chunks left: a run that diverges stops alone (the others
+    train on), and once every run is finished or failed no further chunk runs (here: the run with the most chunks
+    left fails in the first, the other has one chunk: one chunk program call, not three)."""
+    from marl.runs.loop import run_books
+
+    calls = []
+
+    def chunk(state, hyper, frozen):
+        calls.append(np.asarray(frozen).tolist())
+        return state, {"x": np.zeros((len(frozen), 2))}
+
+    books = [_Book("a", chunks=3, fails_at=0), _Book("b", chunks=1)]
+    failed = run_books(chunk, books, np.zeros(2), np.zeros(2))
+    assert {k: str(e) for k, e in failed.items()} == {Path("a"): "training diverged in a"} and calls == [[False, False]]
+    assert books[1].recorded == [0]
+    books = [_Book("a", chunks=1, fails_at=0), _Book("b", chunks=3)]  # the other run trains on, a's seed frozen
+    assert list(run_books(chunk, books, np.zeros(2), np.zeros(2))) == [Path("a")]
+    assert calls[1:] == [[False, False], [True, False], [True, False]] and books[1].recorded == [0, 1, 2]
 
 
 def test_slurm_submits_a_fused_group_as_one_job(tmp_path, capsys):

@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from marl.core.hyper import concat, hyper_of, program_key, seed_hypers
+from marl.core.hyper import HOST_KEYS, RUN_KEYS, concat, hyper_of, program_key, seed_hypers
 from marl.core.trainer import Trainer, seed_keys
 from marl.runs import checkpoint as ckpt, fingerprint, layout, metrics_log
 from tests.conftest import tiny_config
@@ -25,9 +25,19 @@ U = 8 * 16  # env steps of one tiny update
 
 # every number of a config that is not a program key, moved away from tiny_config's
 NUMBERS = dict(lr=1e-3, critic_lr=5e-4, gamma=0.9, max_grad_norm=0.5, seed=3, total_steps=6 * U, checkpoint_every=2,
-               keep_last=1, keep_finite_seeds=True)
+               keep_last=1, keep_every=4, keep_finite_seeds=True)
 PPO_NUMBERS = {"algo.clip_eps": 0.1, "algo.value_clip_eps": 0.0, "algo.ent_coef": 0.02, "algo.gae_lambda": 0.9}
-Q_NUMBERS = {"algo.q_lambda": 0.5, "algo.eps_start": 0.9, "algo.eps_finish": 0.2, "algo.eps_decay": 0.3}
+Q_NUMBERS = {"algo.q_lambda": 0.5, "algo.eps_start": 0.9, "algo.eps_finish": 0.2, "algo.eps_decay": 0.3,
+             "algo.eps_decay_steps": 8 * 16 * 3}
+
+
+def test_the_numbers_here_are_every_key_that_is_data():
+    """NUMBERS, PPO_NUMBERS and Q_NUMBERS move every key program_key sets aside (so the tests below check each of
+    them reaches the program as data): a key added to hyper.py's lists or an algorithm's scalar settings is
+    added here too."""
+    assert set(NUMBERS) == set(RUN_KEYS + HOST_KEYS)
+    assert set(PPO_NUMBERS) == {f"algo.{k}" for k in tiny_config().algo_settings.scalar_keys()}
+    assert set(Q_NUMBERS) == {f"algo.{k}" for k in tiny_config(algo="qmix").algo_settings.scalar_keys()}
 
 
 def test_program_key_ignores_numbers_and_tells_shapes_apart():

@@ -200,6 +200,16 @@ def test_probe_stage_names_get_did_you_mean(tmp_path):
             plan_probes(sweep, plan(sweep))
 
 
+@pytest.mark.parametrize("value", ["nan", "inf", "-1"])
+def test_probe_batch_memory_is_checked_before_anything_trains(tmp_path, value):
+    """[probe] batch_memory: the batches' own rule (probes.batch.memory_budget: finite GiB >= 0) at planning, so a
+    value the probes refuse is not found after the training (nan and inf passed the planner's `< 0`)."""
+    sweep = load_sweep(_write(tmp_path, SWEEP.replace("boot = 20", f"boot = 20\nbatch_memory = {value}")))
+    with pytest.raises(UserError, match=r"^sweep \[probe\] \(smax:3m\): batch_memory must be a number of GiB >= 0 "
+                                        rf"\(0: .* of the memory available\), got {value}(\.0)?$"):
+        plan_probes(sweep, plan(sweep))
+
+
 @pytest.mark.parametrize("require,match", [
     ('{ "sharedd" = { min_greedy_win = 0.8 } }', r"\[report\] require: unknown history 'sharedd'; did you mean 'shared'"),
     ('{ "shared" = { min_greedy_wins = 0.8 } }', r"\[report\] require 'shared': unknown key 'min_greedy_wins'; did you mean 'min_greedy_win'"),
@@ -658,6 +668,9 @@ def test_inline_executor_fails_a_run_in_one_line_and_its_dependents_untried(tmp_
     assert lines[0] == "[0/2] training a" and lines[1].endswith(f" s, 1 left): marl: error: config file {missing} does not exist")
     assert lines[2:] == ["[0/2] failed b (0 left): its source a failed"]
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+    # the worker's stderr is kept where the local executor keeps it (b never ran)
+    assert (tmp_path / ".a.train.log").read_text() == f"marl: error: config file {missing} does not exist\n"
+    assert not (tmp_path / ".b.train.log").exists()
     with pytest.raises(ValueError, match="runs `python -m marl.worker` commands"):
         train_inline([Task("c", [py, "-m", "slow_ok"], (), tmp_path / "c", 1)])
 

@@ -114,9 +114,9 @@ class PPOLearner:
         """(actor, critic) optimisers at ``hyper``'s rates and clip (``make_optimizers``)."""
         return make_optimizers(self.config, hyper)
 
-    def setup(self, hyper: Hyper, tx=None) -> ActorSetup:
-        """The actor update's settings at ``hyper`` (``make_actor_setup``), with the actor optimiser ``tx``."""
-        return make_actor_setup(self.config, self.spec, self.optimizers(hyper)[0] if tx is None else tx, hyper)
+    def setup(self, hyper: Hyper) -> ActorSetup:
+        """The actor update's settings at ``hyper`` (``make_actor_setup``, with the actor optimiser at ``hyper``)."""
+        return make_actor_setup(self.config, self.spec, self.optimizers(hyper)[0], hyper)
 
     @property
     def metric_keys(self) -> tuple[str, ...]:

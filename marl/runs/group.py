@@ -24,12 +24,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import signal
-import time
 from pathlib import Path
 from typing import Callable
 
-from marl_common.errors import Interrupted, UserError
+from marl_common.errors import UserError
 from marl.core.config import TrainConfig
 
 def fuse_key(config: TrainConfig) -> TrainConfig:
@@ -58,34 +56,40 @@ def train_folders(members: list[tuple[TrainConfig, Path, str | None]], echo: Cal
     another config refused); ``echo`` gets a line per run. Returns the folders."""
     from marl.runs.lock import resume_mode
 
+    given = [Member(config, Path(out), init_from) for config, out, init_from in members]
+    check_members(given)  # before any folder is looked at
     todo = []
-    for config, out, init_from in members:
-        out = Path(out)
-        resume = resume_mode(out, config)
+    for m in given:
+        resume = resume_mode(m.out, m.config)
         if resume is None:
-            echo(f"run {out} is already done ({config.num_updates} updates); nothing to train")
+            echo(f"run {m.out} is already done ({m.config.num_updates} updates); nothing to train")
             continue
-        echo(f"{'resume' if resume else 'train'} {out} (fused, {len(members)} runs in one program)")
-        todo.append(Member(config, out, init_from, resume))
-    train_group(todo, note=echo, devices=devices)
-    return [Path(m[1]) for m in members]
+        echo(f"{'resume' if resume else 'train'} {m.out} (fused, {len(members)} runs in one program)")
+        todo.append(dataclasses.replace(m, resume=resume))
+    train_group(todo, devices=devices)  # its notes and warnings on stderr, as train_run's (echo: the status lines)
+    return [m.out for m in given]
 
 
-def train_group(members: list[Member], *, note: Callable[[str], None] | None = None, devices: int | None = None,
-                stop_after_chunks: int | None = None) -> list[Path]:
+def check_members(members: list[Member]) -> None:
+    """A fused group's runs: each in its own folder, all of one program (``fuse_key``); else a one-line UserError."""
+    folders = [Path(m.out).resolve() for m in members]
+    twice = next((f for i, f in enumerate(folders) if f in folders[:i]), None)
+    if twice is not None:
+        raise UserError(f"run folder {twice} is given to two runs of one fused group; give each run its own folder")
+    if len({fuse_key(m.config) for m in members}) > 1:
+        raise UserError(f"runs {', '.join(str(m.out) for m in members)} differ in more than hyperparameters and seeds: "
+                        f"they do not share one program; train them apart (marl sweep --no-fuse)")
+
+
+def train_group(members: list[Member], *, note: Callable[[str], None] | None = None,
+                devices: int | None = None) -> list[Path]:
     """Train ``members`` (runs of one ``fuse_key``) as one vmapped program, each into its own folder as
-    ``train_run`` would (new, or resumed with ``Member.resume``). ``stop_after_chunks`` stops early as an
-    interruption would (tests of exact resume). A run that fails (divergence) stops alone; once the others are
-    done, a UserError names it. Returns the folders."""
+    ``train_run`` would (new, or resumed with ``Member.resume``). A run that fails (divergence) stops alone; once
+    the others are done, a UserError names it. Returns the folders."""
     from marl.core import sharding
     from marl.runs.loop import TrainOptions, locked
 
-    if len({Path(m.out).resolve() for m in members}) != len(members):
-        raise ValueError("train_group: two members share a run folder")
-    keys = {fuse_key(m.config) for m in members}
-    if len(keys) > 1:
-        raise UserError(f"runs {', '.join(str(m.out) for m in members)} differ in more than hyperparameters and seeds: "
-                        f"they do not share one program; train them apart (marl sweep --no-fuse)")
+    check_members(members)
     if not members:
         return []
     total = sum(m.config.num_seeds for m in members)
@@ -99,11 +103,11 @@ def train_group(members: list[Member], *, note: Callable[[str], None] | None = N
             if lock is not None:  # None: a resume of a run already done
                 held.append((m, opts, lock))
         if held:
-            _train_locked(held, num_devices, stop_after_chunks)
+            _train_locked(held, num_devices)
     return [Path(m.out) for m in members]
 
 
-def _train_locked(held: list, num_devices: int, stop_after_chunks: int | None) -> None:
+def _train_locked(held: list, num_devices: int) -> None:
     """Start every run (its own state, warm start and records), stack them, run the group's chunks."""
     import jax
     import jax.numpy as jnp
@@ -111,80 +115,32 @@ def _train_locked(held: list, num_devices: int, stop_after_chunks: int | None) -
     from marl.core import sharding
     from marl.core.hyper import concat
     from marl.core.trainer import Trainer
-    from marl.runs.loop import Book, _programs, starting_point
+    from marl.runs.loop import Book, _programs, run_books, starting_point
     from marl.runs.resources import check_memory, state_bytes
 
     trainer = Trainer.for_program(held[0][0].config)  # the group's one program
-    books, states, hypers = [], [], []
+    starts, states, hypers = [], [], []
     for m, opts, lock in held:
         own = Trainer.for_program(m.config)  # its seeds' init and warm start (its hyperparameters: programs.hyper)
         programs = _programs(own, m.config, opts)
-        start = starting_point(own, m.config, Path(m.out), opts, programs)
-        books.append(Book(own, m.config, Path(m.out), opts, lock, start))
+        start = starting_point(own, m.config, Path(m.out), opts, programs)  # reads: a refusal changes no folder
+        starts.append((own, m, opts, lock, start))
         states.append(start.state)
         hypers.append(programs.hyper)
     check_memory(sum(state_bytes(s) for s in states) * 3, f"training {len(held)} fused runs of {trainer.config.env}",
                  "train them apart (marl sweep --no-fuse)")
+    books = []
+    for own, m, opts, lock, start in starts:  # past every check of every run: each run's folder changes
+        start.write()
+        books.append(Book(own, m.config, Path(m.out), opts, lock, start))
     for b in books:
-        b.lock.commit()  # past every check: the attempt goes into each run's lock.log
+        b.lock.commit()  # the attempt goes into each run's lock.log
     seeds_on = sharding.seed_sharding(num_devices)
     state = sharding.shard(jax.tree.map(lambda *xs: jnp.concatenate(xs), *states), seeds_on)
     del states
     hyper = sharding.shard(concat(hypers), seeds_on)  # each seed's run's hyperparameters, on the same axis
-    failed = _run_chunks(trainer.programs.chunk, books, state, hyper, stop_after_chunks)
+    failed = run_books(trainer.programs.chunk, books, state, hyper,
+                       interrupted="interrupted; run the sweep again to resume the fused runs, or each alone: ")
     if failed:
-        out, msg = next(iter(failed.items()))
-        raise UserError(f"{len(failed)} of {len(books)} fused runs failed, the others finished ({out}: {msg})")
-
-
-def _run_chunks(chunk, books: list, state, hyper, stop_after_chunks: int | None) -> dict:
-    """The group's chunks: one program call per chunk, then each run's ``Book`` records its part (a SIGTERM stops
-    the group as it stops one run: at once, but never inside a checkpoint write). Returns the runs that failed
-    ({folder: message})."""
-    import jax
-    import jax.numpy as jnp
-    import numpy as np
-
-    from marl.runs.loop import _Stop, _StopOnTerm
-
-    edges = np.cumsum([0] + [b.config.num_seeds for b in books])
-    failed: dict[Path, str] = {}
-    stop = _StopOnTerm()
-    old_handler = signal.signal(signal.SIGTERM, stop)
-
-    def part(tree, k):
-        return jax.tree.map(lambda x: x[edges[k]:edges[k + 1]], tree)
-
-    try:
-        for b in books:
-            b.open()
-        for i in range(max(b.chunks_left for b in books)):
-            stop.check()  # a SIGTERM whose exception was dropped during the last chunk
-            t0 = time.time()
-            frozen = np.concatenate([np.ones_like(b.frozen) if b.out in failed else b.frozen for b in books])
-            state, metrics = chunk(state, hyper, jnp.asarray(frozen))
-            metrics = jax.device_get(metrics)
-            seconds = time.time() - t0
-            for k, b in enumerate(books):
-                if b.out in failed or i >= b.chunks_left:
-                    continue
-                try:
-                    b.record(i, lambda k=k: part(state, k), part(metrics, k), seconds, stop)
-                except UserError as e:  # this run diverged (or its checkpoint failed): it stops, the others go on
-                    failed[b.out] = str(e)
-                    b.close()
-                    b.lock.release()
-            if any(i + 1 < b.chunks_left for b in books if b.out not in failed):
-                stop.check()
-            if stop_after_chunks is not None and i + 1 >= stop_after_chunks:
-                break
-    except (KeyboardInterrupt, _Stop):
-        raise Interrupted("interrupted; run the sweep again to resume the fused runs, or each alone: "
-                          + "; ".join(b.interrupted() for b in books if b.out not in failed)) from None
-    finally:
-        with stop.deferred():  # the managers' threads end whole; a stop here comes after the last checkpoint
-            for b in books:
-                b.close()
-        signal.signal(signal.SIGTERM, old_handler)
-    return failed
-
+        out, error = next(iter(failed.items()))
+        raise UserError(f"{len(failed)} of {len(books)} fused runs failed, the others finished ({out}: {error})")

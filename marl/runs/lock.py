@@ -195,6 +195,11 @@ class RunLock:
             _log(self.out, event, **extra, at=round(t, 3))
         self._pending = None
 
+    @property
+    def committed(self) -> bool:
+        """Whether the run has started writing (``commit()``; always, without ``deferred_log``)."""
+        return self._pending is None
+
     def acquire(self) -> "RunLock":
         """Take the lock (reclaiming a stale one) and return self; UserError naming a live holder."""
         self.out.mkdir(parents=True, exist_ok=True)

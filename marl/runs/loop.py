@@ -282,8 +282,11 @@ def locked(config: TrainConfig, out: Path, opts: TrainOptions):
     try:
         yield lock
     except BaseException:
-        if created and not (out / CONFIG_FILE).exists():  # refused before it started, and we hold the lock:
-            lock.discard()  # everything in the folder is ours; it goes with the lock
+        # refused before it started (the lock not committed: a fused group's run may have written its first
+        # files before another run of the group was refused), in a folder this call made: everything in it is
+        # ours, and it goes with the lock
+        if created and not lock.committed:
+            lock.discard()
         raise
     finally:
         lock.release()
@@ -325,19 +328,24 @@ class _Start:
     parent: dict | None
     diverged: dict
     machines: list = dataclasses.field(default_factory=list)  # fingerprint.history up to the start
+    # what this start changes in the run folder, made by the caller once every check has passed (a fused group:
+    # every run's), so that a refusal leaves the folder as it was
+    write: Callable[[], None] = lambda: None
 
 
 def _train_locked(config: TrainConfig, out: Path, opts: TrainOptions, lock: RunLock) -> Path:
     trainer = Trainer.for_program(config)  # one per program in this process: configs that differ only in
     programs = _programs(trainer, config, opts)  # hyperparameters share its compiled chunk
     start = starting_point(trainer, config, out, opts, programs)
+    start.write()
     lock.commit()  # past every check: the attempt goes into lock.log (a refused one leaves it as it was)
     _run_chunks(trainer, config, out, opts, lock, programs, start)
     return out
 
 
 def starting_point(trainer: Trainer, config: TrainConfig, out: Path, opts: TrainOptions, programs: "_Programs"):
-    """Where a locked run folder starts training (``train_mode``): resumed from a checkpoint, started over, or new."""
+    """Where a locked run folder starts training (``train_mode``): resumed from a checkpoint, started over, or new.
+    Reads only: what it changes in the folder is the returned ``_Start.write``, for the caller to make."""
     mode = train_mode(out, config, opts.resume)
     return {"resume": _resume, "restart": _restart, "new": _new}[mode](trainer, config, out, opts, programs)
 
@@ -362,15 +370,18 @@ def _resume(trainer: Trainer, config: TrainConfig, out: Path, opts: TrainOptions
     parent = meta.get("parent")
     diverged = {int(k): v for k, v in (meta.get("diverged") or {}).items()}
     state = sharding.shard(jax.tree.map(jnp.asarray, state), programs.seeds_on)
-    moved = set_aside(out, step)
-    if moved:
-        note(f"resuming {out} from step {step}: moved step folder(s) {', '.join(moved)} to {out}/{DISCARDED_DIR}/")
-    metrics_log.truncate(out, step)
-    if step < config.num_updates:
-        (out / DONE_FILE).unlink(missing_ok=True)  # it trains on (an extended or an earlier step)
-    if load_config(out) != config:  # a safe change asked for on resume (e.g. more total_steps)
-        config.to_toml(out / CONFIG_FILE)
-    return _Start(state, parent, diverged, fingerprint.history(meta))
+
+    def write():
+        moved = set_aside(out, step)
+        if moved:
+            note(f"resuming {out} from step {step}: moved step folder(s) {', '.join(moved)} to {out}/{DISCARDED_DIR}/")
+        metrics_log.truncate(out, step)
+        if step < config.num_updates:
+            (out / DONE_FILE).unlink(missing_ok=True)  # it trains on (an extended or an earlier step)
+        if load_config(out) != config:  # a safe change asked for on resume (e.g. more total_steps)
+            config.to_toml(out / CONFIG_FILE)
+
+    return _Start(state, parent, diverged, fingerprint.history(meta), write)
 
 
 def _restart(trainer: Trainer, config: TrainConfig, out: Path, opts: TrainOptions, programs: _Programs) -> _Start:
@@ -382,16 +393,22 @@ def _restart(trainer: Trainer, config: TrainConfig, out: Path, opts: TrainOption
     opts.note(f"run {out} has no checkpoint yet (it stopped before its first one): starting it over"
               + (f" from {recorded}" if recorded else ""))
     state, parent = _fresh_state(trainer, config, programs, recorded or opts.init_from)
-    set_aside(out, None)
-    _write_start(config, out, parent)
-    return _Start(state, parent, {})
+
+    def write():
+        set_aside(out, None)
+        _write_start(config, out, parent)
+
+    return _Start(state, parent, {}, write=write)
 
 
 def _new(trainer: Trainer, config: TrainConfig, out: Path, opts: TrainOptions, programs: _Programs) -> _Start:
     state, parent = _fresh_state(trainer, config, programs, opts.init_from)
-    out.mkdir(parents=True, exist_ok=True)
-    _write_start(config, out, parent)
-    return _Start(state, parent, {})
+
+    def write():
+        out.mkdir(parents=True, exist_ok=True)
+        _write_start(config, out, parent)
+
+    return _Start(state, parent, {}, write=write)
 
 
 def _fresh_state(trainer: Trainer, config: TrainConfig, programs: _Programs, init_from: str | None):
@@ -502,33 +519,72 @@ class Book:
 
 def _run_chunks(trainer: Trainer, config: TrainConfig, out: Path, opts: TrainOptions, lock: RunLock,
                 programs: _Programs, start: _Start) -> None:
-    """Train chunk after chunk from ``start`` (``Book`` keeps the log, the divergence guard and the checkpoints),
-    stop cleanly on Ctrl-C / SIGTERM (keeping the last checkpoint) and on divergence."""
-    state = start.state
-    stop = _StopOnTerm()
-    old_handler = signal.signal(signal.SIGTERM, stop)
+    """Train chunk after chunk from ``start`` (``run_books`` with this run's one ``Book``, and the progress bar);
+    a divergence stops the run with its UserError."""
     book = Book(trainer, config, out, opts, lock, start)
     bar = _Progress(config, enabled=opts.progress, start_update=book.start_update, has_win=trainer.spec.has_win)
+    with bar:
+        failed = run_books(programs.chunk, [book], start.state, programs.hyper, stop_after_chunks=opts.stop_after_chunks,
+                           after=lambda update, metrics, seconds: bar.advance(update, metrics, seconds,
+                                                                              time.time() - book.t_start))
+    if failed:
+        raise failed[out]
+
+
+def run_books(chunk: Callable, books: list[Book], state, hyper, *, after: Callable | None = None,
+              stop_after_chunks: int | None = None, interrupted: str = "interrupted; ") -> dict[Path, UserError]:
+    """Train the runs of ``books`` (one run, or a fused group's: ``marl/runs/group.py``), their seeds stacked in that
+    order on the seed axis of ``state`` and ``hyper``, chunk after chunk: one ``chunk`` program call per chunk, then
+    each run's ``Book`` records its part (log, divergence guard, checkpoints) and ``after(update, metrics, seconds)``
+    is called. A run that fails (divergence, a failed checkpoint: a UserError) stops alone, its seeds frozen, and
+    the others train on; the loop ends once every run is finished or failed (or after ``stop_after_chunks``
+    chunks, as an interruption would: tests of exact resume). Ctrl-C / SIGTERM stops at once, never inside a
+    checkpoint write (``_StopOnTerm``), with an ``Interrupted``: ``interrupted`` and each live run's way on.
+    Returns the failed runs {folder: their UserError}."""
+    edges = np.cumsum([0] + [b.config.num_seeds for b in books])
+    failed: dict[Path, UserError] = {}
+    stop = _StopOnTerm()
+    old_handler = signal.signal(signal.SIGTERM, stop)
+
+    def part(tree, k):  # run k's rows (one run: all of them, no copy)
+        return tree if len(books) == 1 else jax.tree.map(lambda x: x[edges[k]:edges[k + 1]], tree)
+
     try:
-        book.open()
-        with bar:
-            for i in range(book.chunks_left):
-                stop.check()  # a SIGTERM whose exception was dropped during the last chunk
-                t0 = time.time()
-                state, metrics = programs.chunk(state, programs.hyper, jnp.asarray(book.frozen))
-                metrics = jax.device_get(metrics)
-                update = book.record(i, lambda: state, metrics, time.time() - t0, stop)
-                bar.advance(update, metrics, time.time() - t0, time.time() - book.t_start)
-                if update < config.num_updates:
-                    stop.check()
-                if opts.stop_after_chunks is not None and i + 1 >= opts.stop_after_chunks:
-                    break
+        for b in books:
+            b.open()
+        for i in range(max(b.chunks_left for b in books)):
+            stop.check()  # a SIGTERM whose exception was dropped during the last chunk
+            t0 = time.time()
+            frozen = np.concatenate([np.ones_like(b.frozen) if b.out in failed else b.frozen for b in books])
+            state, metrics = chunk(state, hyper, jnp.asarray(frozen))
+            metrics = jax.device_get(metrics)
+            seconds = time.time() - t0
+            for k, b in enumerate(books):
+                if b.out in failed or i >= b.chunks_left:
+                    continue
+                try:
+                    update = b.record(i, lambda k=k: part(state, k), part(metrics, k), seconds, stop)
+                except UserError as e:  # this run diverged (or its checkpoint failed): it stops, the others go on
+                    failed[b.out] = e
+                    with stop.deferred():  # its manager's threads end whole (a stop is raised at the next check)
+                        b.close()
+                        b.lock.release()
+                    continue
+                if after is not None:
+                    after(update, part(metrics, k), time.time() - t0)
+            if all(b.out in failed or i + 1 >= b.chunks_left for b in books):
+                break  # every run finished or failed: no chunk is left to train
+            stop.check()
+            if stop_after_chunks is not None and i + 1 >= stop_after_chunks:
+                break
     except (KeyboardInterrupt, _Stop):
-        raise Interrupted(f"interrupted; {book.interrupted()}") from None
+        raise Interrupted(interrupted + "; ".join(b.interrupted() for b in books if b.out not in failed)) from None
     finally:
-        with stop.deferred():  # the manager's threads end whole; a stop here comes after the last checkpoint
-            book.close()
+        with stop.deferred():  # the managers' threads end whole; a stop here comes after the last checkpoint
+            for b in books:
+                b.close()
         signal.signal(signal.SIGTERM, old_handler)
+    return failed
 
 
 class _Progress:
