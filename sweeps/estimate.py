@@ -18,7 +18,8 @@ from a short measured calibration of the sweep's own programs (not a constant).
   plan runs them: per map program, ``probes.batch.batch_plan``'s batches (padding included: every batch has
   the same shapes), the barrier's alphas and the team probes' rows at one team's measured seconds on their
   episodes (an approximation: a batch plays its teams in one vmapped program, usually faster per team), and
-  one compile per program (all its batches share it), not per job. ``--probe-per-pair`` (``batch = false``)
+  one compile per program (all its batches share it; charged as one team's program compiled for each of its
+  parts, the barrier's and the team probes'), not per job. ``--probe-per-pair`` (``batch = false``)
   costs each job alone, as before.
 
 - the ``[eval]`` stage (a sweep with ``[eval]``): every kept checkpoint of every seed on ``episodes`` greedy
