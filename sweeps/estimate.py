@@ -52,8 +52,9 @@ TEAM_KEYS = ("env", "num_agents", "share_actor", "network")
 
 @dataclasses.dataclass(frozen=True)
 class Estimate:
-    """What ``estimate`` returns: per run (name, updates, seconds per update, compile s, total s), per probe
-    job (label, teams played, episodes, seconds per team, total s), per run's ``[eval]`` stage (run, teams,
+    """What ``estimate`` returns: per training task (``train_rows``: a run, or a fused group; name, updates,
+    seconds per update, compile s charged, total s), per probe job run alone or batched program (``probe_rows``:
+    label, teams played, episodes, seconds per team, total s), per run's ``[eval]`` stage (run, teams,
     episodes, seconds per team, total s), the sum, and how many calibrations were measured now and how many
     read from the cache (with the seconds the estimate itself took)."""
 
