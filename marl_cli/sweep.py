@@ -32,7 +32,8 @@ def _cmd_sweep(args) -> int:
         shown = select(runs, args.only) if args.only is not None else runs
         everything = args.only is None  # --only trains its runs and stops: no eval, probes or reports
         est = estimate(shown, jobs if everything else [], echo=print, cache=Calibrations(recalibrate=args.recalibrate),
-                       evaluation=sweep.get("eval") if everything and "eval" in sweep else None)
+                       evaluation=sweep.get("eval") if everything and "eval" in sweep else None,
+                       all_runs=runs, fuse=not args.no_fuse)
         for line in lines(est):
             print(line)
         return 0
@@ -72,10 +73,11 @@ def add_parser(subparsers) -> None:
     p.add_argument("--out", help="root folder of the run folders (default: the file's `out`)")
     p.add_argument("--dry-run", action="store_true", help="print the plan (runs, env steps, probe jobs) and stop")
     p.add_argument("--estimate", action="store_true",
-                   help="each run's, [eval] stage's and probe job's expected time on this machine, from a short measured "
-                        "calibration of the sweep's own programs (compiles, trains nothing; the calibrations are kept "
-                        "per program shape and machine in the suite's cache folder, so the next estimate is instant), "
-                        "and stop")
+                   help="each training task's (a run, or a fused group as one program), [eval] stage's and probe "
+                        "job's or batch's expected time on this machine, as the sweep would run them (with --no-fuse, "
+                        "--probe-per-pair: so), from a short measured calibration of the sweep's own programs (compiles, "
+                        "trains nothing; a program's compile is charged once; the calibrations are kept per program and "
+                        "machine in the suite's cache folder, so the next estimate is instant), and stop")
     p.add_argument("--recalibrate", action="store_true",
                    help="with --estimate: measure every program again instead of reading the kept calibrations")
     p.add_argument("--quiet", action="store_true", help="plain status lines instead of the live table")

@@ -82,6 +82,19 @@ def batch_count(entries: list[tuple[int, int, int]], per_episode: int, team_batc
                     f"(or a team_batch)")
 
 
+def batch_plan(lerps: int, tents: int, alphas: int, rows: int, episodes: int, team_episodes: int, per_episode: int,
+               team_batch: int, budget: int | None) -> tuple[int, int, int]:
+    """(batches, barrier entries a batch, team-probe entries a batch) of a map's program: ``lerps`` barrier
+    entries (a pair's barrier, its aligned barrier) of ``alphas`` teams on ``episodes`` episodes and ``tents``
+    team-probe entries of ``rows`` teams on ``team_episodes``, split by ``batch_count`` into the fewest batches
+    that fit ``budget`` bytes, none of them empty (``probe_pairs`` runs this plan; ``marl sweep --estimate``
+    costs it)."""
+    parts = [(lerps, alphas, episodes)] + ([(tents, rows, team_episodes)] if tents else [])
+    nb = batch_count(parts, per_episode, team_batch, budget)
+    lb, tb = math.ceil(lerps / nb), math.ceil(tents / nb)
+    return max(math.ceil(lerps / lb), math.ceil(tents / tb) if tents else 0), lb, tb
+
+
 def check_batch_memory(memory, where: str = "batch_memory") -> None:
     """Refuse (one line) a batch budget that is not None or a finite number of GiB >= 0 (checked where a sweep
     is planned, before anything trains, and again by ``memory_budget``)."""
@@ -166,10 +179,7 @@ def probe_pairs(jobs: list[PairJob], *, alphas=defaults.ALPHAS, episodes: int = 
 
     per_episode = episode_bytes(env, team0.network)
     _check_memory(env, team0, max(episodes, team_episodes), 1, boot)  # bootstraps (and one team) fit at all
-    parts = [(len(lerps), k, episodes)] + ([(len(tents), mt, team_episodes)] if tents else [])
-    nb = batch_count(parts, per_episode, team_batch, budget)
-    lb, tb = math.ceil(len(lerps) / nb), math.ceil(len(tents) / nb)
-    nb = max(math.ceil(len(lerps) / lb), math.ceil(len(tents) / tb) if tents else 0)  # none of them empty
+    nb, lb, tb = batch_plan(len(lerps), len(tents), k, mt, episodes, team_episodes, per_episode, team_batch, budget)
     seat = np.arange(n)
 
     def lerp_part(chunk):

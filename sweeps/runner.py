@@ -427,6 +427,18 @@ def run_probe(job: ProbeJob, echo=print) -> Path:
     return job.out
 
 
+def probe_groups(jobs: list[ProbeJob]) -> list[list[ProbeJob]]:
+    """The jobs of ``jobs`` whose ``[probe] batch`` is true, as the programs ``run_probes`` batches them in: one
+    per env, network and probe settings (``align``, ``teams``: per pair), in the order of their first job."""
+    groups: dict = {}
+    for job in jobs:
+        if job.settings["batch"]:
+            shape = {k: v for k, v in job.settings.items() if k not in ("align", "teams")}
+            key = (job.env, repr(job.a.config.network), json.dumps(shape, sort_keys=True))
+            groups.setdefault(key, []).append(job)
+    return list(groups.values())
+
+
 def run_probes(jobs: list[ProbeJob], echo=print) -> None:
     """The probe jobs, each reused when done (``run_probe``'s rule). Jobs whose ``[probe] batch`` is true (the
     default) run as one batched program per map and settings (``probes.batch.probe_pairs``: the barrier, aligned
@@ -435,15 +447,13 @@ def run_probes(jobs: list[ProbeJob], echo=print) -> None:
     from probes.batch import BATCHED, PairJob, probe_pairs
     from probes.registry import get_probe
 
-    groups: dict = {}
+    batched = []
     for job in jobs:
         if not job.settings["batch"]:
             run_probe(job, echo)
-        elif not _probe_done(job, echo):  # one program per env, network and probe settings (align, teams: per pair)
-            shape = {k: v for k, v in job.settings.items() if k not in ("align", "teams")}
-            key = (job.env, repr(job.a.config.network), json.dumps(shape, sort_keys=True))
-            groups.setdefault(key, []).append(job)
-    for group in groups.values():
+        elif not _probe_done(job, echo):
+            batched.append(job)
+    for group in probe_groups(batched):
         s = group[0].settings
         bar, teams = (get_probe(name).sweep_options(s) for name in BATCHED)
         pairs = [PairJob(*_probe_refs(j)[:2], j.out, j.align, j.teams, _probe_refs(j)[2]) for j in group]

@@ -145,6 +145,11 @@ def test_sweep_probes_batched_by_memory_equal_per_pair_jobs(tiny_run, tmp_path, 
     run_probes(fused, echo=lines.append)
     assert programs() == before + 1  # one program for the map's 4 batches
     assert [ln.split(":")[0] for ln in lines if ln.startswith("probe batch")] == [f"probe batch {b}/4" for b in range(1, 5)]
+    from sweeps.estimate import probe_rows  # --estimate costs the same plan: 4 batches of one program, one compile
+
+    (row,) = probe_rows(fused, lambda cfg, episodes: (10.0, 1.0))
+    assert (row["batches"], row["barriers"], row["team_probes"], row["team_rows"]) == (4, 1, 1, 36)
+    assert row["total_s"] == 10.0 + 4 * 1 * 3 + 10.0 + 4 * 1 * 36  # a compile per part's program, padded batches
     for a, b in zip(single, fused):
         assert _same_files(a.out, b.out) == list(FILES if a.teams else FILES[:3])
         marker = json.loads((b.out / "sweep_job.json").read_text())

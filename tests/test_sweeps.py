@@ -757,23 +757,25 @@ def test_estimate_lines_parse_back_to_their_runs():
 
 
 def test_estimate_measures_the_sweeps_own_programs_and_writes_nothing(tmp_path, capsys, monkeypatch):
-    """``--estimate``: one calibration per distinct program (the two lr grid points share one), a line per run
-    and probe job with its measured seconds, the total; no run folder or file is made (but the calibration
+    """``--estimate``: one calibration per distinct program (the two lr grid points are one fused group, and
+    the continuations' group is the same program), a line per fused group and per batched probe program with
+    its measured seconds, the total; no run folder or file is made (but the calibration
     cache, here a fresh one)."""
-    from sweeps.estimate import COST_KEYS, _cost_key, teams_played
+    from sweeps.estimate import _cost_key, teams_played
 
     monkeypatch.setenv("MARL_CACHE_DIR", str(tmp_path / "cache" / "jax"))
     f = _write(tmp_path, SWEEP.replace("REPORT", "rep"))
     assert main(["sweep", str(f), "--out", str(tmp_path / "o"), "--estimate"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert sum(ln.startswith("calibrating ") for ln in out) == 1  # shared and continued: one program (same shape)
-    assert sum(" updates x " in ln for ln in out) == 4 and sum(ln.startswith("probe ") for ln in out) == 2
-    assert out[-1].startswith("estimate on this machine, one run at a time: training ")
+    assert sum(ln.startswith("fused ") and " updates x " in ln for ln in out) == 2
+    assert sum(ln.startswith("probe batch ") for ln in out) == 1
+    assert out[-1].startswith("estimate on this machine, one task at a time: training ")
     assert not (tmp_path / "o").exists()
     runs = plan(load_sweep(f), tmp_path / "o")
     assert _cost_key(runs[0].config) == _cost_key(runs[0].config.with_overrides({"lr": 0.5, "total_steps": 10**6}))
     assert _cost_key(runs[0].config) != _cost_key(runs[0].config.with_overrides({"num_envs": 8}))
-    assert "network" in COST_KEYS
+    assert _cost_key(runs[0].config) != _cost_key(runs[0].config.with_overrides({"network.hidden": 8}))
     job = plan_probes(load_sweep(f), runs)[0]
     assert teams_played(job, 3) == (3, 4)  # alphas = 3, no align, no team probes; 4 episodes
 
@@ -794,16 +796,16 @@ def test_estimate_covers_eval_and_keeps_its_calibrations_per_shape_and_machine(t
     argv = ["sweep", str(f), "--out", str(tmp_path / "o"), "--estimate"]
     assert main(argv) == 0
     first = capsys.readouterr().out.splitlines()
-    assert calls == ["train", ("team", 4)]  # the two lr points share one program; eval's team program once
+    assert calls == ["train", ("team", 4)]  # the two lr points: one fused program; eval's team program once
     runs = plan(load_sweep(f), tmp_path / "o")
     assert [est.saved_steps(r.config) for r in runs] == [[1, 2]] * 2 and all(r.config.num_seeds == 2 for r in runs)
     evals = [ln for ln in first if ln.startswith("eval ")]
     # a run: 4 teams (2 checkpoints x 2 seeds) x 0.25 s + compile 2 s = 3 s, + absolute: 2 s + 2 seeds x 10 x 0.25 s
     # = 7 s, so 10 s;
-    # its training: compile 3 s + 2 updates x 0.5 s = 4 s
+    # their training, one fused group: compile 3 s + 2 updates x 0.5 s = 4 s
     assert len(evals) == 2 and all("4 teams x 4 episodes" in ln and "absolute" in ln and ln.endswith("= 0m10s")
                                    for ln in evals), evals
-    assert "training 0m08s, eval 0m20s, probes 0m00s, total 0m28s (2 calibration(s) measured now" in first[-1]
+    assert "training 0m04s, eval 0m20s, probes 0m00s, total 0m24s (2 calibration(s) measured now" in first[-1]
     assert not (tmp_path / "o").exists()
     calls.clear()
     assert main(argv) == 0  # the same sweep again: nothing measured, the same figures
