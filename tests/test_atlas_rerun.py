@@ -1,6 +1,7 @@
 """The ATLAS re-run's statistics (studies/atlas_rerun.py, issue 52 item 3): cheap, read the committed raw files."""
 
 import dataclasses
+import re
 
 import numpy as np
 import pytest
@@ -279,7 +280,34 @@ def test_the_pilot_table_reads_each_familys_pilot_files_and_plans_its_power(tmp_
             (raw / f"liveness_N{n}_s{s}.json").write_text(json.dumps({"latent": lat.tolist(),
                                                                       "zero": np.repeat(z[:, None], 4, 1).tolist()}))
     text = sweep.pilot_table(tmp_path, sims=20)
-    assert sum(line.startswith("| atlas_lbf | ") and "latent space live" in line for line in text.splitlines()) == 4
-    assert text.count("| not measured yet |") == 3
+    rows = [line for line in text.splitlines() if line.startswith("| atlas_lbf | ") and "latent space live" in line]
+    assert len(rows) == 4 and all("| 3 x 16 = 48 | 16 x 4 (zero-shot x 4) |" in r for r in rows)
+    assert all(re.search(r"\| \d+/48 = \d\.\d\d \[\d\.\d\d, \d\.\d\d\]", r) for r in rows)  # share, Wilson
+    assert all(re.search(r"\| \d+\.\d{3} \[\d+\.\d{3}, \d+\.\d{3}\] \(F ", r) for r in rows)  # ratio, its CI
+    assert sum(line.startswith(("| atlas (", "| atlas_rware (", "| atlas_smax (")) and "0 of " in line
+               for line in text.splitlines()) == 3  # the families not measured, each with its files present
+    assert "| `latent liveness|instancex48|" in text and "| passes |" in text  # the calibration record read
     power = [line for line in text.splitlines() if line.startswith("| atlas_lbf | 0.")]
     assert len(power) == 9 and all(line.endswith("| 4/8/16 |") for line in power)
+
+
+def test_pilot_table_md_writes_its_section_between_markers_and_nothing_else(tmp_path, capsys):
+    """``pilot-table --md F``: the section after the liveness-table marker, replaced whole on a second run, the rest of
+    F untouched; ``liveness-table``'s regeneration keeps it (it lies below that marker). Fails when the section is
+    appended again (two copies) or the text around it changes."""
+    from sweeps import atlas as sweep
+
+    md = tmp_path / "atlas_liveness.md"
+    md.write_text(f"# table\n\n{sweep.KEPT_BELOW}\n\n## measured by hand\n\nkept\n")
+    sweep.write_pilot_section(md, "## pilot\n\nfirst\n")
+    sweep.write_pilot_section(md, "## pilot\n\nsecond\n")
+    text = md.read_text()
+    assert text.count(sweep.PILOT_BEGIN) == 1 and "second" in text and "first" not in text
+    assert text.startswith(f"# table\n\n{sweep.KEPT_BELOW}\n\n{sweep.PILOT_BEGIN}") and text.endswith("## measured by hand\n\nkept\n")
+    assert text.index(sweep.PILOT_END) < text.index("## measured by hand")
+    new = tmp_path / "new.md"  # a new file holds the section alone; the CLI prints it and writes it
+    sweep.main(["pilot-table", "--results", str(tmp_path), "--sims", "10", "--md", str(new)])
+    out = new.read_text()
+    assert out.startswith(sweep.PILOT_BEGIN) and out.rstrip().endswith(sweep.PILOT_END)
+    assert "no family measured yet" in out and out.count("0 of ") == 4
+    assert "## The re-run's liveness pilot" in capsys.readouterr().out
