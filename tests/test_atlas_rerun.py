@@ -107,7 +107,7 @@ def test_the_lead_per_cent_over_the_shared_search(mpe):
 RERUN_FILE = "studies/declared/atlas_rerun.toml"
 
 
-def _write_rerun_raw(root, recipe, rng, inert=(), compute_gain=None):
+def _write_rerun_raw(root, recipe, rng, inert=(), compute_gain=None, liveness=True):
     """Raw and liveness files of ``recipe``'s every (N, seed) under root/<name>_raw: a constant per-agent lead,
     no change with compute but where ``compute_gain`` {N: gain of D / M} plants one, latent spaces live but at
     the sizes in ``inert`` (every latent returns zero-shot's return: a latent input zeroed)."""
@@ -137,6 +137,8 @@ def _write_rerun_raw(root, recipe, rng, inert=(), compute_gain=None):
             rec = {"N": n, "seed": s, "instances": inst, "budget": budget, "budget_points": points, "wall_s": 1.0,
                    "methods": methods}
             (raw / f"N{n}_s{s}.json").write_text(json.dumps(rec))
+            if not liveness:
+                continue
             lz = rng.uniform(0.2, 0.4, 16)
             if n in inert:
                 latent, zero = np.repeat(np.repeat(lz[:, None, None], 16, 1), 4, 2), np.repeat(lz[:, None], 4, 1)
@@ -161,6 +163,8 @@ def rerun_study(tmp_path_factory):
         gain = {"atlas": {8: 0.2}, "atlas_lbf": {4: 0.2}}.get(p["family"])
         _write_rerun_raw(data, read_recipe(p["recipe"]), rng, inert=(4,) if p["family"] == "atlas_lbf" else (),
                          compute_gain=gain)
+        if "trend_recipe" in p:  # the trend's own search (Amendment 2: more instances at B = 256)
+            _write_rerun_raw(data, read_recipe(p["trend_recipe"]), rng, liveness=False)
     return study, data, ANALYSES["atlas_families"].read(study.analysis, data)
 
 
@@ -189,9 +193,14 @@ def test_the_rerun_study_holm_family_is_every_test_of_every_family(rerun_study):
     study, data, _ = rerun_study
     from studies.atlas import read_recipe
 
-    parts = [(p["family"], read_recipe(p["recipe"]), data / f"{read_recipe(p['recipe'])['name']}_raw")
+    raw = lambda r: data / f"{read_recipe(r)['name']}_raw"
+    parts = [(p["family"], read_recipe(p["recipe"]), raw(p["recipe"]),
+              *([(read_recipe(p["trend_recipe"]), raw(p["trend_recipe"]))] if "trend_recipe" in p else []))
              for p in study.analysis["parts"]]
     _, cv, by_test = ar.rerun_verdicts(parts, ("latent_live",), 0.05)["compute"]
+    # the trend read on data of another design than its record's (LBF's main search: 16 instances at N = 4) is refused
+    with pytest.raises(ValueError, match="atlas_lbf's trend data hold seeds x instances"):
+        ar.rerun_verdicts([p[:3] for p in parts], ("latent_live",), 0.05)
     d = cv.details["by_test"]
     adjusted = holm({k: t["p"] for k, t in d.items()})
     assert set(d) == set(by_test) and len(d) == 14
@@ -311,3 +320,52 @@ def test_pilot_table_md_writes_its_section_between_markers_and_nothing_else(tmp_
     assert out.startswith(sweep.PILOT_BEGIN) and out.rstrip().endswith(sweep.PILOT_END)
     assert "no family measured yet" in out and out.count("0 of ") == 4
     assert "## The re-run's liveness pilot" in capsys.readouterr().out
+
+
+# -- Amendment 2: the stage-2 trend design planned from the committed LBF pilot ---------------------------------
+
+def test_the_pilot_noise_of_the_trend_design_is_rederived_from_the_committed_pilot():
+    """PILOT_TREND_NOISE (the LBF trend design's calibration noise) is what the committed pilot raw files give, and
+    the registered LBF trend design is the amendment's (1024/16/64 instances, 8 seeds)."""
+    got = ar.pilot_noise()
+    assert set(got) == set(ar.PILOT_TREND_NOISE)
+    for fam, comps in ar.PILOT_TREND_NOISE.items():
+        for n, c in comps.items():
+            assert got[fam][n] == pytest.approx(c, rel=1e-4, abs=1e-6)
+    d, noise = ar.RERUN_TREND["atlas_lbf"]
+    assert noise is ar.PILOT_TREND_NOISE["atlas_lbf"]
+    assert atlas._sizes(d) == ((4, 8, 16), (1024, 16, 64)) and d.units == 8
+    assert rules.record_for(ar.LeadPerAgentTrend.name, d) is not None
+
+
+def test_the_per_agent_lead_is_flat_under_a_constant_lead_on_the_pilots_own_noise():
+    """issue 52 item 3 on the pilot: pa = gain + N (c + noise), the noise D / N's components from the pilot's split;
+    the per-agent lead's slope is 0 within simulation error, the log measure undefined (LBF gains <= 0 in many
+    cells). Fails when the measure is not per agent (D / N^2 or D: a slope of -1 or +1 per doubling)."""
+    cells = ar.pilot_family_cells("atlas_lbf")
+    level, comps = ar.pilot_lead_noise(cells, 0.3)
+    assert level > 0 and set(comps) == {4, 8, 16}
+    sim = ar.constant_lead_slope({n: c["gain"] for n, c in cells.items()}, level, comps, sims=200, seed=2)
+    assert abs(sim["per_agent"]) < 4 * sim["per_agent_se"] + 1e-9 and sim["per_agent_se"] < 0.1
+    assert sim["undefined"] == 200
+
+
+def test_slope_variance_parts_is_the_slope_intervals_expected_variance():
+    """The parts sum to the mean of slope_ci's se^2 over simulated studies (the residual counted in both the seed
+    and the instance part), and the seed and instance parts scale as 1/S and 1/I. Fails when the residual is
+    counted once, a weight is not squared, or the instances of one size are read at another."""
+    noise = {4: (0.5, 2.0, 4.0), 8: (0.2, 0.0, 1.0), 16: (0.1, 0.05, 0.3)}
+    inst = {4: 64, 8: 16, 16: 32}
+    d = atlas.trend_design("t", [4, 8, 16], [64, 16, 32], 6, 256)
+    rule = ar.LeadPerAgentTrend(noise={"t": noise})
+    rng = np.random.default_rng(4)
+    se2 = [atlas.slope_ci(ar.per_agent_lead(rule.simulate(d, None, rng)))["se"] ** 2 for _ in range(300)]
+    # y = 1 + noise and per_agent_lead divides by |mean y| (about 1): se^2 in the noise's units up to that scale
+    parts = ar.slope_variance_parts(noise, 6, inst)
+    total = sum(sum(p.values()) for p in parts.values())
+    assert np.mean(se2) == pytest.approx(total, rel=0.12)
+    assert parts[8] == {"seed": 0.0, "instance": 0.0, "residual": 0.0}  # the middle of three sizes weighs 0
+    assert parts[4]["instance"] == pytest.approx(0.25 * 2.0 / 64) and parts[4]["residual"] == pytest.approx(2 * 0.25 * 4.0 / (6 * 64))
+    more = ar.slope_variance_parts(noise, 12, {4: 128, 8: 16, 16: 32})
+    assert more[4]["seed"] == pytest.approx(parts[4]["seed"] / 2) and more[4]["instance"] == pytest.approx(parts[4]["instance"] / 2)
+    assert 0.0 < ar.approx_trend_power(noise, 6, inst) < ar.approx_trend_power(noise, 24, {4: 256, 8: 16, 16: 128}) < 1.0
