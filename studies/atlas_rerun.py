@@ -402,6 +402,10 @@ def rerun_verdicts(parts, preconditions=("latent_live",), equivalence: float | N
                              "the parts do not search (a family or a size left: the design needs a new calibration)")
         sizes_b.setdefault(f, {})[n] = b2
     cdata = {f: atlas.compute_data(fams[f]["meas"], sb) for f, sb in sizes_b.items()}
+    for f, n, i in zip(_key_list(design, "families"), map(int, _key_list(design, "sizes")), map(int, _key_list(design, "instances"))):
+        if cdata[f][n].shape != (design.units, i):  # a record is read only on the design it was simulated on
+            raise ValueError(f"parts: {f}'s compute test at N = {n} reads seeds x instances {cdata[f][n].shape}, its "
+                             f"calibrated design {(design.units, i)} (raw files of other seeds in its folder, or another search)")
     cv = rules.verdict(GrowsWithComputeAll.name, cdata, design)
     by_test, claims = {}, []
     for f, by in cdata.items():

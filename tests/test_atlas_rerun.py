@@ -187,16 +187,21 @@ def test_the_rerun_study_gates_each_family_and_size_by_liveness_and_holms_across
     assert "(the paper: up to 45%)" in text and "Holm-adjusted p" in text
 
 
+def _rerun_parts(study, data) -> list:
+    """``rerun_verdicts``'s parts of the declared study on ``data`` (each part's raw folder, and its trend's)."""
+    from studies.atlas import read_recipe
+
+    raw = lambda r: data / f"{read_recipe(r)['name']}_raw"
+    return [(p["family"], read_recipe(p["recipe"]), raw(p["recipe"]),
+             *([(read_recipe(p["trend_recipe"]), raw(p["trend_recipe"]))] if "trend_recipe" in p else []))
+            for p in study.analysis["parts"]]
+
+
 def test_the_rerun_study_holm_family_is_every_test_of_every_family(rerun_study):
     from studies.atlas import holm
 
     study, data, _ = rerun_study
-    from studies.atlas import read_recipe
-
-    raw = lambda r: data / f"{read_recipe(r)['name']}_raw"
-    parts = [(p["family"], read_recipe(p["recipe"]), raw(p["recipe"]),
-              *([(read_recipe(p["trend_recipe"]), raw(p["trend_recipe"]))] if "trend_recipe" in p else []))
-             for p in study.analysis["parts"]]
+    parts = _rerun_parts(study, data)
     _, cv, by_test = ar.rerun_verdicts(parts, ("latent_live",), 0.05)["compute"]
     # the trend read on data of another design than its record's (LBF's main search: 16 instances at N = 4) is refused
     with pytest.raises(ValueError, match="atlas_lbf's trend data hold seeds x instances"):
@@ -207,6 +212,23 @@ def test_the_rerun_study_holm_family_is_every_test_of_every_family(rerun_study):
     assert all(d[k]["p_holm_all"] == pytest.approx(adjusted[k][0]) for k in d)
     lbf_alone = holm({k: t["p"] for k, t in d.items() if k.startswith("atlas_lbf ")})
     assert any(d[k]["p_holm_all"] > lbf_alone[k][0] for k in lbf_alone)  # across all: more than within LBF
+
+
+def test_the_rerun_study_reads_a_compute_test_only_on_its_calibrated_design(rerun_study, tmp_path):
+    """A raw file of a seed the design does not have (9 seeds at MPE N = 4, a compute size outside the trend) is
+    refused in one line naming the test, instead of being read under the 8-seed record. Fails without the check."""
+    import json
+    import shutil
+
+    study, data, _ = rerun_study
+    parts = _rerun_parts(study, data)
+    mpe = tmp_path / parts[0][2].name
+    shutil.copytree(parts[0][2], mpe)
+    rec = json.loads((mpe / "N4_s9503.json").read_text())
+    (mpe / "N4_s9999.json").write_text(json.dumps({**rec, "seed": 9999}))
+    assert parts[0][0] == "atlas"
+    with pytest.raises(ValueError, match=r"atlas's compute test at N = 4 reads seeds x instances \(9, 16\)"):
+        ar.rerun_verdicts([(*parts[0][:2], mpe), *parts[1:]], ("latent_live",), 0.05)
 
 
 def test_the_rerun_study_refuses_other_seeds_families_or_a_missing_part(rerun_study, tmp_path):
