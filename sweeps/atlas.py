@@ -245,8 +245,9 @@ def liveness(recipe: dict, root: Path, sizes, seeds) -> None:
             t0 = time.time()
             m = measure_liveness(env, resize(loaded.team, env.spec, f"L seed {s}"), LIVENESS_INSTANCES,
                                  seed=recipe["search_seed"], width=recipe["population"])
-            out = {"N": n, "env": env.spec.name, "seed": s, "L": loaded.source, "L_id": lid, "wall_s": time.time() - t0,
-                   **{k: v.tolist() if isinstance(v, np.ndarray) else v for k, v in m.items()}}
+            out = {"N": n, "env": env.spec.name, "L": loaded.source, "L_id": lid, "wall_s": time.time() - t0,
+                   **{k: v.tolist() if isinstance(v, np.ndarray) else v for k, v in m.items() if k != "seed"},
+                   "seed": s, "search_seed": m["seed"]}  # the training seed (m's seed is the search's)
             path.write_text(json.dumps(out) + "\n")
             print(f"  wrote {path} ({out['wall_s']:.0f} s)", flush=True)
 
