@@ -152,6 +152,7 @@ class LeadPerAgentTrend:
     name: str = "lead_per_agent_trend"
     claim: str = "the per-agent lead per agent changes with N (grows or shrinks)"
     noise: dict = dataclasses.field(default_factory=dict)
+    seeds_shared: bool = False  # True: one seed effect per seed at every size (a check of the record's independence)
 
     def decide(self, data: dict, design: Design) -> Verdict:
         """The verdict on ``grows_with_n`` data {N: {"pa", "sh", "M"}} of a study of ``design``."""
@@ -172,10 +173,11 @@ class LeadPerAgentTrend:
         sizes, inst = atlas._sizes(design)
         x = np.log2(np.asarray(sizes, np.float64))
         comps = self.noise[design.name]
+        z = rng.standard_normal((design.units, 1)) if self.seeds_shared else None
         out = {}
         for n, i, xn in zip(sizes, inst, x):
             y = 1.0 + (0.0 if effect is None else effect * (xn - x.mean()))
-            y = y + atlas._crossed_draw(rng, (design.units, i), comps[n])
+            y = y + atlas._crossed_draw(rng, (design.units, i), comps[n], z)
             out[n] = {"pa": n * y, "sh": np.zeros_like(y), "M": np.ones_like(y)}
         return out
 
@@ -205,6 +207,7 @@ class GrowsWithComputeAll:
     name: str = "grows_with_compute_all"
     claim: str = "the lead changes with compute at some size of some family (family-wise over every family)"
     noise: dict = dataclasses.field(default_factory=dict)
+    seeds_shared: bool = False  # True: one seed effect per (family, seed) at every size (a check of the record)
 
     def decide(self, data: dict, design: Design) -> Verdict:
         """The verdict on {family: {N: [S, I] gains of D / M}}: each test's crossed interval, Holm across all of them."""
@@ -227,10 +230,11 @@ class GrowsWithComputeAll:
         """One study's data under ``effect`` (None: the null, no gain anywhere): effect + crossed noise per (family, N)."""
         fams, sizes, inst = (_key_list(design, k) for k in ("families", "sizes", "instances"))
         comps = self.noise[design.name]
+        z = {f: rng.standard_normal((design.units, 1)) for f in dict.fromkeys(fams)} if self.seeds_shared else {}
         out = {}
         for f, n, i in zip(fams, sizes, inst):
             out.setdefault(f, {})[int(n)] = (0.0 if effect is None else effect) + atlas._crossed_draw(
-                rng, (design.units, int(i)), comps[f][int(n)])
+                rng, (design.units, int(i)), comps[f][int(n)], z.get(f))
         return out
 
     def designs(self) -> list[Design]:
@@ -613,6 +617,16 @@ PILOT_DESIGNS = {"atlas_lbf": (((4, 8, 16), 8, 16), ((4, 8, 16), 32, 16), ((4, 8
                                ((4, 8, 16), 8, {4: 1024, 8: 16, 16: 64}), ((4, 8, 16), 16, {4: 512, 8: 16, 16: 64}),
                                ((4, 8, 16), 64, {4: 1024, 8: 16, 16: 64}), ((8, 16), 16, 64), ((8, 16), 32, 64),
                                ((8, 16), 64, 256))}
+
+
+def seeds_shared_sizes(sims: int = 3000, seed: int = 0) -> list[dict]:
+    """The registered re-run designs' size with one seed effect per training seed at every size (its team is the
+    same at every size) instead of the records' independent draws: every trend design and the compute design."""
+    rows = [{"rule": LeadPerAgentTrend.name, "design": d.name, **rules.rate(
+        LeadPerAgentTrend(noise={d.name: c}, seeds_shared=True), d, None, sims, seed)} for d, c in RERUN_TREND.values()]
+    d, c = RERUN_COMPUTE
+    return rows + [{"rule": GrowsWithComputeAll.name, "design": d.name, **rules.rate(
+        GrowsWithComputeAll(noise={d.name: c}, seeds_shared=True), d, None, sims, seed)}]
 
 
 def pilot_family_cells(family: str, raw=None) -> dict:

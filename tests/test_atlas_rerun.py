@@ -391,3 +391,22 @@ def test_slope_variance_parts_is_the_slope_intervals_expected_variance():
     more = ar.slope_variance_parts(noise, 12, {4: 128, 8: 16, 16: 32})
     assert more[4]["seed"] == pytest.approx(parts[4]["seed"] / 2) and more[4]["instance"] == pytest.approx(parts[4]["instance"] / 2)
     assert 0.0 < ar.approx_trend_power(noise, 6, inst) < ar.approx_trend_power(noise, 24, {4: 256, 8: 16, 16: 128}) < 1.0
+
+
+def test_seeds_shared_across_sizes_draw_one_seed_effect_per_seed():
+    """The records' check with one team per seed at every size: with seed noise only, a seed's values are the same
+    at every size of a family (trend and compute), and differ between sizes with the records' independent draws.
+    Fails when the shared effect is not passed to the draw."""
+    d = atlas.trend_design("t", [4, 8], [3, 3], 5, 256)
+    comps = {4: (1.0, 0.0, 0.0), 8: (1.0, 0.0, 0.0)}
+    rng = np.random.default_rng(0)
+    shared = ar.LeadPerAgentTrend(noise={"t": comps}, seeds_shared=True).simulate(d, None, rng)
+    np.testing.assert_allclose(shared[4]["pa"] / 4, shared[8]["pa"] / 8)
+    own = ar.LeadPerAgentTrend(noise={"t": comps}).simulate(d, None, rng)
+    assert not np.allclose(own[4]["pa"] / 4, own[8]["pa"] / 8)
+    cd = rules.Design(name="c", unit="seed", units=5, strata=3, shared=(("instances", "3/3/3"),), tests=3,
+                      extra=(("families", "a/a/b"), ("sizes", "2/4/2")))
+    cn = {"a": {2: (1.0, 0.0, 0.0), 4: (1.0, 0.0, 0.0)}, "b": {2: (1.0, 0.0, 0.0)}}
+    out = ar.GrowsWithComputeAll(noise={"c": cn}, seeds_shared=True).simulate(cd, None, rng)
+    np.testing.assert_allclose(out["a"][2], out["a"][4])
+    assert not np.allclose(out["a"][2], out["b"][2])  # one effect per family, not one for every family
