@@ -410,3 +410,34 @@ def test_seeds_shared_across_sizes_draw_one_seed_effect_per_seed():
     out = ar.GrowsWithComputeAll(noise={"c": cn}, seeds_shared=True).simulate(cd, None, rng)
     np.testing.assert_allclose(out["a"][2], out["a"][4])
     assert not np.allclose(out["a"][2], out["b"][2])  # one effect per family, not one for every family
+
+
+def test_the_stage2_driver_checks_the_pilot_then_runs_each_step_outside_the_repository(tmp_path):
+    """bench/atlas_rerun_stage2.sh with a Python that records its `-m sweeps.atlas` calls: on the committed LBF pilot
+    (live at every size) it runs train, liveness, search and the trend's search, each under OUT; on a pilot folder
+    without the files it stops before any step (exit 1); an OUT inside the repository is refused (exit 2). Fails
+    when a step is dropped, or the pilot check is skipped."""
+    import os
+    import subprocess
+    import sys
+
+    log = tmp_path / "calls.txt"
+    fake = tmp_path / "python"
+    fake.write_text(f"#!/bin/sh\nif [ \"$1\" = -m ]; then echo \"$@\" >> {log}; exit 0; fi\nexec {sys.executable} \"$@\"\n")
+    fake.chmod(0o755)
+    env = {**os.environ, "PYTHON": str(fake)}
+    run = lambda *a: subprocess.run(["bench/atlas_rerun_stage2.sh", *a], env=env, capture_output=True, text=True)
+    out = tmp_path / "study"
+    r = run("lbf", str(out))
+    assert r.returncode == 0, r.stdout + r.stderr
+    calls = log.read_text().splitlines()
+    assert [c.split()[2:5:2] for c in calls] == [["train", "studies/declared/atlas/atlas_rerun_lbf.toml"],
+                                               ["liveness", "studies/declared/atlas/atlas_rerun_lbf.toml"],
+                                               ["search", "studies/declared/atlas/atlas_rerun_lbf.toml"],
+                                               ["search", "studies/declared/atlas/atlas_rerun_lbf_trend.toml"]]
+    assert all(c.endswith(f"--root {out}/lbf --results {out}/results") for c in calls)
+    log.unlink()
+    (tmp_path / "empty").mkdir()
+    r = run("lbf", str(out), str(tmp_path / "empty"))
+    assert r.returncode == 1 and "pilot not live at N = 2" in r.stdout and not log.exists()
+    assert run("lbf", "bench/results").returncode == 2 and not log.exists()
