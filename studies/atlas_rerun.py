@@ -544,19 +544,23 @@ def pilot_trend_noise(cells: dict, lead_fraction: float, confidence: float | Non
     return _upper({n: c["split"] / n / level for n, c in cells.items()}, confidence)
 
 
-def pilot_power(family: str, cells: dict, seeds=(8, 16, 32), instances: int = RERUN_INSTANCES,
-                fractions=PILOT_LEAD_FRACTIONS, sims: int = 400) -> list[dict]:
+def pilot_power(family: str, cells: dict, seeds=(8, 16, 32), instances=None, fractions=PILOT_LEAD_FRACTIONS,
+                sims: int = 400, confidences=(SEED_UPPER,)) -> list[dict]:
     """``trend_power`` at +0.2 per doubling at the family's trend sizes, the noise planned from the pilot
-    (``pilot_trend_noise``) at each assumed lead ``fractions`` and each number of ``seeds``; a row with
-    "undefined" where the pilot's space gives no level."""
+    (``pilot_trend_noise``, the seed part at each of ``confidences``: None the point estimate) at each assumed lead
+    ``fractions`` and each number of ``seeds``, on ``instances`` per size (a number or {N: instances}; default the
+    family's re-run design, ``trend_instances``); a row with "undefined" where the pilot's space gives no level."""
     sizes = [n for n in sorted(RERUN_TREND_SIZES.get(family, RERUN_NOISE["trend"][family])) if n in cells]
+    inst = dict(zip(sizes, trend_instances(family, sizes))) if instances is None else instances
     rows = []
     for f in fractions:
-        noise = pilot_trend_noise({n: cells[n] for n in sizes}, f)
-        for s in seeds:
-            rows.append({"fraction": f, "seeds": s, "sizes": sizes,
-                         **({"undefined": noise} if isinstance(noise, str) else
-                            trend_power(family, s, instances, sims=sims, noise={family: noise}, sizes=sizes))})
+        for conf in confidences:
+            noise = pilot_trend_noise({n: cells[n] for n in sizes}, f, conf)
+            for s in seeds:
+                rows.append({"fraction": f, "seeds": s, "sizes": sizes, "instances": _per_size(inst, sizes),
+                             "confidence": conf,
+                             **({"undefined": noise} if isinstance(noise, str) else
+                                trend_power(family, s, inst, sims=sims, noise={family: noise}, sizes=sizes))})
     return rows
 
 

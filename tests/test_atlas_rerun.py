@@ -319,7 +319,9 @@ def test_the_pilot_table_reads_each_familys_pilot_files_and_plans_its_power(tmp_
                for line in text.splitlines()) == 3  # the families not measured, each with its files present
     assert "| `latent liveness|instancex48|" in text and "| passes |" in text  # the calibration record read
     power = [line for line in text.splitlines() if line.startswith("| atlas_lbf | 0.")]
-    assert len(power) == 9 and all(line.endswith("| 4/8/16 |") for line in power)
+    assert len(power) == 18 and all(line.endswith("| 4/8/16 |") for line in power)
+    assert all("| 1024/16/64 |" in line for line in power)  # the stage-2 design's instances (Amendment 2)
+    assert sum("| point estimate |" in line for line in power) == 9
 
 
 def test_pilot_table_md_writes_its_section_between_markers_and_nothing_else(tmp_path, capsys):
