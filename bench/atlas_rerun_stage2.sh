@@ -16,7 +16,7 @@
 #   3. search: the compute tests and per-size leads (atlas_rerun_<f>.toml: 16 instances to B = 4096);
 #   4. search: the trend (atlas_rerun_<f>_trend.toml: LBF 1024 / 16 / 64 instances at N = 4 / 8 / 16 to B = 256;
 #      N = 4's generation holds 1024 x 16 episodes at once, about 2.1 GB by marl.runs.resources.episode_bytes:
-#      the search refuses in one line before compiling if memory is short).
+#      the search refuses in one line before compiling if memory is short; about 7 CPU h at a load of 15).
 # Then (by hand, once every step is done): pack OUT/results/atlas_rerun_<f>{,_trend}_raw into bench/results
 # (python -m studies.store pack) and read the verdict once: marl study studies/declared/atlas_rerun.toml --verdict.
 set -u
