@@ -445,6 +445,7 @@ def write_pilot_section(path: Path, section: str) -> None:
     from marl_common.files import write_atomic
 
     path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
     old = path.read_text() if path.exists() else ""
     block = f"{PILOT_BEGIN}\n\n{section.rstrip()}\n\n{PILOT_END}\n"
     if PILOT_BEGIN in old and PILOT_END in old:
@@ -981,6 +982,14 @@ def main(argv=None) -> None:
     a = ap.parse_args(argv)
     recipe = read_recipe(a.recipe)
     if a.step == "pilot-table":  # every family's pilot under --results: printed, and with --md put in that file
+        if a.md:
+            from marl_common.errors import UserError
+            from marl_common.preflight import check_output
+
+            try:
+                check_output(a.md, "--md", suffixes=(".md",))
+            except UserError as e:
+                sys.exit(f"error: {e}")
         text = pilot_table(Path(a.results or RESULTS), a.sims or 400)
         if a.md:
             write_pilot_section(Path(a.md), text)

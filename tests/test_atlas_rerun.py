@@ -344,6 +344,11 @@ def test_pilot_table_md_writes_its_section_between_markers_and_nothing_else(tmp_
     assert out.startswith(sweep.PILOT_BEGIN) and out.rstrip().endswith(sweep.PILOT_END)
     assert "no family measured yet" in out and out.count("0 of ") == 4
     assert "## The re-run's liveness pilot" in capsys.readouterr().out
+    other = tmp_path / "other.json"  # a file of another kind is refused in one line and left as it was
+    other.write_text("{}")
+    with pytest.raises(SystemExit, match="--md .*other.json exists and is not a .md file"):
+        sweep.main(["pilot-table", "--results", str(tmp_path), "--sims", "10", "--md", str(other)])
+    assert other.read_text() == "{}"
 
 
 # -- Amendment 2: the stage-2 trend design planned from the committed LBF pilot ---------------------------------
