@@ -299,6 +299,9 @@ RERUN_TREND_SIZES = {"atlas": (8, 16, 32, 64)}
 # (recipe ``atlas_rerun_<f>_trend.toml``; the compute tests keep 16 instances to B = 4096).
 PILOT_TREND_NOISE = {
     "atlas_lbf": {4: (2.16906, 9.9613, 19.7471), 8: (0.141785, 0, 2.21803), 16: (0.136809, 0.0116848, 0.243518)},
+    # Amendment 3: RWARE keeps 8 x 16 (0.8 is out of this CPU's reach), calibrated on its pilot's noise
+    "atlas_rware": {3: (0.269471, 0.154785, 0.582977), 4: (0.604557, 0.460016, 1.72262), 6: (1.1566, 1.09688, 5.61845),
+                    7: (4.38919, 2.0389, 27.0962)},
 }
 RERUN_TREND_INSTANCES = {"atlas_lbf": {4: 1024, 8: 16, 16: 64}}
 
@@ -614,13 +617,16 @@ def design_cost(family: str, seeds: int, instances, sizes, budget: int = 256) ->
     return float(sum(search_cost(meas, [n], seeds, per[n], budget)[n] for n in per))
 
 
-PILOT_RAW = {"atlas_lbf": "bench/results/atlas_rerun_lbf_pilot_raw"}  # the committed pilots (atlas_liveness.md)
+PILOT_RAW = {"atlas_lbf": "bench/results/atlas_rerun_lbf_pilot_raw",  # the committed pilots (atlas_liveness.md)
+             "atlas_rware": "bench/results/atlas_rerun_rware_pilot_raw"}
 PLAN_FRACTION = 0.3  # the assumed lead (share of the pilot's best-of-K gain) the stage-2 designs are planned at
 # Amendment 2 (atlas_rerun_PLAN.md): the candidate trend designs screened per family, (sizes, seeds, {N: instances})
 PILOT_DESIGNS = {"atlas_lbf": (((4, 8, 16), 8, 16), ((4, 8, 16), 32, 16), ((4, 8, 16), 8, {4: 256, 8: 16, 16: 16}),
                                ((4, 8, 16), 8, {4: 1024, 8: 16, 16: 64}), ((4, 8, 16), 16, {4: 512, 8: 16, 16: 64}),
                                ((4, 8, 16), 64, {4: 1024, 8: 16, 16: 64}), ((8, 16), 16, 64), ((8, 16), 32, 64),
-                               ((8, 16), 64, 256))}
+                               ((8, 16), 64, 256)),
+                 "atlas_rware": (((3, 4, 6, 7), 8, 16), ((3, 4, 6, 7), 8, 256), ((3, 4, 6, 7), 32, 256),
+                                 ((3, 4, 6, 7), 64, 1024), ((3, 4, 6), 32, 256))}
 
 
 def seeds_shared_sizes(sims: int = 3000, seed: int = 0) -> list[dict]:
@@ -637,7 +643,7 @@ def pilot_family_cells(family: str, raw=None) -> dict:
     """``pilot_cells`` of ``family``'s committed pilot (``PILOT_RAW``) at its trend sizes."""
     from studies.atlas import pilot_recipe
 
-    rec = pilot_recipe(atlas.read_recipe(f"studies/declared/atlas/atlas_rerun_{family.removeprefix('atlas_') or 'mpe'}.toml"))
+    rec = pilot_recipe(atlas.read_recipe(f"studies/declared/atlas/atlas_rerun_{'mpe' if family == 'atlas' else family.removeprefix('atlas_')}.toml"))
     sizes = sorted(RERUN_TREND_SIZES.get(family, RERUN_NOISE["trend"][family]))
     return pilot_cells(rec, Path(raw or PILOT_RAW[family]), sizes)
 
@@ -645,8 +651,8 @@ def pilot_family_cells(family: str, raw=None) -> dict:
 def pilot_noise(confidence: float | None = SEED_UPPER, fraction: float = PLAN_FRACTION) -> dict:
     """{family: {N: comps}} of the trend measure from each committed pilot (``pilot_trend_noise`` at ``fraction``), the
     seed part at its one-sided ``confidence`` upper bound: the noise the stage-2 trend designs are calibrated on
-    (``PILOT_TREND_NOISE`` records it; a test re-derives it)."""
-    return {f: pilot_trend_noise(pilot_family_cells(f), fraction, confidence) for f in PILOT_RAW}
+    (``PILOT_TREND_NOISE`` records it for the families whose design an amendment set; a test re-derives it)."""
+    return {f: pilot_trend_noise(pilot_family_cells(f), fraction, confidence) for f in PILOT_TREND_NOISE}
 
 
 def _fmt_inst(i) -> str:
