@@ -387,11 +387,13 @@ RECORDED_COMPUTE_NOISE = {4: (0.000154, 0.003063, 0.003849), 8: (0.0, 0.000111, 
 COMPUTE_INSTANCES = (8, 8, 8, 4, 2)
 
 
-def _crossed_draw(rng, shape, comps) -> np.ndarray:
-    """[S, I] noise with seed, instance and residual variances ``comps``."""
+def _crossed_draw(rng, shape, comps, seed_z=None) -> np.ndarray:
+    """[S, I] noise with seed, instance and residual variances ``comps``; ``seed_z`` [S, 1]: the seeds' standard
+    normal effects to use (one training seed's team shared by several sizes), else fresh ones."""
     s, i = shape
     a, b, e = (float(np.sqrt(max(c, 0.0))) for c in comps)
-    return a * rng.standard_normal((s, 1)) + b * rng.standard_normal((1, i)) + e * rng.standard_normal((s, i))
+    z = rng.standard_normal((s, 1)) if seed_z is None else seed_z
+    return a * z + b * rng.standard_normal((1, i)) + e * rng.standard_normal((s, i))
 
 
 def _sizes(design: Design) -> tuple[tuple[int, ...], tuple[int, ...]]:

@@ -152,6 +152,7 @@ class LeadPerAgentTrend:
     name: str = "lead_per_agent_trend"
     claim: str = "the per-agent lead per agent changes with N (grows or shrinks)"
     noise: dict = dataclasses.field(default_factory=dict)
+    seeds_shared: bool = False  # True: one seed effect per seed at every size (a check of the record's independence)
 
     def decide(self, data: dict, design: Design) -> Verdict:
         """The verdict on ``grows_with_n`` data {N: {"pa", "sh", "M"}} of a study of ``design``."""
@@ -172,10 +173,11 @@ class LeadPerAgentTrend:
         sizes, inst = atlas._sizes(design)
         x = np.log2(np.asarray(sizes, np.float64))
         comps = self.noise[design.name]
+        z = rng.standard_normal((design.units, 1)) if self.seeds_shared else None
         out = {}
         for n, i, xn in zip(sizes, inst, x):
             y = 1.0 + (0.0 if effect is None else effect * (xn - x.mean()))
-            y = y + atlas._crossed_draw(rng, (design.units, i), comps[n])
+            y = y + atlas._crossed_draw(rng, (design.units, i), comps[n], z)
             out[n] = {"pa": n * y, "sh": np.zeros_like(y), "M": np.ones_like(y)}
         return out
 
@@ -205,6 +207,7 @@ class GrowsWithComputeAll:
     name: str = "grows_with_compute_all"
     claim: str = "the lead changes with compute at some size of some family (family-wise over every family)"
     noise: dict = dataclasses.field(default_factory=dict)
+    seeds_shared: bool = False  # True: one seed effect per (family, seed) at every size (a check of the record)
 
     def decide(self, data: dict, design: Design) -> Verdict:
         """The verdict on {family: {N: [S, I] gains of D / M}}: each test's crossed interval, Holm across all of them."""
@@ -227,10 +230,11 @@ class GrowsWithComputeAll:
         """One study's data under ``effect`` (None: the null, no gain anywhere): effect + crossed noise per (family, N)."""
         fams, sizes, inst = (_key_list(design, k) for k in ("families", "sizes", "instances"))
         comps = self.noise[design.name]
+        z = {f: rng.standard_normal((design.units, 1)) for f in dict.fromkeys(fams)} if self.seeds_shared else {}
         out = {}
         for f, n, i in zip(fams, sizes, inst):
             out.setdefault(f, {})[int(n)] = (0.0 if effect is None else effect) + atlas._crossed_draw(
-                rng, (design.units, int(i)), comps[f][int(n)])
+                rng, (design.units, int(i)), comps[f][int(n)], z.get(f))
         return out
 
     def designs(self) -> list[Design]:
@@ -289,11 +293,31 @@ def rerun_noise(confidence: float | None = SEED_UPPER) -> dict:
 RERUN_TREND_SIZES = {"atlas": (8, 16, 32, 64)}
 
 
+# Amendment 2 (atlas_rerun_PLAN.md, before any stage-2 search): a family with a committed liveness pilot has its trend
+# planned and calibrated on the pilot's noise (``pilot_noise()``: the per-agent lead at 0.3 of the pilot's best-of-16
+# gain, the seed part at its 80% upper bound; a test re-derives it), searched at B = 256 on these instances per size
+# (recipe ``atlas_rerun_<f>_trend.toml``; the compute tests keep 16 instances to B = 4096).
+PILOT_TREND_NOISE = {
+    "atlas_lbf": {4: (2.16906, 9.9613, 19.7471), 8: (0.141785, 0, 2.21803), 16: (0.136809, 0.0116848, 0.243518)},
+    # Amendment 3: RWARE keeps 8 x 16 (0.8 is out of this CPU's reach), calibrated on its pilot's noise
+    "atlas_rware": {3: (0.269471, 0.154785, 0.582977), 4: (0.604557, 0.460016, 1.72262), 6: (1.1566, 1.09688, 5.61845),
+                    7: (4.38919, 2.0389, 27.0962)},
+}
+RERUN_TREND_INSTANCES = {"atlas_lbf": {4: 1024, 8: 16, 16: 64}}
+
+
+def trend_instances(family: str, sizes) -> list[int]:
+    """Instances per trend size of ``family``'s re-run design (``RERUN_TREND_INSTANCES``, else 16 at every size)."""
+    per = RERUN_TREND_INSTANCES.get(family, {})
+    return [int(per.get(n, RERUN_INSTANCES)) for n in sizes]
+
+
 def _trend_designs(noise: dict) -> dict:
     out = {}
     for fam, comps in noise.items():
+        comps = PILOT_TREND_NOISE.get(fam, comps)
         sizes = sorted(RERUN_TREND_SIZES.get(fam, comps))
-        d = atlas.trend_design(f"atlas_rerun_{fam}", sizes, [RERUN_INSTANCES] * len(sizes), RERUN_SEEDS, 256)
+        d = atlas.trend_design(f"atlas_rerun_{fam}", sizes, trend_instances(fam, sizes), RERUN_SEEDS, 256)
         out[fam] = (d, comps)
     return out
 
@@ -334,18 +358,21 @@ def _gate(live: dict, margin_positive: bool) -> str | None:
 
 
 def rerun_verdicts(parts, preconditions=("latent_live",), equivalence: float | None = None) -> dict:
-    """The re-run's verdicts over every family in ``parts`` [(family, recipe, raw folder)], ``family`` a key of
+    """The re-run's verdicts over every family in ``parts`` [(family, recipe, raw folder[, (trend recipe, its raw
+    folder)])] (the trend read from the trend recipe's search where a part names one: Amendment 2), ``family`` a key of
     ``RERUN_TREND`` (atlas, atlas_lbf, atlas_rware, atlas_smax): per family ``studies.atlas.family_verdicts``'s
     per-size lead, liveness and lead per cent, and ``lead_per_agent_trend`` on the family's re-run design; across
     every family ``grows_with_compute_all`` on ``RERUN_COMPUTE`` (Holm over every compute test of every family).
     With ``"latent_live"`` in ``preconditions`` a (family, N) whose latent space is not shown live reads
     "precondition failed ..." with its numbers: a trend with such a size, or a compute test there, claims nothing
     (the test stays in the Holm family the rule was calibrated on). ValueError naming ``parts`` for an unknown or
-    repeated family, or a study whose compute tests are not the design's.
+    repeated family, a study whose compute tests are not the design's, or trend data whose seeds x instances are not
+    its design's (a record is read only on the design it was simulated on).
     Returns {"families": {family: {"per_size", "live_by", "lead_percent", "trend": (text, Verdict), "D_over_M"}},
     "compute": (text, Verdict, {"family N=n": text}), "verdicts": {name: words}, "inputs": [paths]}."""
     fams, inputs = {}, []
-    for family, recipe, raw in parts:
+    for family, recipe, raw, *rest in parts:
+        trend = rest[0] if rest else None
         if family not in RERUN_TREND:
             raise ValueError(f"parts: family {family!r} has no re-run design (one of {', '.join(RERUN_TREND)})")
         if family in fams:
@@ -357,7 +384,18 @@ def rerun_verdicts(parts, preconditions=("latent_live",), equivalence: float | N
         if not set(sizes) <= set(v["meas"]["rows"]):
             raise ValueError(f"parts: {family}'s recipe does not search the re-run's trend sizes {list(sizes)}")
         gates = {n: _gate(v["live_by"][n], True) for n in sizes}
-        tv = rules.verdict(LeadPerAgentTrend.name, atlas.study_data(v["meas"], sizes, 256), design)
+        tmeas = v["meas"] if trend is None else atlas.measures(Path(trend[1]), trend[0])
+        if trend is not None:
+            inputs.append(str(trend[1]))
+        if not set(sizes) <= set(tmeas["rows"]):
+            raise ValueError(f"parts: {family}'s trend raw files do not hold the re-run's trend sizes {list(sizes)}")
+        tdata = atlas.study_data(tmeas, sizes, 256)
+        got = [tdata[n]["pa"].shape for n in sizes]
+        want = [(design.units, i) for i in atlas._sizes(design)[1]]
+        if got != want:
+            raise ValueError(f"parts: {family}'s trend data hold seeds x instances {got} per size, its calibrated design "
+                             f"{want}" + ("" if trend is not None else " (name its trend recipe: trend_recipe)"))
+        tv = rules.verdict(LeadPerAgentTrend.name, tdata, design)
         dead = [f"N = {n}: {g}" for n, g in gates.items() if g]
         fams[family] = {**{k: v[k] for k in ("per_size", "live_by", "lead_percent", "D_over_M", "designs")},
                         "meas": v["meas"], "trend": ("; ".join(dead) if dead else tv.outcome, tv)}
@@ -371,6 +409,10 @@ def rerun_verdicts(parts, preconditions=("latent_live",), equivalence: float | N
                              "the parts do not search (a family or a size left: the design needs a new calibration)")
         sizes_b.setdefault(f, {})[n] = b2
     cdata = {f: atlas.compute_data(fams[f]["meas"], sb) for f, sb in sizes_b.items()}
+    for f, n, i in zip(_key_list(design, "families"), map(int, _key_list(design, "sizes")), map(int, _key_list(design, "instances"))):
+        if cdata[f][n].shape != (design.units, i):  # a record is read only on the design it was simulated on
+            raise ValueError(f"parts: {f}'s compute test at N = {n} reads seeds x instances {cdata[f][n].shape}, its "
+                             f"calibrated design {(design.units, i)} (raw files of other seeds in its folder, or another search)")
     cv = rules.verdict(GrowsWithComputeAll.name, cdata, design)
     by_test, claims = {}, []
     for f, by in cdata.items():
@@ -391,13 +433,19 @@ def rerun_verdicts(parts, preconditions=("latent_live",), equivalence: float | N
 
 # -- power, cost and the lead per cent ----------------------------------------------------------------
 
-def trend_power(family: str, seeds: int, instances: int, effect: float | None = 0.2, sims: int = 400,
+def _per_size(instances, sizes) -> list[int]:
+    """Instances per size: one number for every size, or {N: instances}."""
+    return [int(instances[n]) for n in sizes] if isinstance(instances, dict) else [int(instances)] * len(sizes)
+
+
+def trend_power(family: str, seeds: int, instances, effect: float | None = 0.2, sims: int = 400,
                 seed: int = 0, noise: dict | None = None, sizes=None) -> dict:
-    """Rate of a positive ``lead_per_agent_trend`` verdict on a design of ``seeds`` x ``instances`` per size at the
-    family's trend sizes, with its recorded noise (``RERUN_NOISE``): the power at ``effect`` (None: the size)."""
+    """Rate of a positive ``lead_per_agent_trend`` verdict on a design of ``seeds`` x ``instances`` per size (a number,
+    or {N: instances}) at the family's trend sizes, with its recorded noise (``RERUN_NOISE``): the power at
+    ``effect`` (None: the size)."""
     comps = (noise or RERUN_NOISE["trend"])[family]
     sizes = sorted(comps) if sizes is None else sorted(sizes)
-    d = atlas.trend_design(f"power_{family}", sizes, [instances] * len(sizes), seeds, 256)
+    d = atlas.trend_design(f"power_{family}", sizes, _per_size(instances, sizes), seeds, 256)
     rule = LeadPerAgentTrend(noise={d.name: comps})
     return rules.rate(rule, d, effect, sims, seed)
 
@@ -499,20 +547,160 @@ def pilot_trend_noise(cells: dict, lead_fraction: float, confidence: float | Non
     return _upper({n: c["split"] / n / level for n, c in cells.items()}, confidence)
 
 
-def pilot_power(family: str, cells: dict, seeds=(8, 16, 32), instances: int = RERUN_INSTANCES,
-                fractions=PILOT_LEAD_FRACTIONS, sims: int = 400) -> list[dict]:
+def pilot_power(family: str, cells: dict, seeds=(8, 16, 32), instances=None, fractions=PILOT_LEAD_FRACTIONS,
+                sims: int = 400, confidences=(SEED_UPPER,)) -> list[dict]:
     """``trend_power`` at +0.2 per doubling at the family's trend sizes, the noise planned from the pilot
-    (``pilot_trend_noise``) at each assumed lead ``fractions`` and each number of ``seeds``; a row with
-    "undefined" where the pilot's space gives no level."""
+    (``pilot_trend_noise``, the seed part at each of ``confidences``: None the point estimate) at each assumed lead
+    ``fractions`` and each number of ``seeds``, on ``instances`` per size (a number or {N: instances}; default the
+    family's re-run design, ``trend_instances``); a row with "undefined" where the pilot's space gives no level."""
     sizes = [n for n in sorted(RERUN_TREND_SIZES.get(family, RERUN_NOISE["trend"][family])) if n in cells]
+    inst = dict(zip(sizes, trend_instances(family, sizes))) if instances is None else instances
     rows = []
     for f in fractions:
-        noise = pilot_trend_noise({n: cells[n] for n in sizes}, f)
-        for s in seeds:
-            rows.append({"fraction": f, "seeds": s, "sizes": sizes,
-                         **({"undefined": noise} if isinstance(noise, str) else
-                            trend_power(family, s, instances, sims=sims, noise={family: noise}, sizes=sizes))})
+        for conf in confidences:
+            noise = pilot_trend_noise({n: cells[n] for n in sizes}, f, conf)
+            for s in seeds:
+                rows.append({"fraction": f, "seeds": s, "sizes": sizes, "instances": _per_size(inst, sizes),
+                             "confidence": conf,
+                             **({"undefined": noise} if isinstance(noise, str) else
+                                trend_power(family, s, inst, sims=sims, noise={family: noise}, sizes=sizes))})
     return rows
+
+
+def slope_variance_parts(noise: dict, seeds: int, instances) -> dict:
+    """{N: {"seed", "instance", "residual"}}: what each size's variance components ``noise[N]`` (seed, instance,
+    residual) add to the expected variance of ``studies.atlas.slope_ci``'s slope estimate on a design of ``seeds`` x
+    ``instances`` (a number or {N: instances}): per-seed slopes over seeds (seed + residual / I, weighted by the
+    squared least-squares weight w_N over log2 N) plus each size's instance means over instances (instance +
+    residual / S): the residual enters both (the crossed interval is conservative by it)."""
+    ns = sorted(noise)
+    x = np.log2(np.asarray(ns, np.float64))
+    w = (x - x.mean()) / ((x - x.mean()) ** 2).sum()
+    out = {}
+    for wk, n, i in zip(w, ns, _per_size(instances, ns)):
+        sd, ins, res = (float(c) for c in noise[n])
+        out[n] = {"seed": wk * wk * sd / seeds, "instance": wk * wk * ins / i, "residual": 2 * wk * wk * res / (seeds * i)}
+    return out
+
+
+def approx_trend_power(noise: dict, seeds: int, instances, effect: float = 0.2) -> float:
+    """The power of the slope's two-sided 95% t test at ``effect`` per doubling from ``slope_variance_parts`` (normal
+    shift, Satterthwaite df: seeds - 1 for the seed and residual parts, instances - 1 for each size's instance part):
+    a quick screen of designs; ``trend_power`` simulates the rule itself."""
+    from scipy import stats as sps
+
+    parts = slope_variance_parts(noise, seeds, instances)
+    inst = dict(zip(sorted(noise), _per_size(instances, sorted(noise))))
+    pieces = [(sum(p["seed"] + p["residual"] / 2 for p in parts.values()), seeds - 1)]
+    pieces += [(p["instance"] + p["residual"] / 2, inst[n] - 1) for n, p in parts.items()]
+    se = float(np.sqrt(sum(v for v, _ in pieces)))
+    if se == 0:
+        return 1.0
+    df = atlas.satterthwaite(pieces)
+    t = float(sps.t.ppf(0.975, df))
+    return float(sps.t.sf(t - effect / se, df) + sps.t.cdf(-t - effect / se, df))
+
+
+def pilot_lead_noise(cells: dict, lead_fraction: float) -> tuple[float, dict]:
+    """(c, {N: components}): the constant per-agent lead c = ``lead_fraction`` x the pilot's mean best-of-K gain per
+    agent, and the point-estimate components of D / N in return units (the pilot's ``split`` / N): the inputs of
+    ``constant_lead_slope`` on the pilot's own noise."""
+    level = lead_fraction * float(np.mean([c["gain"].mean() / n for n, c in cells.items()]))
+    return level, {n: atlas.anova(c["split"] / n) for n, c in cells.items()}
+
+
+def design_cost(family: str, seeds: int, instances, sizes, budget: int = 256) -> float:
+    """CPU hours of searching ``seeds`` x ``instances`` (a number or {N: instances}) at ``sizes`` to ``budget`` (every
+    method), scaled from the family's committed runs (``search_cost``; this machine's figures, Figures 4)."""
+    _, meas, _ = family_measures(family)
+    per = dict(zip(sorted(sizes), _per_size(instances, sorted(sizes))))
+    return float(sum(search_cost(meas, [n], seeds, per[n], budget)[n] for n in per))
+
+
+PILOT_RAW = {"atlas_lbf": "bench/results/atlas_rerun_lbf_pilot_raw",  # the committed pilots (atlas_liveness.md)
+             "atlas_rware": "bench/results/atlas_rerun_rware_pilot_raw"}
+PLAN_FRACTION = 0.3  # the assumed lead (share of the pilot's best-of-K gain) the stage-2 designs are planned at
+# Amendment 2 (atlas_rerun_PLAN.md): the candidate trend designs screened per family, (sizes, seeds, {N: instances})
+PILOT_DESIGNS = {"atlas_lbf": (((4, 8, 16), 8, 16), ((4, 8, 16), 32, 16), ((4, 8, 16), 8, {4: 256, 8: 16, 16: 16}),
+                               ((4, 8, 16), 8, {4: 1024, 8: 16, 16: 64}), ((4, 8, 16), 16, {4: 512, 8: 16, 16: 64}),
+                               ((4, 8, 16), 64, {4: 1024, 8: 16, 16: 64}), ((8, 16), 16, 64), ((8, 16), 32, 64),
+                               ((8, 16), 64, 256)),
+                 "atlas_rware": (((3, 4, 6, 7), 8, 16), ((3, 4, 6, 7), 8, 256), ((3, 4, 6, 7), 32, 256),
+                                 ((3, 4, 6, 7), 64, 1024), ((3, 4, 6), 32, 256))}
+
+
+def seeds_shared_sizes(sims: int = 3000, seed: int = 0) -> list[dict]:
+    """The registered re-run designs' size with one seed effect per training seed at every size (its team is the
+    same at every size) instead of the records' independent draws: every trend design and the compute design."""
+    rows = [{"rule": LeadPerAgentTrend.name, "design": d.name, **rules.rate(
+        LeadPerAgentTrend(noise={d.name: c}, seeds_shared=True), d, None, sims, seed)} for d, c in RERUN_TREND.values()]
+    d, c = RERUN_COMPUTE
+    return rows + [{"rule": GrowsWithComputeAll.name, "design": d.name, **rules.rate(
+        GrowsWithComputeAll(noise={d.name: c}, seeds_shared=True), d, None, sims, seed)}]
+
+
+def pilot_family_cells(family: str, raw=None) -> dict:
+    """``pilot_cells`` of ``family``'s committed pilot (``PILOT_RAW``) at its trend sizes."""
+    from studies.atlas import pilot_recipe
+
+    rec = pilot_recipe(atlas.read_recipe(f"studies/declared/atlas/atlas_rerun_{'mpe' if family == 'atlas' else family.removeprefix('atlas_')}.toml"))
+    sizes = sorted(RERUN_TREND_SIZES.get(family, RERUN_NOISE["trend"][family]))
+    return pilot_cells(rec, Path(raw or PILOT_RAW[family]), sizes)
+
+
+def pilot_noise(confidence: float | None = SEED_UPPER, fraction: float = PLAN_FRACTION) -> dict:
+    """{family: {N: comps}} of the trend measure from each committed pilot (``pilot_trend_noise`` at ``fraction``), the
+    seed part at its one-sided ``confidence`` upper bound: the noise the stage-2 trend designs are calibrated on
+    (``PILOT_TREND_NOISE`` records it for the families whose design an amendment set; a test re-derives it)."""
+    return {f: pilot_trend_noise(pilot_family_cells(f), fraction, confidence) for f in PILOT_TREND_NOISE}
+
+
+def _fmt_inst(i) -> str:
+    return "/".join(str(v) for _, v in sorted(i.items())) if isinstance(i, dict) else str(i)
+
+
+def pilot_design_text(family: str, sims: int = 400) -> str:
+    """Amendment 2's figures for ``family`` from its committed pilot (markdown): which noise dominates the slope's
+    variance on the planned design (``slope_variance_parts``), the trend measures under a constant per-agent lead on
+    the pilot's own noise (``constant_lead_slope``), and the screened designs (``PILOT_DESIGNS``): approximate and
+    simulated power at +0.2 per doubling, the rule's simulated size, and the search's CPU hours at B = 256."""
+    cells = pilot_family_cells(family)
+    fmt = lambda r: f"{r['rate']:.3f} [{r['lo']:.3f}, {r['hi']:.3f}]"
+    L = [f"#### {family}: where the slope's variance comes from (design 8 seeds x 16 instances, trend sizes "
+         f"{'/'.join(map(str, sorted(cells)))}, assumed lead {PLAN_FRACTION:g} of the pilot's gain)", "",
+         "Per cell (seed x instance) of the pilot, in return units: the best-of-16 gain over zero-shot and D's planned "
+         "noise, the split (best of latents 1-8 minus best of 9-16).", "",
+         "| N | mean gain | sd of the split | cells with split = 0 | y's components (seed, instance, residual), point | "
+         "seed part at its 80% bound |", "| ---: | ---: | ---: | ---: | --- | ---: |"]
+    point, upper = pilot_trend_noise(cells, PLAN_FRACTION, None), pilot_trend_noise(cells, PLAN_FRACTION)
+    for n, c in cells.items():
+        L.append(f"| {n} | {c['gain'].mean():.4f} | {c['split'].std():.4f} | {(c['split'] == 0).mean():.2f} | "
+                 + ", ".join(f"{v:.3f}" for v in point[n]) + f" | {upper[n][0]:.3f} |")
+    L += ["", "Share of the slope's expected variance (`slope_variance_parts`; per size and component):", "",
+          "| seed variance | N | seed | instance | residual | slope se |", "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    for label, nz in (("point", point), ("80% bound", upper)):
+        parts = slope_variance_parts(nz, RERUN_SEEDS, RERUN_INSTANCES)
+        tot = sum(sum(p.values()) for p in parts.values())
+        for n, p in parts.items():
+            L.append(f"| {label} | {n} | " + " | ".join(f"{100 * p[k] / tot:.0f}%" for k in ("seed", "instance", "residual"))
+                     + f" | {np.sqrt(tot):.3f} |")
+    level, comps = pilot_lead_noise(cells, PLAN_FRACTION)
+    sim = constant_lead_slope({n: c["gain"] for n, c in cells.items()}, level, comps, sims=sims, seed=1)
+    L += ["", f"Under a constant per-agent lead c = {level:.4g} per agent on the pilot's gains and noise ({sims} simulated "
+          f"studies): the per-agent lead's slope {sim['per_agent']:+.4f} (se {sim['per_agent_se']:.4f}, in units of c); "
+          f"the superseded log measure {sim['log']:+.3f} (se {sim['log_se']:.3f}), undefined (a gain <= 0) in "
+          f"{sim['undefined']} of {sims}.", "",
+          "| sizes | seeds | instances per size | approx. power (point / 80% bound) | simulated power, point | "
+          "simulated power, 80% bound | size, 80% bound | search CPU h at B = 256 |",
+          "| --- | ---: | --- | --- | ---: | ---: | ---: | ---: |"]
+    for sizes, seeds, inst in PILOT_DESIGNS.get(family, ()):
+        sub = lambda nz: {family: {n: nz[n] for n in sizes}}
+        ap = [approx_trend_power(sub(nz)[family], seeds, inst) for nz in (point, upper)]
+        pw = [trend_power(family, seeds, inst, sims=sims, noise=sub(nz), sizes=sizes) for nz in (point, upper)]
+        size = trend_power(family, seeds, inst, None, sims=sims, noise=sub(upper), sizes=sizes)
+        L.append(f"| {'/'.join(map(str, sizes))} | {seeds} | {_fmt_inst(inst)} | {ap[0]:.2f} / {ap[1]:.2f} | {fmt(pw[0])} | "
+                 f"{fmt(pw[1])} | {fmt(size)} | {design_cost(family, seeds, inst, sizes):.1f} |")
+    return "\n".join(L) + "\n"
 
 
 def plan_text(sims: int = 400) -> str:
@@ -586,12 +774,14 @@ def atlas_noise_point(meas: dict, des: dict) -> dict:
 
 
 def main(argv=None) -> None:
-    """``python -m studies.atlas_rerun [--sims N]``: print the re-run plan's figures."""
+    """``python -m studies.atlas_rerun [--sims N] [--pilot FAMILY]``: print the re-run plan's figures (or a pilot's)."""
     import argparse
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sims", type=int, default=400)
-    print(plan_text(ap.parse_args(argv).sims))
+    ap.add_argument("--pilot", choices=sorted(PILOT_RAW), help="print Amendment 2's figures of this family's pilot instead")
+    a = ap.parse_args(argv)
+    print(pilot_design_text(a.pilot, a.sims) if a.pilot else plan_text(a.sims))
 
 
 if __name__ == "__main__":

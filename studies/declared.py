@@ -399,7 +399,7 @@ ANALYSES.register(Analysis("atlas", ATLAS_KEYS, read_atlas, _check_atlas, needs_
 
 # -- the ATLAS re-run: every family in one study (Holm across every family's compute tests) --------------
 
-PART_KEYS = {"family": str, "recipe": str}
+PART_KEYS = {"family": str, "recipe": str, "trend_recipe": str}  # trend_recipe: optional (atlas_rerun_PLAN.md, Amendment 2)
 FAMILIES_RULES = ("lead_per_agent_trend", "grows_with_compute_all")
 
 
@@ -408,7 +408,7 @@ def _parts(plan: dict, where: str) -> list[dict]:
     if not isinstance(parts, list) or not parts:
         raise UserError(f"{where}: parts must be [[analysis.parts]] tables (family, recipe), one per family")
     for i, p in enumerate(parts):
-        typed(p, PART_KEYS, f"{where} parts[{i}]", required=tuple(PART_KEYS))
+        typed(p, PART_KEYS, f"{where} parts[{i}]", required=("family", "recipe"))
     return parts
 
 
@@ -441,7 +441,12 @@ def read_atlas_families(plan: dict, data: Path, echo=print) -> Reading:
     parts, seen = [], []
     for p in plan["parts"]:
         recipe = read_recipe(p["recipe"])
-        parts.append((p["family"], recipe, Path(data) / f"{recipe['name']}_raw"))
+        trend = read_recipe(p["trend_recipe"]) if "trend_recipe" in p else None
+        if trend is not None and sorted(trend["seeds"]) != sorted(recipe["seeds"]):
+            raise UserError(f"[analysis] parts: {p['trend_recipe']} searches seeds {trend['seeds']}, its part's recipe "
+                            f"{recipe['seeds']}: the trend is searched on the part's own P and L")
+        parts.append((p["family"], recipe, Path(data) / f"{recipe['name']}_raw",
+                      *([(trend, Path(data) / f"{trend['name']}_raw")] if trend else [])))
         seen += list(recipe["seeds"])
     seeds = seed_list(plan["seeds"], "[analysis]")
     if sorted(seen) != sorted(seeds):

@@ -214,7 +214,7 @@ LATENT_LIVE = register(LatentLive())
 
 def precondition(latent, zero, records: dict | None = None) -> dict:
     """The ATLAS precondition on one (family, size)'s data: ``{"live": bool, "outcome": "live" | INERT | NOT_SHOWN,
-    "text": the line with the numbers}``. "live" needs a
+    "text": the line with the numbers, "liveness": ``liveness``'s figures, "design": the rule's design of the data}``. "live" needs a
     passing calibration record of ``latent_live`` for the data's design (``studies.rules.verdict``); without
     one the line says so ("not shown live") and the precondition fails."""
     from studies.rules import verdict
@@ -227,4 +227,5 @@ def precondition(latent, zero, records: dict | None = None) -> dict:
     if not v.positive and v.outcome != INERT:  # no calibration record for this design
         outcome = NOT_SHOWN
         line = f"{NOT_SHOWN} ({v.outcome}: {liveness_design(i, k, e, zero.shape[1]).key()}); the rule's reading: {line}"
-    return {"live": bool(v.positive), "outcome": outcome, "text": line}
+    return {"live": bool(v.positive), "outcome": outcome, "text": line, "liveness": liveness(latent, zero),
+            "design": liveness_design(i, k, e, zero.shape[1])}

@@ -8,7 +8,8 @@ trained at one small N (issue 26). Plan: bench/results/atlas_PLAN.md; recipes: s
     python -m sweeps.atlas liveness-table                    # atlas_liveness.md: every study's liveness by size
     python -m sweeps.atlas pilot --recipe R --root DIR       # a re-run recipe's liveness pilot (its pilot_seeds):
                                                              # train + liveness, resumable (atlas_rerun_RUNNING.md)
-    python -m sweeps.atlas pilot-table --results D           # every pilot's liveness and planned power (markdown)
+    python -m sweeps.atlas pilot-table --results D [--md F]  # every pilot's liveness, its calibration record and the
+                                                             # planned power (markdown; --md: its section of F)
     python -m sweeps.atlas report --root runs/atlas          # bench/results/atlas.{md,json,png}
     python -m sweeps.atlas calibrate --recipe R              # records of the rules on R's own design (R's raw files)
     python -m sweeps.atlas families                          # atlas_families.md: every ATLAS study side by side
@@ -244,8 +245,9 @@ def liveness(recipe: dict, root: Path, sizes, seeds) -> None:
             t0 = time.time()
             m = measure_liveness(env, resize(loaded.team, env.spec, f"L seed {s}"), LIVENESS_INSTANCES,
                                  seed=recipe["search_seed"], width=recipe["population"])
-            out = {"N": n, "env": env.spec.name, "seed": s, "L": loaded.source, "L_id": lid, "wall_s": time.time() - t0,
-                   **{k: v.tolist() if isinstance(v, np.ndarray) else v for k, v in m.items()}}
+            out = {"N": n, "env": env.spec.name, "L": loaded.source, "L_id": lid, "wall_s": time.time() - t0,
+                   **{k: v.tolist() if isinstance(v, np.ndarray) else v for k, v in m.items() if k != "seed"},
+                   "seed": s, "search_seed": m["seed"]}  # the training seed (m's seed is the search's)
             path.write_text(json.dumps(out) + "\n")
             print(f"  wrote {path} ({out['wall_s']:.0f} s)", flush=True)
 
@@ -321,34 +323,140 @@ def liveness_table(names=FAMILY_STUDIES_LIVE) -> str:
 RERUN_STUDY = REPO / "studies" / "declared" / "atlas_rerun.toml"  # the re-run's parts: family and recipe
 
 
+FAMILY_LABEL = {"atlas": "MPE simple_spread", "atlas_lbf": "Jumanji LBF", "atlas_rware": "Jumanji RWARE",
+                "atlas_smax": "SMAX"}
+PILOT_BEGIN = "<!-- pilot-table: begin (python -m sweeps.atlas pilot-table --md; replaced whole on each run) -->"
+PILOT_END = "<!-- pilot-table: end -->"
+
+
+def _pilot_row(fam: str, n: int, v: dict, rs: list[dict]) -> str:
+    """One (family, size) row of the pilot's liveness table: every figure of ``studies.liveness.liveness``."""
+    liv = v["liveness"]
+    vr, bk = liv["ratio"], liv["best_of_k"]
+    ratio = (f"noise-free episodes (ratio not finite); between-latent sd {vr['between_sd']:.4g}" if vr["noise_free"] else
+             f"{vr['ratio']:.3f} [{vr['lo']:.3f}, {vr['hi']:.3f}] (F {vr['F']:.2f} on {vr['df'][0]}, {vr['df'][1]} df, "
+             f"p {vr['p']:.3g})")
+    share = (f"{bk['hits']}/{bk['instances']} = {bk['share']:.2f} [{bk['share_lo']:.2f}, {bk['share_hi']:.2f}]"
+             + ("" if vr["noise_free"] else f", binomial p {bk['p']:.3g}"))
+    head = "latent space live" if v["live"] else v["outcome"]
+    return (f"| {fam} | {n} | {rs[0].get('env', '-')} | {len(rs)} x {liv['instances'] // len(rs)} = {liv['instances']} | "
+            f"{liv['latents']} x {liv['episodes']} (zero-shot x {liv['zero_episodes']}) | {ratio} | {share} | **{head}** | "
+            f"{sum(r.get('wall_s', 0.0) for r in rs):.0f} |")
+
+
+def _record_text(design) -> str:
+    """The calibration record of ``latent_live`` on ``design`` (studies/records.json) as one table row."""
+    from studies.rules import load_records
+
+    r = load_records().get(f"latent_live::{design.key()}")
+    if r is None:
+        return f"| `{design.key()}` | none: the rule gives no verdict on this design | - | - | - | - |"
+    nf = {x["nuisance"]: x for x in r.get("nuisances", [])}.get("noise-free")
+    f = lambda d: f"{d['rate']:.3f} [{d['lo']:.3f}, {d['hi']:.3f}] ({d['sims']} sims)"
+    return (f"| `{design.key()}` | {'passes' if r['passes'] else 'FAILS'} | {f(r['size'])} ({r.get('worst_nuisance', '-')}) | "
+            f"{f(r['power'])} at rho = {r['effect']:g} | "
+            + (f"{nf['size']['rate']:.3f} / {nf['power']['rate']:.3f}" if nf else "-") + f" | {len(r.get('nuisances', []))} |")
+
+
 def pilot_table(results: Path, sims: int = 400) -> str:
     """The re-run's liveness pilot, per (family, size), from the pilot raw folders under ``results`` (those
-    measured so far): the precondition (``studies.atlas.liveness_by_size``) and the power of ``lead_per_agent_trend``
-    at +0.2 per doubling with the noise planned from the pilot (``studies.atlas_rerun.pilot_power``). Markdown."""
+    measured so far): the precondition (``studies.atlas.liveness_by_size``) with every figure of the liveness
+    measure, the calibration record of ``latent_live`` on each design read, the families and sizes not yet
+    measured, and the power of ``lead_per_agent_trend`` at +0.2 per doubling with the noise planned from the pilot
+    (``studies.atlas_rerun.pilot_power``, ``sims`` simulated studies per row). Markdown (a section of
+    bench/results/atlas_liveness.md: ``--md``)."""
+    from marl.runs.fingerprint import cpu
     from studies import atlas_rerun as ar
+    from studies.atlas import _stored
     from studies.atlas import liveness_by_size as by_size
 
-    live, power = [], []
+    live, power, designs, missing = [], [], {}, []
     for part in tomllib.loads(RERUN_STUDY.read_text())["analysis"]["parts"]:
         fam, recipe = part["family"], pilot_recipe(read_recipe(REPO / part["recipe"]))
         raw = Path(results) / f"{recipe['name']}_raw"
-        done = [n for n in recipe["sizes"] if all((raw / f"liveness_N{n}_s{s}.json").exists() for s in recipe["seeds"])]
-        if not done:
-            live.append(f"| {fam} | - | not measured yet |")
-            continue
+        f = _stored(raw)
+        have = lambda n, s: f is not None and f.exists(f"liveness_N{n}_s{s}.json")
+        done = [n for n in recipe["sizes"] if all(have(n, s) for s in recipe["seeds"])]
+        todo = [n for n in recipe["sizes"] if n not in done]
+        if todo:
+            got = sum(have(n, s) for n in todo for s in recipe["seeds"])
+            missing.append(f"| {fam} ({FAMILY_LABEL.get(fam, fam)}) | {', '.join(map(str, todo))} | "
+                           f"{got} of {len(todo) * len(recipe['seeds'])} liveness files (pilot seeds "
+                           f"{', '.join(map(str, recipe['seeds']))}) |")
         for n, v in by_size(recipe, done, raw).items():
-            live.append(f"| {fam} | {n} | {v['text']} |")
+            live.append(_pilot_row(fam, n, v, [f.load_json(f"liveness_N{n}_s{s}.json") for s in recipe["seeds"]]))
+            designs[v["design"].key()] = v["design"]
+        if not done:
+            continue
         trend = sorted(ar.RERUN_TREND_SIZES.get(fam, ar.RERUN_NOISE["trend"].get(fam, {})))
         if not set(trend) <= set(done):
-            power.append(f"| {fam} | - | - | not measured at every trend size ({trend}) yet | - |")
+            power.append(f"| {fam} | - | - | - | - | not measured at every trend size ({trend}) yet | - |")
             continue
         cells = ar.pilot_cells(recipe, raw, trend)
-        for r in ar.pilot_power(fam, cells, sims=sims):
+        for r in ar.pilot_power(fam, cells, sims=sims, confidences=(None, ar.SEED_UPPER)):
             rate = r["undefined"] if "undefined" in r else f"{r['rate']:.3f} [{r['lo']:.3f}, {r['hi']:.3f}]"
-            power.append(f"| {fam} | {r['fraction']:g} | {r['seeds']} | {rate} | {'/'.join(map(str, r['sizes']))} |")
-    return "\n".join(["| family | N | precondition (latent_live, pilot seeds pooled) |", "| --- | ---: | --- |", *live, "",
-                      "| family | assumed lead (share of the shared gain) | seeds | power at +0.2 per doubling [95% CI] | "
-                      "trend sizes |", "| --- | ---: | ---: | ---: | --- |", *power]) + "\n"
+            conf = "point estimate" if r["confidence"] is None else f"{r['confidence']:.0%} upper bound"
+            power.append(f"| {fam} | {r['fraction']:g} | {conf} | {r['seeds']} | {'/'.join(map(str, r['instances']))} | "
+                         f"{rate} | {'/'.join(map(str, r['sizes']))} |")
+    return "\n".join([
+        "## The re-run's liveness pilot (issue 52; generated by `python -m sweeps.atlas pilot-table`)", "",
+        "Each family's recipe (`studies/declared/atlas/atlas_rerun_<family>.toml`): its P and L trained at its 3 pilot "
+        "seeds (never searched), then per size `marl.analysis.search.measure_liveness` on 16 instances of the study's "
+        "search seed per pilot seed: K shared latents (uniform in the training box) x E episodes and zero-shot x E0, "
+        "greedy, pooled over the pilot seeds (`studies.atlas.liveness_by_size`). Rule `latent_live` "
+        "(`studies/liveness.py`): the variance ratio latent/noise (one-way ANOVA per instance, exact 95% interval) and "
+        "the share of instances where the best of K beats zero-shot beyond noise (Wilson 95%). Greedy episodes on a "
+        "deterministic env are noise-free (every episode of a latent returns the same): then the ratio is not finite "
+        "and the rule's noise-free form reads \"live\" when the latents differ and the best beats zero-shot on at least "
+        "one instance (an inert space returns zero-shot's return exactly for every latent, so it never reads live). "
+        "Every pilot seed is measured on the same 16 instances (the search seed's), so a size's cells are 16 instances x 3 "
+        "teams; the record below simulates that many independent instances (in the noise-free form this changes "
+        "nothing: an inert space cannot read live). A file's `seed` field is the search seed (written so before "
+        "session 27; its training seed is in its name and its `L` run). "
+        f"Raw files: `{results}/<recipe name>_raw/liveness_N<n>_s<seed>.json`. Measured on {cpu()['cpu']} "
+        "(`lscpu`: 2 cores shared with other sessions; wall seconds include the program's compilation).", "",
+        "| family | N | env | pilot seeds x instances | latents x episodes | variance ratio latent/noise [95% CI] | "
+        "best of K beats zero-shot beyond noise [Wilson 95%] | precondition (latent_live) | measure wall s |",
+        "| --- | ---: | --- | --- | --- | --- | --- | --- | ---: |", *live, "",
+        "Not measured yet (each such (family, size) reads \"precondition failed: latent space not shown live\"; the pilot "
+        "runs in the background: atlas_rerun_RUNNING.md):", "",
+        "| family | sizes | liveness files present |", "| --- | --- | --- |", *(missing or ["| - | - | - |"]), "",
+        "### The precondition's calibration record on the designs read above (`studies/records.json`)", "",
+        "Simulated by `LatentLive.simulate` (`python -m studies.calibrate --rule latent_live`): inert spaces under "
+        "Gaussian, heteroscedastic, heavy-tailed, win/loss, noise-free and half noise-free episode noise (the size is "
+        "the worst of them), power at rho = 0.25 (the latent sd half the noise sd).", "",
+        "| design (instances, latents, episodes, zero-shot episodes) | record | size [95% CI] (worst nuisance) | power | "
+        "noise-free nuisance: size / power | nuisances |", "| --- | --- | --- | --- | --- | ---: |",
+        *([_record_text(d) for d in designs.values()] or ["| - | no design read yet | - | - | - | - |"]), "",
+        "### Power of `lead_per_agent_trend` at +0.2 per doubling, planned from the pilot (`studies.atlas_rerun.pilot_power`)", "",
+        f"{sims} simulated studies per row, on the family's stage-2 trend design (instances per size: "
+        "`studies.atlas_rerun.trend_instances`; LBF's from atlas_rerun_PLAN.md Amendment 2, which gives the analysis); "
+        "the lead assumed a share of the pilot's best-of-16 gain over zero-shot; the seed variance at its point estimate "
+        "and at its one-sided 80% upper bound from the 3 pilot seeds.", "",
+        "| family | assumed lead (share of the shared gain) | seed variance | seeds | instances per size | "
+        "power at +0.2 per doubling [95% CI] | trend sizes |", "| --- | ---: | --- | ---: | --- | ---: | --- |",
+        *(power or ["| - | - | - | - | - | no family measured yet | - |"])]) + "\n"
+
+
+def write_pilot_section(path: Path, section: str) -> None:
+    """Put ``section`` in the markdown file ``path`` between ``PILOT_BEGIN`` and ``PILOT_END``: in place of the
+    previous pilot section, else after ``KEPT_BELOW`` (so ``liveness-table`` keeps it), else at the end; a new
+    file holds only it. Nothing else in the file changes."""
+    from marl_common.files import write_atomic
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    old = path.read_text() if path.exists() else ""
+    block = f"{PILOT_BEGIN}\n\n{section.rstrip()}\n\n{PILOT_END}\n"
+    if PILOT_BEGIN in old and PILOT_END in old:
+        a, b = old.index(PILOT_BEGIN), old.index(PILOT_END) + len(PILOT_END)
+        text = old[:a] + block.rstrip("\n") + old[b:]
+    elif KEPT_BELOW in old:
+        a = old.index(KEPT_BELOW) + len(KEPT_BELOW)
+        text = old[:a] + "\n\n" + block + ("\n" + old[a:].lstrip("\n") if old[a:].strip() else "")
+    else:
+        text = old + ("\n" if old and not old.endswith("\n") else "") + ("\n" if old else "") + block
+    write_atomic(path, text)
 
 
 # -- report ---------------------------------------------------------------------------------------
@@ -867,12 +975,25 @@ def main(argv=None) -> None:
     ap.add_argument("--sizes", nargs="+", type=int)
     ap.add_argument("--seeds", nargs="+", type=int)
     ap.add_argument("--results", help="write results here instead of bench/results (a dry run of the pipeline)")
+    ap.add_argument("--md", help="pilot-table: also write the section into this markdown file (between its markers; "
+                                 "bench/results/atlas_liveness.md)")
     ap.add_argument("--pilot", action="store_true",
                     help="the recipe's liveness pilot: its pilot_seeds, results named <name>_pilot (train, liveness)")
     a = ap.parse_args(argv)
     recipe = read_recipe(a.recipe)
-    if a.step == "pilot-table":  # every family's pilot under --results: printed, for atlas_liveness.md
-        print(pilot_table(Path(a.results or RESULTS), a.sims or 400))
+    if a.step == "pilot-table":  # every family's pilot under --results: printed, and with --md put in that file
+        if a.md:
+            from marl_common.errors import UserError
+            from marl_common.preflight import check_output
+
+            try:
+                check_output(a.md, "--md", suffixes=(".md",))
+            except UserError as e:
+                sys.exit(f"error: {e}")
+        text = pilot_table(Path(a.results or RESULTS), a.sims or 400)
+        if a.md:
+            write_pilot_section(Path(a.md), text)
+        print(text)
         return
     if a.pilot or a.step == "pilot":
         try:

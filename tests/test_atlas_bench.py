@@ -251,6 +251,33 @@ def test_liveness_by_size_pools_seeds_and_fails_an_inert_or_unmeasured_size(tmp_
     assert not got[8]["live"] and got[8]["outcome"] == NOT_SHOWN and "not measured: 3 of 3" in got[8]["text"]
 
 
+def test_a_liveness_file_records_its_training_seed_and_the_search_seed(tmp_path, monkeypatch):
+    """``liveness`` writes one file per (N, training seed) whose ``seed`` is that training seed and ``search_seed``
+    the instances' (the measure's own ``seed`` is the search's: it once overwrote the training seed). Fails when
+    the measure's keys are spread after the training seed."""
+    import types
+
+    import envs
+    import marl.analysis.search as search
+    import marl.core.team as team_mod
+    import marl.runs.loader as loader
+
+    recipe = {"name": "toy", "train_size": 2, "seeds": [7, 9], "search_seed": 3, "population": 4, "env": "x"}
+    atlas.use_results(recipe, tmp_path)
+    spec = types.SimpleNamespace(name="x:2")
+    monkeypatch.setattr(envs, "make", lambda name: types.SimpleNamespace(spec=spec))
+    monkeypatch.setattr(loader, "load_team", lambda run: types.SimpleNamespace(team=run, source={"run": run}))
+    monkeypatch.setattr(team_mod, "resize", lambda team, spec, what: team)
+    monkeypatch.setattr(atlas, "team_id", lambda team: f"id-{team}")
+    monkeypatch.setattr(search, "measure_liveness", lambda env, team, inst, seed, width: {
+        "latent": np.zeros((inst, 2, 2)), "zero": np.zeros((inst, 2)), "seed": seed, "latents": 2})
+    atlas.liveness(recipe, tmp_path / "runs", [2], recipe["seeds"])
+    for s in recipe["seeds"]:
+        rec = json.loads(atlas.liveness_path(2, s).read_text())
+        assert rec["seed"] == s and rec["search_seed"] == 3 and rec["L_id"].endswith(f"L2_s{s}")
+        assert np.asarray(rec["latent"]).shape == (16, 2, 2)
+
+
 def test_a_packed_study_reads_as_its_folder_and_search_will_not_write_beside_it(tmp_path):
     """A recorded study's raw files are one pack (RAW.npz, studies.store): the measures read from it are the
     folder's; search and liveness refuse to write a folder beside it (it would hide the pack from every reader)."""

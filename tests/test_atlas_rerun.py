@@ -1,6 +1,7 @@
 """The ATLAS re-run's statistics (studies/atlas_rerun.py, issue 52 item 3): cheap, read the committed raw files."""
 
 import dataclasses
+import re
 
 import numpy as np
 import pytest
@@ -106,7 +107,7 @@ def test_the_lead_per_cent_over_the_shared_search(mpe):
 RERUN_FILE = "studies/declared/atlas_rerun.toml"
 
 
-def _write_rerun_raw(root, recipe, rng, inert=(), compute_gain=None):
+def _write_rerun_raw(root, recipe, rng, inert=(), compute_gain=None, liveness=True):
     """Raw and liveness files of ``recipe``'s every (N, seed) under root/<name>_raw: a constant per-agent lead,
     no change with compute but where ``compute_gain`` {N: gain of D / M} plants one, latent spaces live but at
     the sizes in ``inert`` (every latent returns zero-shot's return: a latent input zeroed)."""
@@ -136,6 +137,8 @@ def _write_rerun_raw(root, recipe, rng, inert=(), compute_gain=None):
             rec = {"N": n, "seed": s, "instances": inst, "budget": budget, "budget_points": points, "wall_s": 1.0,
                    "methods": methods}
             (raw / f"N{n}_s{s}.json").write_text(json.dumps(rec))
+            if not liveness:
+                continue
             lz = rng.uniform(0.2, 0.4, 16)
             if n in inert:
                 latent, zero = np.repeat(np.repeat(lz[:, None, None], 16, 1), 4, 2), np.repeat(lz[:, None], 4, 1)
@@ -160,6 +163,8 @@ def rerun_study(tmp_path_factory):
         gain = {"atlas": {8: 0.2}, "atlas_lbf": {4: 0.2}}.get(p["family"])
         _write_rerun_raw(data, read_recipe(p["recipe"]), rng, inert=(4,) if p["family"] == "atlas_lbf" else (),
                          compute_gain=gain)
+        if "trend_recipe" in p:  # the trend's own search (Amendment 2: more instances at B = 256)
+            _write_rerun_raw(data, read_recipe(p["trend_recipe"]), rng, liveness=False)
     return study, data, ANALYSES["atlas_families"].read(study.analysis, data)
 
 
@@ -182,21 +187,48 @@ def test_the_rerun_study_gates_each_family_and_size_by_liveness_and_holms_across
     assert "(the paper: up to 45%)" in text and "Holm-adjusted p" in text
 
 
+def _rerun_parts(study, data) -> list:
+    """``rerun_verdicts``'s parts of the declared study on ``data`` (each part's raw folder, and its trend's)."""
+    from studies.atlas import read_recipe
+
+    raw = lambda r: data / f"{read_recipe(r)['name']}_raw"
+    return [(p["family"], read_recipe(p["recipe"]), raw(p["recipe"]),
+             *([(read_recipe(p["trend_recipe"]), raw(p["trend_recipe"]))] if "trend_recipe" in p else []))
+            for p in study.analysis["parts"]]
+
+
 def test_the_rerun_study_holm_family_is_every_test_of_every_family(rerun_study):
     from studies.atlas import holm
 
     study, data, _ = rerun_study
-    from studies.atlas import read_recipe
-
-    parts = [(p["family"], read_recipe(p["recipe"]), data / f"{read_recipe(p['recipe'])['name']}_raw")
-             for p in study.analysis["parts"]]
+    parts = _rerun_parts(study, data)
     _, cv, by_test = ar.rerun_verdicts(parts, ("latent_live",), 0.05)["compute"]
+    # the trend read on data of another design than its record's (LBF's main search: 16 instances at N = 4) is refused
+    with pytest.raises(ValueError, match="atlas_lbf's trend data hold seeds x instances"):
+        ar.rerun_verdicts([p[:3] for p in parts], ("latent_live",), 0.05)
     d = cv.details["by_test"]
     adjusted = holm({k: t["p"] for k, t in d.items()})
     assert set(d) == set(by_test) and len(d) == 14
     assert all(d[k]["p_holm_all"] == pytest.approx(adjusted[k][0]) for k in d)
     lbf_alone = holm({k: t["p"] for k, t in d.items() if k.startswith("atlas_lbf ")})
     assert any(d[k]["p_holm_all"] > lbf_alone[k][0] for k in lbf_alone)  # across all: more than within LBF
+
+
+def test_the_rerun_study_reads_a_compute_test_only_on_its_calibrated_design(rerun_study, tmp_path):
+    """A raw file of a seed the design does not have (9 seeds at MPE N = 4, a compute size outside the trend) is
+    refused in one line naming the test, instead of being read under the 8-seed record. Fails without the check."""
+    import json
+    import shutil
+
+    study, data, _ = rerun_study
+    parts = _rerun_parts(study, data)
+    mpe = tmp_path / parts[0][2].name
+    shutil.copytree(parts[0][2], mpe)
+    rec = json.loads((mpe / "N4_s9503.json").read_text())
+    (mpe / "N4_s9999.json").write_text(json.dumps({**rec, "seed": 9999}))
+    assert parts[0][0] == "atlas"
+    with pytest.raises(ValueError, match=r"atlas's compute test at N = 4 reads seeds x instances \(9, 16\)"):
+        ar.rerun_verdicts([(*parts[0][:2], mpe), *parts[1:]], ("latent_live",), 0.05)
 
 
 def test_the_rerun_study_refuses_other_seeds_families_or_a_missing_part(rerun_study, tmp_path):
@@ -279,7 +311,140 @@ def test_the_pilot_table_reads_each_familys_pilot_files_and_plans_its_power(tmp_
             (raw / f"liveness_N{n}_s{s}.json").write_text(json.dumps({"latent": lat.tolist(),
                                                                       "zero": np.repeat(z[:, None], 4, 1).tolist()}))
     text = sweep.pilot_table(tmp_path, sims=20)
-    assert sum(line.startswith("| atlas_lbf | ") and "latent space live" in line for line in text.splitlines()) == 4
-    assert text.count("| not measured yet |") == 3
+    rows = [line for line in text.splitlines() if line.startswith("| atlas_lbf | ") and "latent space live" in line]
+    assert len(rows) == 4 and all("| 3 x 16 = 48 | 16 x 4 (zero-shot x 4) |" in r for r in rows)
+    assert all(re.search(r"\| \d+/48 = \d\.\d\d \[\d\.\d\d, \d\.\d\d\]", r) for r in rows)  # share, Wilson
+    assert all(re.search(r"\| \d+\.\d{3} \[\d+\.\d{3}, \d+\.\d{3}\] \(F ", r) for r in rows)  # ratio, its CI
+    assert sum(line.startswith(("| atlas (", "| atlas_rware (", "| atlas_smax (")) and "0 of " in line
+               for line in text.splitlines()) == 3  # the families not measured, each with its files present
+    assert "| `latent liveness|instancex48|" in text and "| passes |" in text  # the calibration record read
     power = [line for line in text.splitlines() if line.startswith("| atlas_lbf | 0.")]
-    assert len(power) == 9 and all(line.endswith("| 4/8/16 |") for line in power)
+    assert len(power) == 18 and all(line.endswith("| 4/8/16 |") for line in power)
+    assert all("| 1024/16/64 |" in line for line in power)  # the stage-2 design's instances (Amendment 2)
+    assert sum("| point estimate |" in line for line in power) == 9
+
+
+def test_pilot_table_md_writes_its_section_between_markers_and_nothing_else(tmp_path, capsys):
+    """``pilot-table --md F``: the section after the liveness-table marker, replaced whole on a second run, the rest of
+    F untouched; ``liveness-table``'s regeneration keeps it (it lies below that marker). Fails when the section is
+    appended again (two copies) or the text around it changes."""
+    from sweeps import atlas as sweep
+
+    md = tmp_path / "atlas_liveness.md"
+    md.write_text(f"# table\n\n{sweep.KEPT_BELOW}\n\n## measured by hand\n\nkept\n")
+    sweep.write_pilot_section(md, "## pilot\n\nfirst\n")
+    sweep.write_pilot_section(md, "## pilot\n\nsecond\n")
+    text = md.read_text()
+    assert text.count(sweep.PILOT_BEGIN) == 1 and "second" in text and "first" not in text
+    assert text.startswith(f"# table\n\n{sweep.KEPT_BELOW}\n\n{sweep.PILOT_BEGIN}") and text.endswith("## measured by hand\n\nkept\n")
+    assert text.index(sweep.PILOT_END) < text.index("## measured by hand")
+    new = tmp_path / "new.md"  # a new file holds the section alone; the CLI prints it and writes it
+    sweep.main(["pilot-table", "--results", str(tmp_path), "--sims", "10", "--md", str(new)])
+    out = new.read_text()
+    assert out.startswith(sweep.PILOT_BEGIN) and out.rstrip().endswith(sweep.PILOT_END)
+    assert "no family measured yet" in out and out.count("0 of ") == 4
+    assert "## The re-run's liveness pilot" in capsys.readouterr().out
+    other = tmp_path / "other.json"  # a file of another kind is refused in one line and left as it was
+    other.write_text("{}")
+    with pytest.raises(SystemExit, match="--md .*other.json exists and is not a .md file"):
+        sweep.main(["pilot-table", "--results", str(tmp_path), "--sims", "10", "--md", str(other)])
+    assert other.read_text() == "{}"
+
+
+# -- Amendment 2: the stage-2 trend design planned from the committed LBF pilot ---------------------------------
+
+def test_the_pilot_noise_of_the_trend_design_is_rederived_from_the_committed_pilot():
+    """PILOT_TREND_NOISE (the LBF trend design's calibration noise) is what the committed pilot raw files give, and
+    the registered LBF trend design is the amendment's (1024/16/64 instances, 8 seeds)."""
+    got = ar.pilot_noise()
+    assert set(got) == set(ar.PILOT_TREND_NOISE)
+    for fam, comps in ar.PILOT_TREND_NOISE.items():
+        for n, c in comps.items():
+            assert got[fam][n] == pytest.approx(c, rel=1e-4, abs=1e-6)
+    d, noise = ar.RERUN_TREND["atlas_lbf"]
+    assert noise is ar.PILOT_TREND_NOISE["atlas_lbf"]
+    assert atlas._sizes(d) == ((4, 8, 16), (1024, 16, 64)) and d.units == 8
+    assert rules.record_for(ar.LeadPerAgentTrend.name, d) is not None
+
+
+def test_the_per_agent_lead_is_flat_under_a_constant_lead_on_the_pilots_own_noise():
+    """issue 52 item 3 on the pilot: pa = gain + N (c + noise), the noise D / N's components from the pilot's split;
+    the per-agent lead's slope is 0 within simulation error, the log measure undefined (LBF gains <= 0 in many
+    cells). Fails when the measure is not per agent (D / N^2 or D: a slope of -1 or +1 per doubling)."""
+    cells = ar.pilot_family_cells("atlas_lbf")
+    level, comps = ar.pilot_lead_noise(cells, 0.3)
+    assert level > 0 and set(comps) == {4, 8, 16}
+    sim = ar.constant_lead_slope({n: c["gain"] for n, c in cells.items()}, level, comps, sims=200, seed=2)
+    assert abs(sim["per_agent"]) < 4 * sim["per_agent_se"] + 1e-9 and sim["per_agent_se"] < 0.1
+    assert sim["undefined"] == 200
+
+
+def test_slope_variance_parts_is_the_slope_intervals_expected_variance():
+    """The parts sum to the mean of slope_ci's se^2 over simulated studies (the residual counted in both the seed
+    and the instance part), and the seed and instance parts scale as 1/S and 1/I. Fails when the residual is
+    counted once, a weight is not squared, or the instances of one size are read at another."""
+    noise = {4: (0.5, 2.0, 4.0), 8: (0.2, 0.0, 1.0), 16: (0.1, 0.05, 0.3)}
+    inst = {4: 64, 8: 16, 16: 32}
+    d = atlas.trend_design("t", [4, 8, 16], [64, 16, 32], 6, 256)
+    rule = ar.LeadPerAgentTrend(noise={"t": noise})
+    rng = np.random.default_rng(4)
+    se2 = [atlas.slope_ci(ar.per_agent_lead(rule.simulate(d, None, rng)))["se"] ** 2 for _ in range(300)]
+    # y = 1 + noise and per_agent_lead divides by |mean y| (about 1): se^2 in the noise's units up to that scale
+    parts = ar.slope_variance_parts(noise, 6, inst)
+    total = sum(sum(p.values()) for p in parts.values())
+    assert np.mean(se2) == pytest.approx(total, rel=0.12)
+    assert parts[8] == {"seed": 0.0, "instance": 0.0, "residual": 0.0}  # the middle of three sizes weighs 0
+    assert parts[4]["instance"] == pytest.approx(0.25 * 2.0 / 64) and parts[4]["residual"] == pytest.approx(2 * 0.25 * 4.0 / (6 * 64))
+    more = ar.slope_variance_parts(noise, 12, {4: 128, 8: 16, 16: 32})
+    assert more[4]["seed"] == pytest.approx(parts[4]["seed"] / 2) and more[4]["instance"] == pytest.approx(parts[4]["instance"] / 2)
+    assert 0.0 < ar.approx_trend_power(noise, 6, inst) < ar.approx_trend_power(noise, 24, {4: 256, 8: 16, 16: 128}) < 1.0
+
+
+def test_seeds_shared_across_sizes_draw_one_seed_effect_per_seed():
+    """The records' check with one team per seed at every size: with seed noise only, a seed's values are the same
+    at every size of a family (trend and compute), and differ between sizes with the records' independent draws.
+    Fails when the shared effect is not passed to the draw."""
+    d = atlas.trend_design("t", [4, 8], [3, 3], 5, 256)
+    comps = {4: (1.0, 0.0, 0.0), 8: (1.0, 0.0, 0.0)}
+    rng = np.random.default_rng(0)
+    shared = ar.LeadPerAgentTrend(noise={"t": comps}, seeds_shared=True).simulate(d, None, rng)
+    np.testing.assert_allclose(shared[4]["pa"] / 4, shared[8]["pa"] / 8)
+    own = ar.LeadPerAgentTrend(noise={"t": comps}).simulate(d, None, rng)
+    assert not np.allclose(own[4]["pa"] / 4, own[8]["pa"] / 8)
+    cd = rules.Design(name="c", unit="seed", units=5, strata=3, shared=(("instances", "3/3/3"),), tests=3,
+                      extra=(("families", "a/a/b"), ("sizes", "2/4/2")))
+    cn = {"a": {2: (1.0, 0.0, 0.0), 4: (1.0, 0.0, 0.0)}, "b": {2: (1.0, 0.0, 0.0)}}
+    out = ar.GrowsWithComputeAll(noise={"c": cn}, seeds_shared=True).simulate(cd, None, rng)
+    np.testing.assert_allclose(out["a"][2], out["a"][4])
+    assert not np.allclose(out["a"][2], out["b"][2])  # one effect per family, not one for every family
+
+
+def test_the_stage2_driver_checks_the_pilot_then_runs_each_step_outside_the_repository(tmp_path):
+    """bench/atlas_rerun_stage2.sh with a Python that records its `-m sweeps.atlas` calls: on the committed LBF pilot
+    (live at every size) it runs train, liveness, search and the trend's search, each under OUT; on a pilot folder
+    without the files it stops before any step (exit 1); an OUT inside the repository is refused (exit 2). Fails
+    when a step is dropped, or the pilot check is skipped."""
+    import os
+    import subprocess
+    import sys
+
+    log = tmp_path / "calls.txt"
+    fake = tmp_path / "python"
+    fake.write_text(f"#!/bin/sh\nif [ \"$1\" = -m ]; then echo \"$@\" >> {log}; exit 0; fi\nexec {sys.executable} \"$@\"\n")
+    fake.chmod(0o755)
+    env = {**os.environ, "PYTHON": str(fake)}
+    run = lambda *a: subprocess.run(["bench/atlas_rerun_stage2.sh", *a], env=env, capture_output=True, text=True)
+    out = tmp_path / "study"
+    r = run("lbf", str(out))
+    assert r.returncode == 0, r.stdout + r.stderr
+    calls = log.read_text().splitlines()
+    assert [c.split()[2:5:2] for c in calls] == [["train", "studies/declared/atlas/atlas_rerun_lbf.toml"],
+                                               ["liveness", "studies/declared/atlas/atlas_rerun_lbf.toml"],
+                                               ["search", "studies/declared/atlas/atlas_rerun_lbf.toml"],
+                                               ["search", "studies/declared/atlas/atlas_rerun_lbf_trend.toml"]]
+    assert all(c.endswith(f"--root {out}/lbf --results {out}/results") for c in calls)
+    log.unlink()
+    (tmp_path / "empty").mkdir()
+    r = run("lbf", str(out), str(tmp_path / "empty"))
+    assert r.returncode == 1 and "pilot not live at N = 2" in r.stdout and not log.exists()
+    assert run("lbf", "bench/results").returncode == 2 and not log.exists()

@@ -202,6 +202,8 @@ def test_source_must_match_env_and_network(latent_team):
         check_source(team, source.replace(spec=env4.spec))
     with pytest.raises(UserError, match="has another network"):
         check_source(team, source.replace(network=dataclasses.replace(source.network, hidden=32)))
+    # L trained from P with a latent scale of its own (network.latent_scale = 10, the ATLAS recipes) is L of that P
+    check_source(team.replace(network=dataclasses.replace(team.network, latent_scale=10.0)), source)
 
 
 def test_cli_refuses_unknown_per_agent_method_and_nan_sigma(tmp_path, capsys):

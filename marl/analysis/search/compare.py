@@ -47,12 +47,13 @@ def check_latent_team(team: Team, run: str = "the run") -> None:
 
 
 def check_source(team: Team, source: Team, run: str = "the source run") -> None:
-    """P must act in the same env with the same network as L, less the latent input."""
+    """P must act in the same env with the same network as L, less the latent input (its size and its scale,
+    ``network.latent_scale``: L trained from P with a scale of its own, as the ATLAS recipes do, is L of that P)."""
     if (source.spec.name, source.num_agents) != (team.spec.name, team.num_agents):
         raise UserError(f"{run} plays {source.spec.name} with {source.num_agents} agents but the latent run plays "
                         f"{team.spec.name} with {team.num_agents}: pass the run the latent policy was trained from")
-    theirs = dataclasses.replace(source.network, latent_dim=0)
-    ours = dataclasses.replace(team.network, latent_dim=0)
+    theirs = dataclasses.replace(source.network, latent_dim=0, latent_scale=1.0)
+    ours = dataclasses.replace(team.network, latent_dim=0, latent_scale=1.0)
     if theirs != ours or source.shared != team.shared:
         raise UserError(f"{run} has another network ({theirs}, shared={source.shared}) than the latent run ({ours}, "
                         f"shared={team.shared}): pass the run the latent policy was trained from")
