@@ -27,6 +27,7 @@ are left), and every ``PROGRESS_EVERY`` seconds one line with each training task
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import os
 import signal
 import subprocess
@@ -221,11 +222,10 @@ def train_local(tasks: list[Task], max_jobs: int, progress: bool = True, echo=pr
 
 # -- ray ----------------------------------------------------------------------------------------
 def check_ray(address: str | None) -> None:
-    """Ray importable and, with ``address``, its head reachable: else a one-line UserError."""
-    try:
-        import ray  # noqa: F401
-    except ImportError:
-        raise UserError("--executor ray needs Ray: pip install 'marl-suite[ray]' (or pip install ray)") from None
+    """Ray installed and, with ``address``, its head reachable: else a one-line UserError. Ray is found, not
+    imported (importing it loads its native libraries into the driver before any run needs them)."""
+    if importlib.util.find_spec("ray") is None:
+        raise UserError("--executor ray needs Ray: pip install 'marl-suite[ray]' (or pip install ray)")
     if address and address != "auto":
         import socket
 

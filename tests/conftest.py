@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 import shutil
+import sys
 import tempfile
 from functools import lru_cache
 from pathlib import Path
@@ -222,3 +223,27 @@ def pytest_runtest_logreport(report):
         tmp = path.with_name(path.name + ".tmp")
         tmp.write_text(json.dumps(dict(sorted(table.items())), indent=0) + "\n")
         tmp.replace(path)
+
+
+# -- no Ray in a pytest worker ---------------------------------------------------------------------------------------
+# Both segfaults of the suite in session 26, and one in session 27 with a Ray already shut down, were in processes
+# that had imported Ray (its native libraries), inside jaxlib, in later tests of other files. Tests that need Ray
+# run it in a subprocess (tests/test_sweeps.py); a test that imports it here fails at its teardown, by name.
+_RAY_BEFORE = pytest.StashKey[bool]()
+
+
+def _ray_loaded() -> bool:
+    return sys.modules.get("ray") is not None
+
+
+def pytest_runtest_setup(item):
+    item.stash[_RAY_BEFORE] = _ray_loaded()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item):
+    result = yield  # the test's own teardown first
+    if _ray_loaded() and not item.stash.get(_RAY_BEFORE, True):  # the test that loaded it, once
+        pytest.fail(f"{item.nodeid} imported Ray into the pytest process; run Ray in a subprocess "
+                    "(as tests/test_sweeps.py does)", pytrace=False)
+    return result

@@ -463,19 +463,10 @@ def test_resume_if_exists(tmp_path, capsys):
 
 
 # -- executors: local and ray give the same runs and report ---------------------------------------
-# Ray lives in its own processes here: the Ray sweep runs as a `marl sweep` subprocess (which starts and stops
-# its own Ray), and the one test that calls `train_ray` in this worker holds a module-scoped Ray it shuts down
-# with this file. A Ray left running in an xdist worker (its GC and error-listener threads) was present in both
-# segfaults of the suite in session 26, inside JAX's compile cache, in tests of later files.
-@pytest.fixture(scope="module")
-def ray_local():
-    ray = pytest.importorskip("ray")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR",
-             runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}})
-    yield ray
-    ray.shutdown()
-
-
+# Ray never loads in a pytest worker: the Ray sweep runs as a `marl sweep` subprocess, `train_ray`'s test in a
+# Python subprocess of its own (each starts and stops its own Ray), and `check_ray` finds Ray without importing
+# it. A worker that had imported Ray (session 26: a session-scoped Ray; session 27: one started and shut down in
+# the same process) later segfaulted inside jaxlib, in tests of other files.
 @pytest.fixture(scope="module")
 def swept(tmp_path_factory):
     pytest.importorskip("ray")
@@ -527,25 +518,35 @@ def test_rerun_trains_nothing_and_another_config_is_refused(swept, capsys):
     assert not changed and set(after) >= set(before)  # probes reused too (sweep_job.json kept)
 
 
-@pytest.mark.slow  # a Ray instance
-def test_ray_prints_progress_between_submitted_and_done(tmp_path, ray_local, monkeypatch):
-    from sweeps.executors import Task, train_ray
+_RAY_PROGRESS = """
+import json, sys
+from pathlib import Path
+from sweeps.executors import Task, train_ray
+here, py = Path.cwd(), sys.executable
+tasks = [Task("a", [py, "-m", "slow_ok"], (), here / "run", 2), Task("b", [py, "-m", "fails"], (), here / "b", 2),
+         Task("c", [py, "-m", "slow_ok"], ("b",), here / "c", 2)]
+lines = []
+failed = train_ray(tasks, {"num_cpus": 1, "num_gpus": 0, "retries": 0}, echo=lines.append, every=0)
+print(json.dumps({"failed": failed, "lines": lines}))
+"""
 
-    monkeypatch.chdir(tmp_path)  # the tasks' cwd: `python -m` finds the stand-in trainers here
-    (tmp_path / "slow_ok.py").write_text("import time\ntime.sleep(3)\n")
+
+@pytest.mark.slow  # a Ray instance (in a subprocess: see above)
+def test_ray_prints_progress_between_submitted_and_done(tmp_path):
+    pytest.importorskip("ray")
+    (tmp_path / "slow_ok.py").write_text("import time\ntime.sleep(3)\n")  # stand-in trainers, found by `python -m`
     (tmp_path / "fails.py").write_text("raise SystemExit('marl: error: no such thing')\n")
     run = tmp_path / "run"
     run.mkdir()
     (run / "metrics.jsonl").write_text('{"update": 1}\n')
-    py = sys.executable
-    tasks = [Task("a", [py, "-m", "slow_ok"], (), run, 2), Task("b", [py, "-m", "fails"], (), tmp_path / "b", 2),
-             Task("c", [py, "-m", "slow_ok"], ("b",), tmp_path / "c", 2)]
-    lines = []
-    failed = train_ray(tasks, {"num_cpus": 1, "num_gpus": 0, "retries": 0}, echo=lines.append, every=0)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p))
+    proc = subprocess.run([sys.executable, "-c", _RAY_PROGRESS], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    failed, lines = out["failed"], out["lines"]
     assert set(failed) == {"b", "c"} and "no such thing" in failed["b"]
     assert lines[:3] == ["submitted a", "submitted b", "submitted c (after b)"]
-    import re
-
     assert any(re.fullmatch(r"\[1/3\] done a \(\d+\.\d s, [0-2] left\)", ln) for ln in lines), lines
     assert any(re.match(r"\[[01]/3\] failed b \(\d+\.\d s, [0-2] left\): .*no such thing", ln) for ln in lines), lines
     assert any(re.match(r"\[[01]/3\] failed c \(.*left\)", ln) for ln in lines), lines
