@@ -165,6 +165,9 @@ def tiny_latent_config(**kw) -> TrainConfig:
 # files, so that `pytest -m "not slow"` stays a quick loop; slow tests still run in the README's `pytest`.
 # `MARL_TEST_RECORD_SECONDS=tests/test_seconds.json pytest [FILES]` measures the tests it runs again (the
 # README's command: the seconds are those of a run with two workers sharing the run and compile caches).
+# A test's seconds in a cold `-m "not slow"` run count too (the larger figure is kept): there it pays the first
+# compile of a program, or a fixture's training, that a slow test paid in the full run (session 27: the quick
+# loop's tests measured at 2 CPU s or more there, bench/results/suite_time.md).
 TEST_SECONDS = Path(__file__).with_name("test_seconds.json")
 SLOW_S = 2.0
 _RECORD = os.environ.get("MARL_TEST_RECORD_SECONDS")

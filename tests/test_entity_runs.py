@@ -76,18 +76,23 @@ def test_team_acts_with_one_parameter_set_at_any_size(entity_run):
             np.testing.assert_allclose(lp, logits[0], rtol=1e-5, atol=1e-6)
 
 
-def test_resize_refuses_mlp_separate_actors_and_other_families(entity_run):
+def test_resize_refuses_mlp_separate_actors_and_other_families():
     from marl.core.networks import init_actor
     from marl.core.team import tile
-    from marl.runs.loader import load_team
 
-    team = load_team(entity_run).team
+    # entity_run's kind of team (one shared entity actor on mpe:simple_spread:3), its parameters initialised: what
+    # resize reads is the network, the spec and whether the actor is shared, not trained values (the quick loop,
+    # `-m "not slow"`, then trains no run for this test; test_team_acts_with_one_parameter_set_at_any_size loads
+    # and resizes the trained one)
+    spec3 = make("mpe:simple_spread:3").spec
+    entity = NetworkConfig(**ENTITY, recurrent=False, latent_dim=2)
+    team = Team(tile(init_actor(jax.random.PRNGKey(0), spec3, entity), 3), spec3, entity, shared=True)
+    assert team.network == _cfg().network  # entity_run's actor network
     with pytest.raises(UserError, match="another scenario family"):
         resize(team, make("smax:3m").spec)
     sep = team.replace_params(team.params)  # the same rows, as separate actors
     with pytest.raises(UserError, match="one actor per seat"):
         resize(sep, make("mpe:simple_spread:5").spec)
-    spec3 = make("mpe:simple_spread:3").spec
     net = NetworkConfig(hidden=16, critic_hidden=16, latent_dim=2, recurrent=False)
     mlp = Team(tile(init_actor(jax.random.PRNGKey(0), spec3, net), 3), spec3, net, shared=True)
     other = make(f"mpe:simple_spread:{mlp.num_agents + 2}").spec

@@ -187,9 +187,9 @@ def test_finished_run_extended_off_chunk_boundary_matches_unstopped(unstopped, t
     assert layout.steps(out)[-1] == 10 and json.loads((out / DONE_FILE).read_text())["update"] == 10
 
 
-def test_resume_of_a_finished_run_says_done_and_changes_nothing(unstopped, tmp_path, capsys):
-    out = tmp_path / "done"
-    shutil.copytree(unstopped, out)
+def test_resume_of_a_finished_run_says_done_and_changes_nothing(tiny_run, tmp_path, capsys):
+    out = tmp_path / "done"  # any finished run: tiny_run (the quick loop trains it anyway; `unstopped` is slow)
+    shutil.copytree(tiny_run, out)
     before = _tree(out)
     assert main(["train", "--resume", str(out)]) == 0
     assert "already done" in capsys.readouterr().err
@@ -260,9 +260,9 @@ def test_cut_metrics_log_is_named_on_resume(unstopped, tmp_path, capsys):
     assert "lacks updates 1-4 of the 10" in line and not (tmp_path / "report").exists()
 
 
-def test_x64_resume_refused_before_touching_the_run(unstopped, tmp_path, capsys, monkeypatch):
-    out = tmp_path / "x64"
-    shutil.copytree(unstopped, out)
+def test_x64_resume_refused_before_touching_the_run(tiny_run, tmp_path, capsys, monkeypatch):
+    out = tmp_path / "x64"  # any finished run: tiny_run (4 updates), extended to 12
+    shutil.copytree(tiny_run, out)
     before = _tree(out)
     monkeypatch.setenv("JAX_ENABLE_X64", "1")
     assert "JAX_ENABLE_X64=1 is not supported" in _one_line(capsys, "train", "--resume", out,
