@@ -619,6 +619,9 @@ def design_cost(family: str, seeds: int, instances, sizes, budget: int = 256) ->
 
 PILOT_RAW = {"atlas_lbf": "bench/results/atlas_rerun_lbf_pilot_raw",  # the committed pilots (atlas_liveness.md)
              "atlas_rware": "bench/results/atlas_rerun_rware_pilot_raw"}
+# each family's re-run recipe (studies/declared/atlas_rerun.toml's parts; the MPE family's study is "atlas")
+RERUN_RECIPES = {fam: f"studies/declared/atlas/atlas_rerun_{name}.toml"
+                 for fam, name in (("atlas", "mpe"), ("atlas_lbf", "lbf"), ("atlas_rware", "rware"), ("atlas_smax", "smax"))}
 PLAN_FRACTION = 0.3  # the assumed lead (share of the pilot's best-of-K gain) the stage-2 designs are planned at
 # Amendment 2 (atlas_rerun_PLAN.md): the candidate trend designs screened per family, (sizes, seeds, {N: instances})
 PILOT_DESIGNS = {"atlas_lbf": (((4, 8, 16), 8, 16), ((4, 8, 16), 32, 16), ((4, 8, 16), 8, {4: 256, 8: 16, 16: 16}),
@@ -643,7 +646,7 @@ def pilot_family_cells(family: str, raw=None) -> dict:
     """``pilot_cells`` of ``family``'s committed pilot (``PILOT_RAW``) at its trend sizes."""
     from studies.atlas import pilot_recipe
 
-    rec = pilot_recipe(atlas.read_recipe(f"studies/declared/atlas/atlas_rerun_{'mpe' if family == 'atlas' else family.removeprefix('atlas_')}.toml"))
+    rec = pilot_recipe(atlas.read_recipe(RERUN_RECIPES[family]))
     sizes = sorted(RERUN_TREND_SIZES.get(family, RERUN_NOISE["trend"][family]))
     return pilot_cells(rec, Path(raw or PILOT_RAW[family]), sizes)
 

@@ -3,6 +3,7 @@ the local and ray executors (same checkpoints bitwise, same report), a killed sw
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 import os
@@ -469,7 +470,7 @@ def test_resume_if_exists(tmp_path, capsys):
 # the same process) later segfaulted inside jaxlib, in tests of other files.
 @pytest.fixture(scope="module")
 def swept(tmp_path_factory):
-    pytest.importorskip("ray")
+    _skip_without_ray()
     root = tmp_path_factory.mktemp("sweeps")
     for executor in ("local", "ray"):
         f = _write(root, SWEEP.replace("REPORT", "probe-report"), f"{executor}.toml")  # read below --out
@@ -518,6 +519,12 @@ def test_rerun_trains_nothing_and_another_config_is_refused(swept, capsys):
     assert not changed and set(after) >= set(before)  # probes reused too (sweep_job.json kept)
 
 
+def _skip_without_ray():
+    """Skip where Ray is not installed, without importing it here (pytest.importorskip would)."""
+    if importlib.util.find_spec("ray") is None:
+        pytest.skip("Ray is not installed")
+
+
 _RAY_PROGRESS = """
 import json, sys
 from pathlib import Path
@@ -533,7 +540,7 @@ print(json.dumps({"failed": failed, "lines": lines}))
 
 @pytest.mark.slow  # a Ray instance (in a subprocess: see above)
 def test_ray_prints_progress_between_submitted_and_done(tmp_path):
-    pytest.importorskip("ray")
+    _skip_without_ray()
     (tmp_path / "slow_ok.py").write_text("import time\ntime.sleep(3)\n")  # stand-in trainers, found by `python -m`
     (tmp_path / "fails.py").write_text("raise SystemExit('marl: error: no such thing')\n")
     run = tmp_path / "run"
