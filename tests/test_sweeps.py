@@ -478,7 +478,7 @@ def swept(tmp_path_factory):
         if executor == "local":
             assert main(args + ["--jobs", "2"]) == 0
         else:  # a process of its own: Ray never starts in this worker
-            env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p))
+            env = _env()
             proc = subprocess.run([sys.executable, "-m", "marl_cli.main", *args], env=env, capture_output=True,
                                   text=True, timeout=500)
             assert proc.returncode == 0, proc.stderr[-2000:]
@@ -519,6 +519,11 @@ def test_rerun_trains_nothing_and_another_config_is_refused(swept, capsys):
     assert not changed and set(after) >= set(before)  # probes reused too (sweep_job.json kept)
 
 
+def _env() -> dict:
+    """This environment with this source tree first on PYTHONPATH (for the subprocesses the tests start)."""
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
+
+
 def _skip_without_ray():
     """Skip where Ray is not installed, without importing it here (pytest.importorskip would)."""
     if importlib.util.find_spec("ray") is None:
@@ -546,7 +551,7 @@ def test_ray_prints_progress_between_submitted_and_done(tmp_path):
     run = tmp_path / "run"
     run.mkdir()
     (run / "metrics.jsonl").write_text('{"update": 1}\n')
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p))
+    env = _env()
     proc = subprocess.run([sys.executable, "-c", _RAY_PROGRESS], cwd=tmp_path, env=env, capture_output=True,
                           text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -570,7 +575,7 @@ def test_sigkill_driver_then_rerun_completes_every_run_once(tmp_path):
     f = _write(tmp_path, text)
     out = tmp_path / "o"
     cmd = [sys.executable, "-m", "marl_cli.main", "sweep", str(f), "--out", str(out), "--quiet"]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
+    env = _env()
     s_run, c_run = out / "smax-3m" / "shared", out / "smax-3m" / "continued"
     mark = tmp_path / "held"
     held_env = hooked_env(tmp_path, env, MARL_TEST_HOLD_RUN=str(c_run), MARL_TEST_HOLD_MARK=str(mark))
