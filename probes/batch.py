@@ -37,6 +37,7 @@ from marl.runs.loader import load
 from marl.runs.resources import episode_bytes
 from marl_common.errors import UserError
 from marl_common.preflight import check_count
+from probes.checks import check_batch_memory  # noqa: F401  (re-exported: planned without JAX)
 from probes.align import align_team
 from probes.barrier import barrier_summary
 from probes.interpolate import alpha_grid, check_same_ids, evaluate_parts
@@ -93,15 +94,6 @@ def batch_plan(lerps: int, tents: int, alphas: int, rows: int, episodes: int, te
     nb = batch_count(parts, per_episode, team_batch, budget)
     lb, tb = math.ceil(lerps / nb), math.ceil(tents / nb)
     return max(math.ceil(lerps / lb), math.ceil(tents / tb) if tents else 0), lb, tb
-
-
-def check_batch_memory(memory, where: str = "batch_memory") -> None:
-    """Refuse (one line) a batch budget that is not None or a finite number of GiB >= 0 (checked where a sweep
-    is planned, before anything trains, and again by ``memory_budget``)."""
-    if memory is not None and (isinstance(memory, bool) or not isinstance(memory, (int, float)) or memory < 0
-                               or not math.isfinite(memory)):
-        raise UserError(f"{where} must be a number of GiB >= 0 (0: {defaults.BATCH_MEMORY_FRACTION:g} of the "
-                        f"memory available), got {memory!r}")
 
 
 def memory_budget(memory: float | None) -> int | None:

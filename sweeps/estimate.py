@@ -152,7 +152,7 @@ def _key(config) -> str:
 def _cost_key(config) -> str:
     """The calibration key of a training task of ``config``: the program key (``marl.core.hyper.program_key``,
     the one definition of what compiles to one program) of the program ``time_updates`` measures."""
-    from marl.core.hyper import program_key
+    from marl.core.program import program_key
 
     return _key(program_key(calibration_config(config)))
 
@@ -246,7 +246,7 @@ def train_rows(runs, cache: "Calibrations", echo=print, all_runs=None, fuse: boo
     ``members`` (its runs' names), ``seeds``, ``updates`` (its longest run's), ``s_per_update`` (measured with
     the task's seeds), ``compile_s`` (0 when an earlier task built the same program: ``built_by`` names it) and
     ``total_s``."""
-    from marl.core.hyper import program_key
+    from marl.core.program import program_key
     from sweeps.fusion import group_name
     from sweeps.runner import fused_groups
 

@@ -267,8 +267,7 @@ def _seed_pairs(spec, num_seeds: int, same_history: bool, where: str) -> list[tu
 def plan_probes(sweep: dict, runs: list[PlannedRun]) -> list[ProbeJob]:
     """The probe jobs of the sweep's ``[[pairs]]`` for every env; refuses pairs of unequal budgets
     (total env steps per team, sources included) unless ``allow_unequal_budgets = true``."""
-    from probes.batch import check_batch_memory
-    from probes.interpolate import alpha_grid
+    from probes.checks import alpha_grid, check_batch_memory
 
     pairs = sweep.get("pairs", [])
     by_env = {env: probe_settings(sweep, env) for env in sweep["envs"]}

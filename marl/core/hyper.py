@@ -32,11 +32,8 @@ import jax.numpy as jnp
 from flax import struct
 
 from marl.core.config import TrainConfig
+from marl.core.program import HOST_KEYS, RUN_KEYS, program_key  # noqa: F401  (re-exported; no JAX there)
 
-# the TrainConfig keys that never reach the compiled program (the host loop and the seed keys read them)
-HOST_KEYS = ("seed", "total_steps", "checkpoint_every", "keep_last", "keep_every", "keep_finite_seeds")
-# the TrainConfig keys read as traced numbers (``Hyper``'s run-level fields; total_steps through num_updates)
-RUN_KEYS = ("lr", "critic_lr", "gamma", "max_grad_norm")
 
 
 @struct.dataclass
@@ -91,14 +88,3 @@ def stack(hypers) -> Hyper:
 def concat(hypers) -> Hyper:
     """Stacked hypers (leading axis: seeds) of one program joined along that axis (runs x seeds)."""
     return jax.tree.map(lambda *xs: jnp.concatenate(xs), *hypers)
-
-
-def program_key(config: TrainConfig) -> TrainConfig:
-    """``config`` with every hyperparameter and host-only key set to a fixed value (their defaults; total_steps:
-    one update): equal for two configs exactly when they compile to the same program. A frozen config, so
-    hashable, and a valid config: ``marl.core.trainer.Trainer.for_program`` builds one trainer per key from it."""
-    s = config.algo_settings
-    defaults = TrainConfig.__dataclass_fields__
-    fixed = {k: defaults[k].default for k in RUN_KEYS + HOST_KEYS if k != "total_steps"}
-    settings = dataclasses.replace(s, **{k: getattr(type(s)(), k) for k in s.scalar_keys()})
-    return dataclasses.replace(config, **fixed, total_steps=config.steps_per_update, algo_settings=settings)

@@ -28,7 +28,8 @@ import jax.numpy as jnp
 
 from marl.core import algos
 from marl.core.config import TrainConfig
-from marl.core.hyper import Hyper, program_key
+from marl.core.hyper import Hyper
+from marl.core.program import program_key
 from marl.core.latent import BestOfK
 from marl.core.learner import EPISODE_KEYS, Learner, LearnerContext, Rollout, guarded, init_actor_params
 from marl.core.ppo_family import TrainState  # noqa: F401  (the PPO family's state: the name callers import)

@@ -34,7 +34,7 @@ def fuse_key(config: TrainConfig) -> TrainConfig:
     """Equal for configs whose runs train as one compiled program (one group): their program key
     (``marl.core.hyper.program_key``: everything but the hyperparameters, which are data, and the host loop's
     keys), the number of seeds left out (the group's program vmaps every run's seeds together)."""
-    from marl.core.hyper import program_key
+    from marl.core.program import program_key
 
     return dataclasses.replace(program_key(config), num_seeds=1)
 
