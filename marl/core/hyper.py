@@ -25,8 +25,6 @@ program key: it is part of the actor's function, which evaluation, probes and se
 
 from __future__ import annotations
 
-import dataclasses
-
 import jax
 import jax.numpy as jnp
 from flax import struct
