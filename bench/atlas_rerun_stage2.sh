@@ -20,6 +20,10 @@
 # Then (by hand, once every step is done): pack OUT/results/atlas_rerun_<f>{,_trend}_raw into bench/results
 # (python -m studies.store pack) and read the verdict once: marl study studies/declared/atlas_rerun.toml --verdict.
 set -u
+# nice alone does not lower a job's share where the kernel groups processes by session (sched_autogroup_enabled=1,
+# as on this machine: two jobs started with setsid under `nice -n 19` took about 60% of a core each from the
+# session's own work, session 28). Started as a session leader (setsid), the script renices its session's group too.
+if [ "$(ps -o sid= -p $$ | tr -d ' ')" = "$$" ] && [ -w /proc/self/autogroup ]; then echo 19 > /proc/self/autogroup 2>/dev/null || true; fi
 F=${1:-lbf}
 OUT=$(realpath -m "${2:-/work/runs/atlas/rerun/study}")  # relative to the caller's folder
 REPO=$(cd "$(dirname "$0")/.." && pwd)
