@@ -507,7 +507,9 @@ class GrowsWithCompute:
         r = rules.rate(dataclasses.replace(self, noise=comps), design, None, sims, seed)
         return {"size": r["rate"], "lo": r["lo"], "hi": r["hi"], "sims": sims, "nulls": [],
                 "worst": "no change with compute at every size, the seed variance at its 95% upper bound",
-                "components": {str(n): list(c) for n, c in comps.items()}}
+                "components": "variance components per N (seed at its 95% upper bound, instance, residual): "
+                              + "; ".join(f"N = {n}: " + ", ".join(f"{x:.3g}" for x in c) for n, c in comps.items()),
+                "components_by_size": {str(n): list(c) for n, c in comps.items()}}
 
     def designs(self) -> list[Design]:
         """The designs this rule is used on (each gets a calibration record)."""
@@ -715,6 +717,7 @@ def family_verdicts(recipe: dict, raw: Path, recorded: dict, preconditions, equi
             for n in dead:
                 by.setdefault(live_by[n]["outcome"], []).append(str(n))
             txt = "; ".join(f"{o} at N = {', '.join(v)}" for o, v in by.items()) + " (the numbers: Preconditions)"
+            txt += f"; the rule without this precondition: {size_txt if which == 'size' else comp_txt}"
             size_txt, comp_txt = (txt, comp_txt) if which == "size" else (size_txt, txt)
     from studies.store import pack_path
 

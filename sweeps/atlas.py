@@ -281,6 +281,16 @@ def raw_liveness(recipe: dict) -> dict:
     return dict(sorted(out.items()))
 
 
+def _raw_liveness_text(r: dict | None) -> str:
+    """The search raw files' reading of one size's liveness (``raw_liveness``), as the report prints it."""
+    if not r:
+        return ""
+    f = lambda k: f"{r[k]}/{r['cells']}"
+    return (f"; in the search raw files (seeds x instances, B = {r['budget']}): the shared search's re-evaluated "
+            f"return equals zero-shot's in {f('sh_eq')} cells, the per-agent search gains nothing over zero-shot in "
+            f"{f('pa_le0')}, D = 0 exactly in {f('D0')}")
+
+
 KEPT_BELOW = "<!-- measured below: kept when liveness-table regenerates the table above -->"
 
 
@@ -594,6 +604,8 @@ def report(recipe: dict, root: Path) -> None:
     out["preconditions"] = dict(pre)
     live_by = fam["live_by"]
     out["liveness"] = {str(n): v for n, v in live_by.items()}
+    raw_live = raw_liveness(recipe)  # what the search files say beside it (each search's best latent only)
+    out["raw_liveness"] = {str(n): v for n, v in raw_live.items()}
     des = fam["designs"]
     b_main = des["b_main"]
     table = [f"| N | env | seeds x instances | P (zero-shot) | random | margin M | L at z = 0 | per-agent at B_max (re-eval) | "
@@ -670,7 +682,8 @@ def report(recipe: dict, root: Path) -> None:
                  if recipe.get("stochastic") else ""), ""]
     lines += ["## Preconditions", ""] + [f"- {k}: **{'holds' if v else 'FAILED'}**" for k, v in pre.items()]
     lines += ["- the latent space is live at each size (studies.liveness, rule latent_live, on every seed's liveness "
-              "cells pooled; every verdict at a size needs it):"] + [f"  - N = {n}: {live_by[n]['text']}" for n in sizes]
+              "cells pooled; every verdict at a size needs it):"] + [f"  - N = {n}: {live_by[n]['text']}"
+                                                                     + _raw_liveness_text(raw_live.get(n)) for n in sizes]
     if comp:
         if "entity_within_or_above_mlp" in out:
             lines += [f"- entity P within or above the MLP P's interval (reported, not blocking): "
@@ -790,6 +803,13 @@ def families(names=FAMILY_STUDIES) -> str:
                                if int(n) in sizes)
         pre = out.get("preconditions", {})
         pre_txt = "all hold" if pre and all(pre.values()) else "; ".join(f"{k}: FAILED" for k, v in pre.items() if not v) or "-"
+        dead = [n for n, v in out.get("liveness", {}).items() if not v.get("live")]
+        if dead:  # the latent space's liveness, a precondition of every verdict at a size
+            rl = out.get("raw_liveness", {})
+            eq = ", ".join(f"{rl[n]['sh_eq']}/{rl[n]['cells']}" for n in dead if n in rl)
+            pre_txt = ("other preconditions hold" if pre_txt == "all hold" else pre_txt) + \
+                f"; latent space not shown live at N = {', '.join(dead)}" + \
+                (f" (shared search = zero-shot in {eq} cells)" if eq else "")
         g = out["verdicts"]["lead grows with N"]
         sl = g.get("slope_per_doubling") or [None, None, None]
         sl_txt = (f" ({sl[0]:+.3f} [{sl[1]:+.3f}, {sl[2]:+.3f}])" if None not in sl and all(np.isfinite(sl)) else "")

@@ -339,3 +339,45 @@ def test_liveness_table_keeps_what_was_measured_below_its_marker(tmp_path, monke
     monkeypatch.setattr(atlas, "RESULTS", tmp_path)
     atlas.liveness_table()
     assert (tmp_path / "atlas_liveness.md").read_text() == committed
+
+
+def test_a_study_without_liveness_files_reads_precondition_failed_with_its_search_files_numbers(tmp_path):
+    """Issue 52: an ATLAS study whose liveness was never measured gives no verdict at any size, even where its
+    rules alone read "no lead (equivalent)" (a floor when neither search moves); the report prints what the
+    search raw files say beside it (cells where the shared search returns zero-shot's return exactly), the
+    verdicts keep the rule's own reading, and atlas_families.md carries both."""
+    from studies import atlas as st
+    from studies.liveness import NOT_SHOWN
+
+    recipe = {**_study(tmp_path, "atlas_lbf"), "sizes": [2, 4, 8], "seeds": list(range(6))}
+    for s in range(3):  # N = 4: on 3 of 6 seeds neither search moves (every cell returns zero-shot's return)
+        path = atlas.RAW / f"N4_s{s}.json"
+        r = json.loads(path.read_text())
+        z = r["methods"]["zero-shot"]["reeval"]
+        for m in ("sep-cmaes-shared", "sep-cmaes-per-agent"):
+            r["methods"][m]["reeval"] = list(z)
+        path.write_text(json.dumps(r))
+    rl = atlas.raw_liveness(recipe)
+    assert {n: (v["cells"], v["sh_eq"], v["D0"], v["pa_le0"]) for n, v in rl.items()} == \
+        {2: (24, 0, 0, 0), 4: (24, 12, 12, 12), 8: (24, 0, 0, 0)}
+    assert "equals zero-shot's in 12/24 cells" in atlas._raw_liveness_text(rl[4])
+    fam = st.family_verdicts(recipe, atlas.RAW, {}, ["determinism", "latent_live"], 0.05)
+    assert all(v == NOT_SHOWN for v in fam["per_size"].values())
+    for txt in fam["verdicts"].values():
+        assert txt.startswith(NOT_SHOWN + " at N = ") and "the rule without this precondition: " in txt, txt
+    # without the precondition the same data get the rules' own readings (the gate, not the data, decides above)
+    open_ = st.family_verdicts(recipe, atlas.RAW, {}, ["determinism"], 0.05)
+    assert NOT_SHOWN not in " ".join(open_["per_size"].values()) + " ".join(open_["verdicts"].values())
+    out = {"envs": {"2": "jumanji:lbf_10x10:2", "4": "jumanji:lbf_10x10:4"}, "preconditions": {"determinism": True},
+           "liveness": {"2": {"live": False}, "4": {"live": False}},
+           "raw_liveness": {str(n): v for n, v in rl.items()},
+           "sizes": {"4": {"D_over_M": {"mean": 0.0, "lo": -0.01, "hi": 0.01}, "margin_positive": True, "seeds": [0],
+                           "per_seed": [{"instances": 4}], "verdict": NOT_SHOWN}},
+           "verdicts": {"lead grows with N": {"verdict": fam["verdicts"]["lead grows with N"], "sizes": [4],
+                                              "slope_per_doubling": [None] * 3},
+                        "lead grows with compute": {"verdict": "not measured here"}}}
+    (tmp_path / "atlas_lbf.json").write_text(json.dumps(out))
+    text = atlas.families()
+    assert "other preconditions hold; latent space not shown live at N = 2, 4 (shared search = zero-shot in 0/24, " \
+           "12/24 cells)" in text
+    assert f"| atlas_lbf | 4 | jumanji:lbf_10x10:4 | +0.000 [-0.010, +0.010] | {NOT_SHOWN} |" in text

@@ -91,7 +91,7 @@ def test_atlas_seed_variance_upper_bound_covers_and_raises_the_compute_rules_siz
     data = {n: st._crossed_draw(rng, (3, i), (0.01, *st.RECORDED_COMPUTE_NOISE[n][1:])) for n, i in zip(sizes, inst)}
     own = st.GROWS_WITH_COMPUTE.own_noise(data, st.ATLAS_COMPUTE, sims=400)
     assert own["lo"] > rules.MAX_SIZE + rules.SIZE_TOLERANCE
-    assert all(own["components"][str(n)][0] >= st.anova(y)[0] for n, y in data.items())
+    assert all(own["components_by_size"][str(n)][0] >= st.anova(y)[0] for n, y in data.items())
 
 
 def test_failed_seed_check_holds_its_level_and_finds_a_failed_seed():
