@@ -12,8 +12,9 @@ import tempfile
 from functools import lru_cache
 from pathlib import Path
 
-# The suite's programs are tiny and run for a few updates: XLA's compile time is half the suite's CPU time
-# (session 28: 983 of 1958 CPU s, cold), and its optimisations buy nothing at that size.
+# The suite's programs are tiny and run for a few updates: XLA's compiles are up to half the suite's time
+# (session 28, cold: 983 s of compiles by JAX's own wall timings, beside 1958 CPU s for the whole run), and
+# its optimisations buy nothing at that size.
 # - backend optimisation level 0 (LLVM's passes): a tiny train 46 s -> 24 s (session 22);
 # - XLA:CPU's newer fusion emitters off (the loop emitters XLA used before them): a cold tiny train 14.9 -> 9.4
 #   CPU s, an eager op 21 -> 15 ms to compile, and the same bytes out (the tiny run's checkpoint digest is

@@ -143,10 +143,13 @@ class ValueNorm:
 # -- optimiser ------------------------------------------------------------------------------
 def linear_decay(lr, steps):
     """``optax.linear_schedule(lr, 0.0, steps)`` written out so that ``lr`` and ``steps`` may be traced (optax
-    tests ``steps <= 0`` in Python): the same operations in the same order, so the same bits."""
+    tests ``steps <= 0`` in Python), with optax's bits when compiled with ``steps`` a constant: XLA rewrites
+    ``count / steps`` for a constant ``steps`` as ``count * (1 / steps)``, so that is what is written here (a
+    traced division rounds otherwise at some steps of any length that is not a power of 2;
+    ``tests/test_hyper.py``)."""
     def schedule(count):
         count = jnp.clip(count, 0, steps)
-        frac = 1 - count / steps
+        frac = 1 - count * (1 / steps)
         return (lr - 0.0) * (frac**1) + 0.0
 
     return schedule
