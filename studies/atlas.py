@@ -716,7 +716,7 @@ def family_verdicts(recipe: dict, raw: Path, recorded: dict, preconditions, equi
             by = {}
             for n in dead:
                 by.setdefault(live_by[n]["outcome"], []).append(str(n))
-            txt = "; ".join(f"{o} at N = {', '.join(v)}" for o, v in by.items()) + " (the numbers: Preconditions)"
+            txt = "; ".join(f"{o} at N = {', '.join(v)}" for o, v in by.items()) + " (the numbers: the report's Preconditions)"
             txt += f"; the rule without this precondition: {size_txt if which == 'size' else comp_txt}"
             size_txt, comp_txt = (txt, comp_txt) if which == "size" else (size_txt, txt)
     from studies.store import pack_path

@@ -77,7 +77,7 @@ def test_atlas_lbf_reproduces_the_committed_verdicts(atlas_read):
     assert rec["verdicts"] == want
     # issue 52: no liveness files for these runs, so every verdict waits on the precondition; the rule's reading beside
     assert want["lead grows with compute"] == ("precondition failed: latent space not shown live at N = 2, 4, 8, 16 (the "
-                                               "numbers: Preconditions); the rule without this precondition: not shown at N = 2, 4, 8, 16")
+                                               "numbers: the report's Preconditions); the rule without this precondition: not shown at N = 2, 4, 8, 16")
     assert {want[f"per-agent beats shared at N = {n}"] for n in (2, 4, 8, 16)} == {"precondition failed: latent space not shown live"}
     md = (atlas_read / "summary" / "verdict.md").read_text()
     assert "lead in per cent over the shared search at N = 16 (B = 256): +100.5% of the shared search's gain" in md
