@@ -35,7 +35,7 @@ R=studies/declared/atlas/atlas_rerun_$F.toml
 T=studies/declared/atlas/atlas_rerun_${F}_trend.toml
 [ -f "$R" ] || { echo "error: no recipe $R (families: lbf, rware, smax, mpe)"; exit 2; }
 case "$OUT" in "$REPO"|"$REPO"/*) echo "error: OUT $OUT is inside the repository; give a folder outside it"; exit 2;; esac
-echo "=== $(date -u +%FT%TZ) $F stage 2 (code: $REPO at $(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo '?'))"
+echo "=== $(date -u +%FT%TZ) $F stage 2 (code: $REPO at $(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || head -c 12 "$REPO/COMMIT" 2>/dev/null || echo '?'))"
 "$PY" - "$R" "$PILOT" <<'EOF' || exit 1
 import sys
 from pathlib import Path
