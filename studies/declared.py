@@ -399,7 +399,8 @@ ANALYSES.register(Analysis("atlas", ATLAS_KEYS, read_atlas, _check_atlas, needs_
 
 # -- the ATLAS re-run: every family in one study (Holm across every family's compute tests) --------------
 
-PART_KEYS = {"family": str, "recipe": str, "trend_recipe": str}  # trend_recipe: optional (atlas_rerun_PLAN.md, Amendment 2)
+PART_KEYS = {"family": str, "recipe": str, "trend_recipe": str, "left": str}  # trend_recipe: optional (atlas_rerun_PLAN.md,
+# Amendment 2); left: why the family left the study (its pilot stays listed, it is neither read nor searched)
 FAMILIES_RULES = ("lead_per_agent_trend", "grows_with_compute_all")
 
 
@@ -438,8 +439,11 @@ def read_atlas_families(plan: dict, data: Path, echo=print) -> Reading:
     from studies.atlas import PAPER_LEAD_PERCENT, read_recipe
     from studies.atlas_rerun import rerun_verdicts
 
-    parts, seen = [], []
+    parts, seen, left = [], [], []
     for p in plan["parts"]:
+        if "left" in p:  # a family that left the study (its pilot's latent space inert): named, never read
+            left.append(f"## {p['family']}\n\n- left the study: {p['left']}\n")
+            continue
         recipe = read_recipe(p["recipe"])
         trend = read_recipe(p["trend_recipe"]) if "trend_recipe" in p else None
         if trend is not None and sorted(trend["seeds"]) != sorted(recipe["seeds"]):
@@ -456,7 +460,7 @@ def read_atlas_families(plan: dict, data: Path, echo=print) -> Reading:
         v = rerun_verdicts(parts, tuple(plan.get("preconditions", [])), plan.get("margins", {}).get("equivalence"))
     except ValueError as e:
         raise UserError(f"[analysis] {e}") from None
-    lines = []
+    lines = [x for t in left for x in t.splitlines()] + ([""] if left else [])
     for fam, d in v["families"].items():
         lines += [f"## {fam}", ""]
         lines += [f"- liveness at N = {n}: {lv['text']}" for n, lv in d["live_by"].items()]

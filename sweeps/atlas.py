@@ -396,6 +396,9 @@ def pilot_table(results: Path, sims: int = 400) -> str:
         for n, v in by_size(recipe, done, raw).items():
             live.append(_pilot_row(fam, n, v, [f.load_json(f"liveness_N{n}_s{s}.json") for s in recipe["seeds"]]))
             designs[v["design"].key()] = v["design"]
+        if "left" in part:  # its pilot stays listed above; it is not searched, so no power is planned
+            power.append(f"| {fam} | - | - | - | - | left the study: {part['left']} | - |")
+            continue
         if not done:
             continue
         trend = sorted(ar.RERUN_TREND_SIZES.get(fam, ar.RERUN_NOISE["trend"].get(fam, {})))
