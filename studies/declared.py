@@ -442,7 +442,7 @@ def read_atlas_families(plan: dict, data: Path, echo=print) -> Reading:
     parts, seen, left = [], [], []
     for p in plan["parts"]:
         if "left" in p:  # a family that left the study (its pilot's latent space inert): named, never read
-            left.append(f"## {p['family']}\n\n- left the study: {p['left']}\n")
+            left += [f"## {p['family']}", "", f"- left the study: {p['left']}", ""]
             continue
         recipe = read_recipe(p["recipe"])
         trend = read_recipe(p["trend_recipe"]) if "trend_recipe" in p else None
@@ -460,7 +460,7 @@ def read_atlas_families(plan: dict, data: Path, echo=print) -> Reading:
         v = rerun_verdicts(parts, tuple(plan.get("preconditions", [])), plan.get("margins", {}).get("equivalence"))
     except ValueError as e:
         raise UserError(f"[analysis] {e}") from None
-    lines = [x for t in left for x in t.splitlines()] + ([""] if left else [])
+    lines = left
     for fam, d in v["families"].items():
         lines += [f"## {fam}", ""]
         lines += [f"- liveness at N = {n}: {lv['text']}" for n, lv in d["live_by"].items()]

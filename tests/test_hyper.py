@@ -131,7 +131,6 @@ def test_a_checkpoint_written_before_hyperparameters_were_data_resumes(tmp_path)
     assert layout.steps(run) == [2, 4, 6] and layout.load_config(run).num_updates == 6
 
 
-
 @pytest.mark.parametrize("steps", [584, 73, 8])  # 584: 73 updates x 4 epochs x 2 minibatches (ippo_learning's MAPPO)
 def test_the_traced_optimiser_has_the_bits_of_one_compiled_with_constants(steps):
     """Adam annealed over a traced number of steps, with a traced rate and clip norm (``make_optimizer``), moves
