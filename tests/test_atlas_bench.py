@@ -368,6 +368,14 @@ def test_a_study_without_liveness_files_reads_precondition_failed_with_its_searc
     # without the precondition the same data get the rules' own readings (the gate, not the data, decides above)
     open_ = st.family_verdicts(recipe, atlas.RAW, {}, ["determinism"], 0.05)
     assert NOT_SHOWN not in " ".join(open_["per_size"].values()) + " ".join(open_["verdicts"].values())
+    # the report end to end: its Preconditions give each size's gate and the search files' reading beside it
+    atlas.report({**recipe, "source": {"network.recurrent": False}}, tmp_path / "runs")
+    md = (tmp_path / "atlas_lbf.md").read_text()
+    pre = md.split("## Preconditions")[1].split("## Verdicts")[0]
+    assert "  - N = 4: " + NOT_SHOWN + " (not measured: 6 of 6 seeds' liveness files missing" in pre
+    assert "the shared search's re-evaluated return equals zero-shot's in 12/24 cells" in pre.split("N = 4: ")[1]
+    assert pre.count("equals zero-shot's in 0/24 cells") == 2  # N = 2 and 8: both searches move
+    assert json.loads((tmp_path / "atlas_lbf.json").read_text())["raw_liveness"]["4"]["sh_eq"] == 12
     out = {"envs": {"2": "jumanji:lbf_10x10:2", "4": "jumanji:lbf_10x10:4"}, "preconditions": {"determinism": True},
            "liveness": {"2": {"live": False}, "4": {"live": False}},
            "raw_liveness": {str(n): v for n, v in rl.items()},
