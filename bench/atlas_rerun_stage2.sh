@@ -4,7 +4,7 @@
 # checkpoint, a raw or liveness file that exists for the same teams is kept). Writes only under OUT.
 #
 #   bench/atlas_rerun_stage2.sh [FAMILY [OUT [PILOT_RESULTS]]]
-#     FAMILY         lbf (default; the one family with a stage-2 design so far)
+#     FAMILY         lbf (default), rware or mpe (SMAX left the study: Amendment 4)
 #     OUT            /work/runs/atlas/rerun/study (runs under OUT/FAMILY, raw files under OUT/results)
 #     PILOT_RESULTS  where the family's pilot raw folder is (default bench/results: the committed pilot)
 # run as: setsid nohup nice -n 19 bench/atlas_rerun_stage2.sh lbf >> /work/runs/atlas/rerun/stage2_lbf.log 2>&1 < /dev/null &
@@ -14,7 +14,8 @@
 #   1. train: P (the study's 8 seeds, one vmapped run) and L per seed (atlas_rerun_<f>.toml);
 #   2. liveness of every (N, seed) (the study's own precondition, 8 x 16 instances pooled);
 #   3. search: the compute tests and per-size leads (atlas_rerun_<f>.toml: 16 instances to B = 4096);
-#   4. search: the trend (atlas_rerun_<f>_trend.toml: LBF 1024 / 16 / 64 instances at N = 4 / 8 / 16 to B = 256;
+#   4. search: the trend where the family has its own trend recipe (atlas_rerun_<f>_trend.toml: MPE 256 / 16 / 256
+#      instances at N = 8 / 16 / 32, Amendment 5; LBF 1024 / 16 / 64 instances at N = 4 / 8 / 16 to B = 256;
 #      N = 4's generation holds 1024 x 16 episodes at once, about 2.1 GB by marl.runs.resources.episode_bytes:
 #      the search refuses in one line before compiling if memory is short; about 7 CPU h at a load of 15).
 # Then (by hand, once every step is done): pack OUT/results/atlas_rerun_<f>{,_trend}_raw into bench/results

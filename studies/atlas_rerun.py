@@ -290,7 +290,9 @@ def rerun_noise(confidence: float | None = SEED_UPPER) -> dict:
 
 # the trend's sizes where the re-run drops some of the committed ones: MPE's N = 128 and 200 cost 0.75 and 2.0 CPU h
 # per seed at B = 256 and their seed variance (1-2 instances, 3 seeds) lowers the power (atlas_rerun_PLAN.md)
-RERUN_TREND_SIZES = {"atlas": (8, 16, 32, 64)}
+# Amendment 5: MPE's N = 64 leaves the trend too (its seed variance in the liveness pilot carries 90% of the slope's
+# variance on every screened design; it keeps its compute test and per-size lead)
+RERUN_TREND_SIZES = {"atlas": (8, 16, 32)}
 
 
 # Amendment 2 (atlas_rerun_PLAN.md, before any stage-2 search): a family with a committed liveness pilot has its trend
@@ -302,8 +304,11 @@ PILOT_TREND_NOISE = {
     # Amendment 3: RWARE keeps 8 x 16 (0.8 is out of this CPU's reach), calibrated on its pilot's noise
     "atlas_rware": {3: (0.269471, 0.154785, 0.582977), 4: (0.604557, 0.460016, 1.72262), 6: (1.1566, 1.09688, 5.61845),
                     7: (4.38919, 2.0389, 27.0962)},
+    # Amendment 5: MPE's trend at N = 8, 16, 32 on 256/16/256 instances, calibrated on its pilot's noise
+    "atlas": {8: (0.463747, 0.0969015, 0.550636), 16: (1.50161, 0.678241, 2.88572), 32: (0.731497, 0.0849947, 6.44793)},
 }
-RERUN_TREND_INSTANCES = {"atlas_lbf": {4: 1024, 8: 16, 16: 64}}
+RERUN_TREND_INSTANCES = {"atlas_lbf": {4: 1024, 8: 16, 16: 64},
+                         "atlas": {8: 256, 16: 16, 32: 256}}  # Amendment 5 (recipe atlas_rerun_mpe_trend.toml)
 
 
 def trend_instances(family: str, sizes) -> list[int]:
@@ -618,7 +623,8 @@ def design_cost(family: str, seeds: int, instances, sizes, budget: int = 256) ->
 
 
 PILOT_RAW = {"atlas_lbf": "bench/results/atlas_rerun_lbf_pilot_raw",  # the committed pilots (atlas_liveness.md)
-             "atlas_rware": "bench/results/atlas_rerun_rware_pilot_raw"}
+             "atlas_rware": "bench/results/atlas_rerun_rware_pilot_raw",
+             "atlas": "bench/results/atlas_rerun_mpe_pilot_raw"}
 # each family's re-run recipe (studies/declared/atlas_rerun.toml's parts; the MPE family's study is "atlas")
 RERUN_RECIPES = {fam: f"studies/declared/atlas/atlas_rerun_{name}.toml"
                  for fam, name in (("atlas", "mpe"), ("atlas_lbf", "lbf"), ("atlas_rware", "rware"), ("atlas_smax", "smax"))}
@@ -629,7 +635,11 @@ PILOT_DESIGNS = {"atlas_lbf": (((4, 8, 16), 8, 16), ((4, 8, 16), 32, 16), ((4, 8
                                ((4, 8, 16), 64, {4: 1024, 8: 16, 16: 64}), ((8, 16), 16, 64), ((8, 16), 32, 64),
                                ((8, 16), 64, 256)),
                  "atlas_rware": (((3, 4, 6, 7), 8, 16), ((3, 4, 6, 7), 8, 256), ((3, 4, 6, 7), 32, 256),
-                                 ((3, 4, 6, 7), 64, 1024), ((3, 4, 6), 32, 256))}
+                                 ((3, 4, 6, 7), 64, 1024), ((3, 4, 6), 32, 256)),
+                 "atlas": (((8, 16, 32, 64), 8, 16), ((8, 16, 32, 64), 8, 64), ((8, 16, 32, 64), 16, 16),
+                           ((8, 16, 32, 64), 32, 16), ((8, 16, 32, 64), 32, 64), ((8, 16, 32, 64), 64, 16),
+                           ((8, 16, 32), 8, 16), ((8, 16, 32), 8, 64), ((8, 16, 32), 8, {8: 128, 16: 16, 32: 128}),
+                           ((8, 16, 32), 8, {8: 256, 16: 16, 32: 256}), ((8, 16, 32), 16, 64))}
 
 
 def seeds_shared_sizes(sims: int = 3000, seed: int = 0) -> list[dict]:
@@ -642,12 +652,12 @@ def seeds_shared_sizes(sims: int = 3000, seed: int = 0) -> list[dict]:
         GrowsWithComputeAll(noise={d.name: c}, seeds_shared=True), d, None, sims, seed)}]
 
 
-def pilot_family_cells(family: str, raw=None) -> dict:
-    """``pilot_cells`` of ``family``'s committed pilot (``PILOT_RAW``) at its trend sizes."""
+def pilot_family_cells(family: str, raw=None, sizes=None) -> dict:
+    """``pilot_cells`` of ``family``'s committed pilot (``PILOT_RAW``) at its trend sizes (or ``sizes``)."""
     from studies.atlas import pilot_recipe
 
     rec = pilot_recipe(atlas.read_recipe(RERUN_RECIPES[family]))
-    sizes = sorted(RERUN_TREND_SIZES.get(family, RERUN_NOISE["trend"][family]))
+    sizes = sorted(sizes or RERUN_TREND_SIZES.get(family, RERUN_NOISE["trend"][family]))
     return pilot_cells(rec, Path(raw or PILOT_RAW[family]), sizes)
 
 
@@ -667,7 +677,8 @@ def pilot_design_text(family: str, sims: int = 400) -> str:
     variance on the planned design (``slope_variance_parts``), the trend measures under a constant per-agent lead on
     the pilot's own noise (``constant_lead_slope``), and the screened designs (``PILOT_DESIGNS``): approximate and
     simulated power at +0.2 per doubling, the rule's simulated size, and the search's CPU hours at B = 256."""
-    cells = pilot_family_cells(family)
+    screened = sorted({n for sizes, _, _ in PILOT_DESIGNS.get(family, ()) for n in sizes})
+    cells = pilot_family_cells(family, sizes=screened or None)  # every size a screened design uses (MPE: N = 64 too)
     fmt = lambda r: f"{r['rate']:.3f} [{r['lo']:.3f}, {r['hi']:.3f}]"
     L = [f"#### {family}: where the slope's variance comes from (design 8 seeds x 16 instances, trend sizes "
          f"{'/'.join(map(str, sorted(cells)))}, assumed lead {PLAN_FRACTION:g} of the pilot's gain)", "",
@@ -697,10 +708,13 @@ def pilot_design_text(family: str, sims: int = 400) -> str:
           "simulated power, 80% bound | size, 80% bound | search CPU h at B = 256 |",
           "| --- | ---: | --- | --- | ---: | ---: | ---: | ---: |"]
     for sizes, seeds, inst in PILOT_DESIGNS.get(family, ()):
-        sub = lambda nz: {family: {n: nz[n] for n in sizes}}
-        ap = [approx_trend_power(sub(nz)[family], seeds, inst) for nz in (point, upper)]
-        pw = [trend_power(family, seeds, inst, sims=sims, noise=sub(nz), sizes=sizes) for nz in (point, upper)]
-        size = trend_power(family, seeds, inst, None, sims=sims, noise=sub(upper), sizes=sizes)
+        # the design's own noise: the assumed lead a share of the pilot's gain per agent over its own sizes, as the
+        # registered record is calibrated (``pilot_noise``; before Amendment 5 a subset of sizes kept every size's level)
+        own = {n: cells[n] for n in sizes}
+        nz = [pilot_trend_noise(own, PLAN_FRACTION, None), pilot_trend_noise(own, PLAN_FRACTION)]  # point, 80% bound
+        ap = [approx_trend_power(z, seeds, inst) for z in nz]
+        pw = [trend_power(family, seeds, inst, sims=sims, noise={family: z}, sizes=sizes) for z in nz]
+        size = trend_power(family, seeds, inst, None, sims=sims, noise={family: nz[1]}, sizes=sizes)
         L.append(f"| {'/'.join(map(str, sizes))} | {seeds} | {_fmt_inst(inst)} | {ap[0]:.2f} / {ap[1]:.2f} | {fmt(pw[0])} | "
                  f"{fmt(pw[1])} | {fmt(size)} | {design_cost(family, seeds, inst, sizes):.1f} |")
     return "\n".join(L) + "\n"

@@ -207,9 +207,11 @@ def test_the_rerun_study_holm_family_is_every_test_of_every_family(rerun_study):
     study, data, _ = rerun_study
     parts = _rerun_parts(study, data)
     _, cv, by_test = ar.rerun_verdicts(parts, ("latent_live",), 0.05)["compute"]
-    # the trend read on data of another design than its record's (LBF's main search: 16 instances at N = 4) is refused
-    with pytest.raises(ValueError, match="atlas_lbf's trend data hold seeds x instances"):
-        ar.rerun_verdicts([p[:3] for p in parts], ("latent_live",), 0.05)
+    # the trend read on data of another design than its record's (the family's main search: 16 instances per size,
+    # not Amendment 2's 1024/16/64 on LBF or Amendment 5's 256/16/256 on MPE) is refused
+    for fam in ("atlas", "atlas_lbf"):
+        with pytest.raises(ValueError, match=f"{fam}'s trend data hold seeds x instances"):
+            ar.rerun_verdicts([p[:3] if p[0] == fam else p for p in parts], ("latent_live",), 0.05)
     d = cv.details["by_test"]
     adjusted = holm({k: t["p"] for k, t in d.items()})
     assert set(d) == set(by_test) and len(d) == 14
@@ -232,7 +234,7 @@ def test_the_rerun_study_reads_a_compute_test_only_on_its_calibrated_design(reru
     (mpe / "N4_s9999.json").write_text(json.dumps({**rec, "seed": 9999}))
     assert parts[0][0] == "atlas"
     with pytest.raises(ValueError, match=r"atlas's compute test at N = 4 reads seeds x instances \(9, 16\)"):
-        ar.rerun_verdicts([(*parts[0][:2], mpe), *parts[1:]], ("latent_live",), 0.05)
+        ar.rerun_verdicts([(*parts[0][:2], mpe, *parts[0][3:]), *parts[1:]], ("latent_live",), 0.05)
 
 
 def test_the_rerun_study_refuses_other_seeds_families_or_a_missing_part(rerun_study, tmp_path):
@@ -370,6 +372,21 @@ def test_the_pilot_noise_of_the_trend_design_is_rederived_from_the_committed_pil
     assert noise is ar.PILOT_TREND_NOISE["atlas_lbf"]
     assert atlas._sizes(d) == ((4, 8, 16), (1024, 16, 64)) and d.units == 8
     assert rules.record_for(ar.LeadPerAgentTrend.name, d) is not None
+    d, noise = ar.RERUN_TREND["atlas"]  # Amendment 5: MPE's trend without N = 64, on 256/16/256 instances
+    assert noise is ar.PILOT_TREND_NOISE["atlas"] and atlas._sizes(d) == ((8, 16, 32), (256, 16, 256))
+    assert rules.record_for(ar.LeadPerAgentTrend.name, d) is not None
+    # the declared study's trend recipes search exactly the registered designs (else the study's data are refused)
+    import tomllib
+
+    from studies.atlas import read_recipe
+
+    parts = tomllib.loads(open(RERUN_FILE).read())["analysis"]["parts"]
+    trend = {p["family"]: read_recipe(p["trend_recipe"]) for p in parts if "trend_recipe" in p}
+    assert set(trend) == set(ar.RERUN_TREND_INSTANCES)
+    for fam, rec in trend.items():
+        sizes, inst = atlas._sizes(ar.RERUN_TREND[fam][0])
+        assert rec["sizes"] == list(sizes) and [rec["instances"][str(n)] for n in sizes] == list(inst)
+        assert {rec["budget"][str(n)] for n in sizes} == {256} and rec["seeds"] == read_recipe(ar.RERUN_RECIPES[fam])["seeds"]
 
 
 def test_the_per_agent_lead_is_flat_under_a_constant_lead_on_the_pilots_own_noise():
