@@ -189,6 +189,11 @@ def test_the_rerun_study_gates_each_family_and_size_by_liveness_and_holms_across
     assert text.count("- liveness at N = ") == 14 and "latent space live" in text  # MPE 5, LBF 4, RWARE 5 sizes
     assert text.startswith("## atlas_smax\n\n- left the study: its pilot's latent space is inert")
     assert "(the paper: up to 45%)" in text and "Holm-adjusted p" in text
+    # the per-size lead is descriptive (the plan: an unadjusted interval per size, no calibrated rule): no verdict word
+    assert not any("beats shared" in k for k in v) and "beats shared" not in text
+    per_size = [ln for ln in reading.lines if ln.startswith("- per-agent minus shared at N = ")]
+    assert len(per_size) == 14 and all("(descriptive: an unadjusted 95% interval" in ln for ln in per_size)
+    assert sum("not read: precondition failed: latent space inert" in ln for ln in per_size) == 1  # LBF N = 4
 
 
 def _rerun_parts(study, data) -> list:
