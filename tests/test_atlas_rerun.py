@@ -475,3 +475,20 @@ def test_the_stage2_driver_checks_the_pilot_then_runs_each_step_outside_the_repo
     r = run("lbf", str(out), str(tmp_path / "empty"))
     assert r.returncode == 1 and "pilot not live at N = 2" in r.stdout and not log.exists()
     assert run("lbf", "bench/results").returncode == 2 and not log.exists()
+
+
+def test_smax_ceiling_counts_cells_every_zero_shot_episode_won_and_cells_nothing_won():
+    """bench/atlas_smax_ceiling.py (the note to Amendment 4): a cell is at the ceiling when every zero-shot episode
+    reaches the win bonus, at the floor when no episode of zero-shot or of any latent does; the committed SMAX pilot
+    gives the note's counts."""
+    from pathlib import Path
+
+    from bench.atlas_smax_ceiling import load, summary
+
+    zero = np.array([[2.0, 2.0], [2.0, 0.5], [0.4, 0.3], [0.4, 0.3]])
+    latent = np.full((4, 3, 2), 0.5)
+    latent[3, 1, 0] = 1.7  # one latent episode won on the last cell: not a floor
+    s = summary(latent, zero)
+    assert (s["ceiling"], s["floor"], s["cells"]) == (1, 1, 4) and s["zero_win"] == pytest.approx(3 / 8)
+    got = {n: summary(*v) for n, v in load(Path("bench/results/atlas_rerun_smax_pilot_raw")).items()}
+    assert {n: (v["ceiling"], v["floor"]) for n, v in got.items()} == {3: (29, 0), 8: (21, 0), 25: (0, 32)}
