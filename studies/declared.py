@@ -464,12 +464,12 @@ def read_atlas_families(plan: dict, data: Path, echo=print) -> Reading:
     for fam, d in v["families"].items():
         lines += [f"## {fam}", ""]
         lines += [f"- liveness at N = {n}: {lv['text']}" for n, lv in d["live_by"].items()]
-        for n, t in d["per_size"].items():  # descriptive (atlas_rerun_PLAN.md "Measures"): the interval, no verdict
-            c = d["D_over_M"][n]
+        for n, c in d["D_over_M"].items():  # descriptive (atlas_rerun_PLAN.md "Measures"): the interval, no verdict
+            live = d["live_by"][n]
             lines.append(f"- per-agent minus shared at N = {n}, D / M at B = {d['designs']['b_main']}: {c['mean']:+.3f} "
                          f"[{c['lo']:+.3f}, {c['hi']:+.3f}] over seeds x instances (descriptive: an unadjusted 95% "
                          "interval, no calibrated rule, no correction across sizes"
-                         + (f"; not read: {t})" if t.startswith("precondition failed") else ")"))
+                         + (")" if live["live"] else f"; not read: {live['outcome']})"))
         text, tv = d["trend"]
         lines.append(f"- **lead per agent grows with N** (rule `lead_per_agent_trend`): **{text}**"
                      + (f" (slope {tv.text(4)})" if text == tv.outcome else ""))
