@@ -469,6 +469,7 @@ def read_atlas_families(plan: dict, data: Path, echo=print) -> Reading:
             lines.append(f"- per-agent minus shared at N = {n}, D / M at B = {d['designs']['b_main']}: {c['mean']:+.3f} "
                          f"[{c['lo']:+.3f}, {c['hi']:+.3f}] over seeds x instances (descriptive: an unadjusted 95% "
                          "interval, no calibrated rule, no correction across sizes"
+                         + ("" if d["designs"]["margin_positive"][n] else "; P does not beat random here, M <= 0")
                          + (")" if live["live"] else f"; not read: {live['outcome']})"))
         text, tv = d["trend"]
         lines.append(f"- **lead per agent grows with N** (rule `lead_per_agent_trend`): **{text}**"
