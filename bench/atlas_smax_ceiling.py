@@ -10,7 +10,6 @@ only a win kills every enemy), so an episode's return >= 1.0 is a win.
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -21,15 +20,16 @@ from marl_common.stats import wilson_ci
 WIN_RETURN = 1.0  # envs/smax.py: the win bonus; a lost episode's damage alone stays below it
 
 
+RECIPE = "studies/declared/atlas/atlas_rerun_smax.toml"  # the pilot's seeds and sizes
+
+
 def load(raw: Path) -> dict:
-    """{N: (latent [cells, K, E], zero [cells, E0])} pooled over every pilot seed's liveness file at N."""
-    out = {}
-    for f in sorted(raw.glob("liveness_N*_s*.json")):
-        r = json.loads(f.read_text())
-        lat, zero = np.asarray(r["latent"], np.float64), np.asarray(r["zero"], np.float64)
-        prev = out.get(int(r["N"]))
-        out[int(r["N"])] = (lat, zero) if prev is None else (np.concatenate([prev[0], lat]), np.concatenate([prev[1], zero]))
-    return out
+    """{N: (latent [cells, K, E], zero [cells, E0])}: the pilot seeds' liveness files at each size pooled
+    (``studies.atlas.liveness_arrays``; the folder or its pack)."""
+    from studies.atlas import liveness_arrays, pilot_recipe, read_recipe
+
+    recipe = pilot_recipe(read_recipe(RECIPE))
+    return {n: liveness_arrays(recipe, n, raw) for n in recipe["sizes"]}
 
 
 def summary(latent: np.ndarray, zero: np.ndarray) -> dict:
@@ -63,6 +63,8 @@ def table(raw: Path) -> str:
 
 if __name__ == "__main__":
     folder = Path(sys.argv[1] if len(sys.argv) > 1 else "bench/results/atlas_rerun_smax_pilot_raw")
-    if not folder.is_dir():
-        sys.exit(f"error: {folder} is not a folder of liveness files (give the pilot's raw folder)")
+    from studies.store import has_folder
+
+    if not has_folder(folder):
+        sys.exit(f"error: {folder} is neither a folder of liveness files nor its pack (give the pilot's raw folder)")
     print(table(folder))

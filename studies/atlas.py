@@ -603,9 +603,17 @@ def liveness_by_size(recipe: dict, sizes, raw: Path) -> dict:
             out[n] = {"live": False, "outcome": NOT_SHOWN, "text": f"{NOT_SHOWN} (not measured: {miss} of {len(names)} "
                                                                  "seeds' liveness files missing; `python -m sweeps.atlas liveness`)"}
             continue
-        rs = [f.load_json(p) for p in names]
-        out[n] = precondition(np.concatenate([r["latent"] for r in rs]), np.concatenate([r["zero"] for r in rs]))
+        out[n] = precondition(*liveness_arrays(recipe, n, raw))
     return out
+
+
+def liveness_arrays(recipe: dict, n: int, raw: Path) -> tuple[np.ndarray, np.ndarray]:
+    """(latent [cells, K, E], zero [cells, E0]): every seed's liveness file at N in ``raw`` (or its pack) pooled, the
+    cells seeds x instances in the recipe's seed order."""
+    f = _stored(raw)
+    rs = [f.load_json(f"liveness_N{n}_s{s}.json") for s in recipe["seeds"]]
+    return (np.concatenate([np.asarray(r["latent"], np.float64) for r in rs]),
+            np.concatenate([np.asarray(r["zero"], np.float64) for r in rs]))
 
 
 PAPER_LEAD_PERCENT = 45.0  # the seed paper's "up to 45%" (REFERENCE.md: ATLAS)
