@@ -290,3 +290,54 @@ def test_lost_race_for_a_new_folder_deletes_nothing(tmp_path, monkeypatch):
 
 def _own_start() -> str:
     return Path(f"/proc/{os.getpid()}/stat").read_text().rsplit(")", 1)[1].split()[19]
+
+
+def test_a_study_folder_carried_to_another_machine_resumes_row_for_row(unstopped, tmp_path, capsys):
+    # bench/carry_state.py (session 31: a new machine had lost the background study's folder): save keeps a run's
+    # newest complete step and its own files only; restored elsewhere, the run resumes to the unstopped one's rows
+    from bench.carry_state import main as carry, restore, save
+
+    study = tmp_path / "study"
+    out = study / "fam" / "P"
+    train_run(_cfg(10), out, progress=False, stop_after_chunks=2)
+    (out / layout.CKPT_DIR / "6").mkdir()  # an incomplete step folder (a kill during a write): not carried
+    raw = study / "results" / "x_raw" / "N2_s1.json"
+    raw.parent.mkdir(parents=True)
+    raw.write_text('{"N": 2}\n')
+    state = tmp_path / "state"
+    rec = save(study, state)
+    assert rec["runs"] == {"fam/P": {"step": 4, "done": False}}
+    carried = sorted(str(p.relative_to(state)) for p in state.rglob("*") if p.is_file())
+    assert "results/x_raw/N2_s1.json" in carried and "fam/P/config.toml" in carried
+    assert {p.split("/")[3] for p in carried if p.startswith("fam/P/checkpoints/")} == {"4"}
+    assert not any(Path(p).name in (LOCK_FILE, "lock.log") for p in carried), carried  # steps 2 and 6: above
+    other = tmp_path / "elsewhere"
+    assert restore(state, other)["new"] == len(carried) - 1  # all but CARRIED.json
+    api.resume(other / "fam" / "P")
+    assert _rows(other / "fam" / "P") == _rows(unstopped)
+    # a second restore replaces nothing: the resumed run is at a newer step than the state's, and a raw file
+    # that differs here is kept and named
+    (other / "results" / "x_raw" / "N2_s1.json").write_text('{"N": 3}\n')
+    again = restore(state, other)
+    assert again["new"] == 0 and again["newer_here"] == ["fam/P"]
+    assert again["differ"] == [str(other / "results" / "x_raw" / "N2_s1.json")]
+    assert json.loads((other / "results" / "x_raw" / "N2_s1.json").read_text()) == {"N": 3}
+    # saved again, the state holds the run's newest step only, slim (its actors: the same teams, a third of the
+    # bytes), and says it is done; a slim step evaluates but a warm start from it is refused in one line
+    assert save(other, state)["runs"] == {"fam/P": {"step": 10, "done": True}}
+    assert sorted(p.name for p in (state / "fam" / "P" / layout.CKPT_DIR).iterdir()) == ["10"]
+    from marl.runs.checkpoint import digest
+    from marl.runs.loader import load_team
+
+    size = lambda d: sum(f.stat().st_size for f in d.rglob("*") if f.is_file())  # noqa: E731
+    full, slim = load_team(str(other / "fam" / "P")), load_team(str(state / "fam" / "P"))
+    assert digest(slim.team.params) == digest(full.team.params) and slim.source["step"] == 10
+    assert size(state / "fam" / "P" / layout.CKPT_DIR) < 0.6 * size(other / "fam" / "P" / layout.CKPT_DIR / "10")
+    line = _one_line(capsys, "train", "--env", "smax:3m", "--init-from", f"{state / 'fam' / 'P'}#0",
+                     "--out", tmp_path / "warm", "--quiet")
+    assert "holds the actors only" in line and not (tmp_path / "warm").exists()
+    # a STATE inside the study's folder: one line, exit 2, nothing written
+    assert carry(["save", str(study), str(study / "state")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("carry_state: error: ") and "overlap" in err[0]
+    assert not (study / "state").exists()

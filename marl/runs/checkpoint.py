@@ -32,6 +32,7 @@ from marl.runs.layout import CKPT_DIR, CONFIG_FILE, steps
 FORMAT_VERSION = 2
 _FORMAT_CHANGES = {1: "its critic reads a per-agent world state [N, S]; this version's reads the team-global state [S]"}
 ACTOR_FORMATS = (1, 2)  # formats whose actor parameters this version reads (the actor did not change)
+ACTORS_ONLY = "actors_only"  # meta key of a step that holds the actor parameters only (``save_actors_only``)
 
 logging.getLogger("absl").setLevel(logging.ERROR)
 
@@ -263,6 +264,9 @@ def restore_checked(run: Path, step: int, abstract_state, meta: dict | None = No
     where = f"{run}/{CKPT_DIR}/{step}"
     meta = read_meta(run, step) if meta is None else meta
     check_format(meta, where)
+    if meta.get(ACTORS_ONLY):
+        raise UserError(f"checkpoint {where} holds the actors only (a slim copy of a finished run); it evaluates, "
+                        f"searches and probes, but cannot resume or warm-start training: use the run it was copied from")
     if config is not None:
         check_belongs(run, step, meta, config)
     state = restore_state(run, step, abstract_state, meta)
@@ -313,3 +317,26 @@ def restore_actor_params(run: Path, step: int, abstract_actor):
     if want != got:
         raise UserError(f"checkpoint {where}: its actor does not match its config.toml; the run folder was edited")
     return jax.tree.map(lambda a, x: jax.numpy.asarray(x, a.dtype), abstract_actor, raw)
+
+
+def save_actors_only(run: Path, step: int, dest: Path) -> Path:
+    """Step ``step`` of ``run`` written as step ``step`` of the run folder ``dest`` holding the actor parameters
+    only (every seed; bytes equal, checked against the source's digest) and the source's meta with
+    ``actors_only`` set: a finished team to act with at a third of the size (no optimiser or critic state).
+    Readers of actors (``marl.runs.loader.load_actors``: eval, search, probes) take it; resuming or warm-starting
+    from it is refused in one line (``restore_checked``). Returns the step folder."""
+    where = f"{run}/{CKPT_DIR}/{step}"
+    meta = read_meta(run, step)
+    check_format(meta, where)
+    actor = {"actor_params": _restore_item(run, step, _ocp().args.StandardRestore())["actor_params"]}
+    want = {k: v for k, v in meta.get("digest", {}).get("sha256", {}).items() if k.startswith("actor_params/")}
+    if meta.get(ACTORS_ONLY) or digest(actor) != want:
+        raise UserError(f"checkpoint {where} fails its integrity check (its actor differs from the digest saved "
+                        f"with it, or it is a slim copy already); pick another step with RUN/{CKPT_DIR}/STEP")
+    body = {k: v for k, v in meta.items() if k != "digest"}
+    mngr = manager(dest, create=True)
+    try:
+        save(mngr, step, actor, {**body, ACTORS_ONLY: True})
+    finally:
+        mngr.close()
+    return Path(dest) / CKPT_DIR / str(step)

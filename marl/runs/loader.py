@@ -104,13 +104,21 @@ def load_actors(ref: CheckpointRef | str, seeds: list[int] | None = None) -> Loa
 
     Reads every format in ``ACTOR_FORMATS``: the actor has not changed between them, so a team
     trained before the critic change still evaluates and probes; resuming or warm-starting one
-    (``load_state``) is refused."""
+    (``load_state``) is refused. A slim copy holding the actors only (``checkpoint.save_actors_only``) reads too."""
     ref = as_ref(ref)
     config = load_config(ref.run)
     check_seeds(ref, seeds, config.num_seeds)
     step = resolve_step(ref)
     meta = ckpt.read_meta(ref.run, step)
     where = f"{ref.run}/{CKPT_DIR}/{step}"
+    if meta.get(ckpt.ACTORS_ONLY):  # a slim copy (ckpt.save_actors_only): the actors and their digest only
+        ckpt.check_format(meta, where)
+        ckpt.check_belongs(ref.run, step, meta, config)
+        spec = run_env(config).spec
+        actor = ckpt.restore_actor_params(ref.run, step, abstract_actor_params(config, spec))
+        ckpt.verify(ref.run, step, {"actor_params": actor}, meta)
+        ckpt.check_finite(actor, where, seeds)
+        return LoadedActors(config=config, spec=spec, meta=meta, step=step, actor_params=actor)
     if meta.get("format_version", 1) == ckpt.FORMAT_VERSION:
         full = load_state(dataclasses.replace(ref, step=step), seeds=[])
         ckpt.check_finite(full.state.actor_params, where, seeds)

@@ -1,0 +1,173 @@
+"""Carry a background study's working folder from one machine to the next (``save``) and back (``restore``).
+
+A study longer than a session runs in a folder outside the repository; a session's machine can be a new one
+(session 31: ``/work/runs`` was gone, with three trainings and about a third of the ATLAS re-run's searches).
+``save OUT STATE`` copies what a later machine needs to go on into STATE (a folder to commit): every file
+under OUT, except that a run folder (one holding ``config.toml``) keeps only what resuming or reading it
+needs: ``config.toml``, ``metrics.jsonl``, ``start.json``, ``DONE`` and its newest complete checkpoint
+(older steps, incomplete step folders, locks and logs stay behind). A done run's step is carried slim, its
+actors only (``marl.runs.checkpoint.save_actors_only``: a third of the bytes; it evaluates and searches, and a
+resume or warm start from it is refused in one line), a run still training carries its whole step. ``restore STATE OUT`` copies them back
+into OUT without replacing anything OUT already holds (a file there that differs is named and kept).
+
+    python bench/carry_state.py save /work/runs/atlas/rerun/study bench/state/atlas_rerun
+    python bench/carry_state.py restore bench/state/atlas_rerun /work/runs/atlas/rerun/study
+
+Training resumes from the restored step (``marl.worker``/``marl train --resume-if-exists``: the same config
+is continued, a done run left alone); a raw search file restored beside its teams keeps matching their
+digests (``sweeps.atlas.check_same_teams``). ``save`` writes only under STATE, ``restore`` only under OUT;
+each prints one line per run and a total, and refuses in one line (exit 2) a STATE inside OUT or OUT inside
+STATE. ``STATE/CARRIED.json`` records, per run, the step carried and whether the run was done.
+"""
+
+from __future__ import annotations
+
+import argparse
+import filecmp
+import json
+import shutil
+import sys
+import time
+from pathlib import Path
+
+from marl.runs.checkpoint import ACTORS_ONLY, save_actors_only
+from marl.runs.layout import CKPT_DIR, CONFIG_FILE, METRICS_FILE, START_FILE, steps
+from marl.runs.lock import DONE_FILE
+from marl_common.errors import UserError, run_guarded
+
+RUN_KEEP = (CONFIG_FILE, METRICS_FILE, START_FILE, DONE_FILE)  # a run folder's files a resume or a reader needs
+RECORD = "CARRIED.json"
+
+
+def _check_places(src: Path, dest: Path) -> None:
+    if not src.is_dir():
+        raise UserError(f"{src} is not a folder; give the study's working folder (save) or a saved state (restore)")
+    s, d = src.resolve(), dest.resolve()
+    if s == d or s in d.parents or d in s.parents:
+        raise UserError(f"{dest} and {src} overlap; give a STATE folder outside the study's folder and the other way round")
+
+
+def run_folders(out: Path) -> list[Path]:
+    """The run folders under ``out`` (a folder holding ``config.toml`` and a ``checkpoints`` folder or none yet)."""
+    return sorted(p.parent for p in out.rglob(CONFIG_FILE) if not any(q.name == CKPT_DIR for q in p.parents))
+
+
+def _copy(src: Path, dest: Path, kept: list[str] | None) -> int:
+    """Copy one file unless ``dest`` holds the same bytes. ``kept`` None (save: STATE mirrors OUT): other
+    bytes are replaced; else (restore) they are kept and ``dest`` is named in ``kept``."""
+    if dest.exists():
+        if filecmp.cmp(src, dest, shallow=False):
+            return 0
+        if kept is not None:
+            kept.append(str(dest))
+            return 0
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(src, dest)
+    return 1
+
+
+def carried_files(out: Path) -> list[Path]:
+    """The files of ``out`` that ``save`` copies, relative to ``out`` (a done run's step is not among them:
+    ``save`` writes it slim)."""
+    runs = run_folders(out)
+    files = []
+    for p in sorted(out.rglob("*")):
+        if not p.is_file() or p.is_symlink():
+            continue
+        run = next((r for r in runs if r == p.parent or r in p.parents), None)
+        if run is None:
+            files.append(p.relative_to(out))
+            continue
+        rel = p.relative_to(run)
+        last = steps(run)
+        if (len(rel.parts) == 1 and rel.name in RUN_KEEP) or (
+                last and not (run / DONE_FILE).exists() and rel.parts[:2] == (CKPT_DIR, str(last[-1]))):
+            files.append(p.relative_to(out))
+    return files
+
+
+def save(out: Path, state: Path) -> dict:
+    """Copy ``carried_files(out)`` into ``state`` (a file whose bytes changed is replaced); a run's older carried step (an earlier save) is removed
+    from ``state`` so it holds one step per run. Returns the record written to ``state/CARRIED.json``."""
+    out, state = Path(out), Path(state)
+    _check_places(out, state)
+    state.mkdir(parents=True, exist_ok=True)
+    new = sum(_copy(out / rel, state / rel, None) for rel in carried_files(out))
+    runs = {}
+    for run in run_folders(out):
+        rel = run.relative_to(out)
+        last = steps(run)
+        done = (run / DONE_FILE).exists()
+        ck = state / rel / CKPT_DIR
+        if ck.is_dir():
+            for old in ck.iterdir():
+                slim = (old / "meta" / "metadata").is_file() and json.loads((old / "meta" / "metadata").read_text()).get(ACTORS_ONLY)
+                if not last or old.name != str(last[-1]) or bool(slim) != done:
+                    shutil.rmtree(old)
+        if done and last and not (ck / str(last[-1])).exists():
+            save_actors_only(run, last[-1], state / rel)
+            new += 1
+        runs[str(rel)] = {"step": last[-1] if last else None, "done": done}
+    record = {"saved_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "from": str(out.resolve()),
+              "runs": runs, "files": sum(1 for p in state.rglob("*") if p.is_file() and p.name != RECORD)}
+    (state / RECORD).write_text(json.dumps(record, indent=1) + "\n")
+    record.update(new=new, differ=[])
+    return record
+
+
+def restore(state: Path, out: Path) -> dict:
+    """Copy ``state``'s files into ``out``, replacing nothing (a file of ``out`` with other bytes is kept and
+    named); a run folder ``out`` already holds at a newer step than the state's is left as it is."""
+    state, out = Path(state), Path(out)
+    _check_places(state, out)
+    record = json.loads((state / RECORD).read_text()) if (state / RECORD).is_file() else {"runs": {}}
+    kept: list[str] = []
+    new, newer = 0, []
+    for rel, info in record["runs"].items():
+        here = steps(out / rel)
+        if here and info["step"] is not None and here[-1] > info["step"]:
+            newer.append(rel)
+    for p in sorted(state.rglob("*")):
+        if not p.is_file() or p.name == RECORD and p.parent == state:
+            continue
+        rel = p.relative_to(state)
+        if any(Path(r) in rel.parents for r in newer):
+            continue
+        new += _copy(p, out / rel, kept)
+    return {"runs": record["runs"], "new": new, "differ": kept, "newer_here": newer}
+
+
+def _print(verb: str, rec: dict) -> None:
+    for rel, info in rec["runs"].items():
+        state = "done" if info["done"] else f"at step {info['step']}" if info["step"] is not None else "no step yet"
+        print(f"{rel}: {state}")
+    for rel in rec.get("newer_here", []):
+        print(f"{rel}: kept (a newer step is already here)")
+    for path in rec["differ"]:
+        print(f"kept {path}: it differs from the saved copy (the one here wins)")
+    print(f"{verb}: {rec['new']} file(s) copied, {len(rec['runs'])} run(s)")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python bench/carry_state.py", description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    s = sub.add_parser("save", help="OUT -> STATE (what a later machine needs to go on)")
+    s.add_argument("out", type=Path)
+    s.add_argument("state", type=Path)
+    r = sub.add_parser("restore", help="STATE -> OUT (replacing nothing)")
+    r.add_argument("state", type=Path)
+    r.add_argument("out", type=Path)
+    a = ap.parse_args(argv)
+
+    def go() -> int:
+        if a.cmd == "save":
+            _print("saved", save(a.out, a.state))
+        else:
+            _print("restored", restore(a.state, a.out))
+        return 0
+
+    return run_guarded("carry_state", go)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
