@@ -1,0 +1,48 @@
+#!/bin/bash
+# The ATLAS re-run's stage 2 across sessions and machines (bench/results/atlas_rerun_RUNNING.md, "Now").
+#
+#   bench/atlas_rerun_session.sh start   # at a session's start: restore the carried state if this machine lacks it,
+#                                        # pin the study's code, start the three family drivers (reniced)
+#   bench/atlas_rerun_session.sh save    # before a session's end: carry the study's folder into bench/state/atlas_rerun
+#                                        # (then commit it: git add bench/state/atlas_rerun)
+#   bench/atlas_rerun_session.sh status  # alive?, raw files per family, each log's last step
+#
+# A session's machine can be a new one (session 31: /work/runs was gone). `save` keeps what a later machine needs
+# (bench/carry_state.py: each done run slim, its actors only; a run still training whole; every raw and liveness
+# file); `start` copies it back (replacing nothing that is here) and lets each driver skip or resume what is done.
+# The drivers run the study's pinned code (PIN, a commit of this repository; `git archive` into BASE/src-PIN), so
+# that every raw file of the study is searched by one code; the raw files also record their teams' digests.
+set -u
+PIN=${PIN:-ad2e57b}   # the study's code from session 31 on (holds the slim-checkpoint reader; recipes as 9f81d60)
+BASE=${BASE:-/work/runs/atlas/rerun}
+REPO=$(cd "$(dirname "$0")/.." && pwd)
+STATE=$REPO/bench/state/atlas_rerun
+export PYTHON=${PYTHON:-$REPO/.venv/bin/python}
+FAMILIES="lbf rware mpe"
+cmd=${1:-status}
+case "$cmd" in
+  start)
+    if pgrep -f 'atlas_rerun_stage2.sh' > /dev/null; then echo "drivers already running:"; pgrep -af 'atlas_rerun_stage2.sh'; exit 0; fi
+    SRC=$BASE/src-$PIN
+    if [ ! -d "$SRC" ]; then
+      mkdir -p "$SRC" && git -C "$REPO" archive "$PIN" | tar -x -C "$SRC" && git -C "$REPO" rev-parse "$PIN" > "$SRC/COMMIT" \
+        || { echo "error: cannot pin $PIN into $SRC (is it a commit of $REPO?)"; rm -rf "$SRC"; exit 2; }
+    fi
+    mkdir -p "$BASE/study"
+    if [ -d "$STATE" ]; then "$PYTHON" "$REPO/bench/carry_state.py" restore "$STATE" "$BASE/study" || exit 2; fi
+    for f in $FAMILIES; do
+      (cd "$SRC" && exec setsid nohup nice -n 19 bench/atlas_rerun_stage2.sh "$f") >> "$BASE/stage2_$f.log" 2>&1 < /dev/null &
+    done
+    sleep 2; pgrep -af 'atlas_rerun_stage2.sh' ;;
+  save)
+    "$PYTHON" "$REPO/bench/carry_state.py" save "$BASE/study" "$STATE" || exit 2
+    echo "now: git -C $REPO add bench/state/atlas_rerun && git -C $REPO commit -m 'ATLAS re-run: carried state'" ;;
+  status)
+    pgrep -af 'atlas_rerun_stage2.sh|marl.worker|sweeps.atlas' || echo "no driver alive"
+    for f in $FAMILIES; do
+      n=$(ls "$BASE/study/results/atlas_rerun_${f}_raw" 2>/dev/null | grep -c '^N')
+      t=$(ls "$BASE/study/results/atlas_rerun_${f}_trend_raw" 2>/dev/null | grep -c '^N')
+      echo "$f: $n compute-search raw files, $t trend; log: $(grep '^===' "$BASE/stage2_$f.log" 2>/dev/null | tail -1)"
+    done ;;
+  *) echo "error: unknown command '$cmd'; use start, save or status"; exit 2 ;;
+esac
