@@ -8,15 +8,15 @@
 #   bench/atlas_rerun_session.sh status  # alive?, raw files per family, each log's last step
 #
 # A session's machine can be a new one (session 31: /work/runs was gone). `save` keeps what a later machine needs
-# (bench/carry_state.py: each done run slim, its actors only; a run still training whole; every raw and liveness
-# file); `start` copies it back (replacing nothing that is here) and lets each driver skip or resume what is done.
+# (bench/carry_state.py: a family's runs slim, their actors only, once all of them are trained, else whole; every
+# raw and liveness file); `start` copies it back (replacing nothing that is here) and lets each driver skip or resume what is done.
 # The drivers run the study's pinned code (PIN, a commit of this repository; `git archive` into BASE/src-PIN), so
 # that every raw file of the study is searched by one code; the raw files also record their teams' digests.
 set -u
 PIN=${PIN:-ad2e57b}   # the study's code from session 31 on (holds the slim-checkpoint reader; recipes as 9f81d60)
 BASE=${BASE:-/work/runs/atlas/rerun}
 REPO=$(cd "$(dirname "$0")/.." && pwd)
-STATE=$REPO/bench/state/atlas_rerun
+STATE=${STATE:-$REPO/bench/state/atlas_rerun}
 export PYTHON=${PYTHON:-$REPO/.venv/bin/python}
 FAMILIES="lbf rware mpe"
 cmd=${1:-status}
@@ -35,7 +35,21 @@ case "$cmd" in
     done
     sleep 2; pgrep -af 'atlas_rerun_stage2.sh' ;;
   save)
-    "$PYTHON" "$REPO/bench/carry_state.py" save "$BASE/study" "$STATE" || exit 2
+    # a family's runs go slim once all of them are trained (P is the L runs' warm start until then)
+    slim=$(cd "$REPO" && PYTHONPATH=$REPO "$PYTHON" - "$BASE/study" $FAMILIES <<'EOF'
+import sys
+from pathlib import Path
+from studies.atlas import read_recipe
+from sweeps.atlas import runs
+out = Path(sys.argv[1])
+for f in sys.argv[2:]:
+    recipe = read_recipe(f"studies/declared/atlas/atlas_rerun_{f}.toml")
+    trained = [r for k, r in runs(recipe, out / f).items() if k != "P_mlp" or (r / "config.toml").exists()]
+    if all((r / "DONE").exists() for r in trained):
+        print(f"--slim={f}/*")
+EOF
+) || exit 2
+    "$PYTHON" "$REPO/bench/carry_state.py" save "$BASE/study" "$STATE" $slim || exit 2
     echo "now: git -C $REPO add bench/state/atlas_rerun && git -C $REPO commit -m 'ATLAS re-run: carried state'" ;;
   status)
     pgrep -af 'atlas_rerun_stage2.sh|marl.worker|sweeps.atlas' || echo "no driver alive"

@@ -5,12 +5,13 @@ A study longer than a session runs in a folder outside the repository; a session
 ``save OUT STATE`` copies what a later machine needs to go on into STATE (a folder to commit): every file
 under OUT, except that a run folder (one holding ``config.toml``) keeps only what resuming or reading it
 needs: ``config.toml``, ``metrics.jsonl``, ``start.json``, ``DONE`` and its newest complete checkpoint
-(older steps, incomplete step folders, locks and logs stay behind). A done run's step is carried slim, its
-actors only (``marl.runs.checkpoint.save_actors_only``: a third of the bytes; it evaluates and searches, and a
-resume or warm start from it is refused in one line), a run still training carries its whole step. ``restore STATE OUT`` copies them back
+(older steps, incomplete step folders, locks and logs stay behind). With ``--slim PATTERN``, a done run whose
+path under OUT matches is carried slim, its actors only (``marl.runs.checkpoint.save_actors_only``: a third of
+the bytes; it evaluates and searches, and a resume or warm start from it is refused in one line): name only runs
+that no run still to come warm-starts from. Every other run carries its whole step. ``restore STATE OUT`` copies them back
 into OUT without replacing anything OUT already holds (a file there that differs is named and kept).
 
-    python bench/carry_state.py save /work/runs/atlas/rerun/study bench/state/atlas_rerun
+    python bench/carry_state.py save /work/runs/atlas/rerun/study bench/state/atlas_rerun --slim 'lbf/*' 
     python bench/carry_state.py restore bench/state/atlas_rerun /work/runs/atlas/rerun/study
 
 Training resumes from the restored step (``marl.worker``/``marl train --resume-if-exists``: the same config
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import filecmp
+import fnmatch
 import json
 import shutil
 import sys
@@ -66,9 +68,15 @@ def _copy(src: Path, dest: Path, kept: list[str] | None) -> int:
     return 1
 
 
-def carried_files(out: Path) -> list[Path]:
-    """The files of ``out`` that ``save`` copies, relative to ``out`` (a done run's step is not among them:
-    ``save`` writes it slim)."""
+def carried_slim(out: Path, run: Path, slim) -> bool:
+    """Whether ``save`` carries ``run`` slim: it is done and its path under ``out`` matches a pattern of ``slim``."""
+    rel = run.relative_to(out).as_posix()
+    return (run / DONE_FILE).exists() and any(fnmatch.fnmatch(rel, pat) for pat in slim)
+
+
+def carried_files(out: Path, slim=()) -> list[Path]:
+    """The files of ``out`` that ``save`` copies, relative to ``out`` (a run carried slim has no step among
+    them: ``save`` writes it)."""
     runs = run_folders(out)
     files = []
     for p in sorted(out.rglob("*")):
@@ -81,33 +89,37 @@ def carried_files(out: Path) -> list[Path]:
         rel = p.relative_to(run)
         last = steps(run)
         if (len(rel.parts) == 1 and rel.name in RUN_KEEP) or (
-                last and not (run / DONE_FILE).exists() and rel.parts[:2] == (CKPT_DIR, str(last[-1]))):
+                last and not carried_slim(out, run, slim) and rel.parts[:2] == (CKPT_DIR, str(last[-1]))):
             files.append(p.relative_to(out))
     return files
 
 
-def save(out: Path, state: Path) -> dict:
-    """Copy ``carried_files(out)`` into ``state`` (a file whose bytes changed is replaced); a run's older carried step (an earlier save) is removed
-    from ``state`` so it holds one step per run. Returns the record written to ``state/CARRIED.json``."""
+def save(out: Path, state: Path, slim=()) -> dict:
+    """Copy ``carried_files(out, slim)`` into ``state`` (a file whose bytes changed is replaced) and write each
+    done run matching a pattern of ``slim`` (``fnmatch`` on its path under ``out``, e.g. ``lbf/*``) slim; a
+    run's other carried step (an earlier save's, or its other form) is removed from ``state``, so it holds one
+    step per run. Slim only runs that no later run is to warm-start from (a warm start needs the whole step).
+    Returns the record written to ``state/CARRIED.json``."""
     out, state = Path(out), Path(state)
     _check_places(out, state)
     state.mkdir(parents=True, exist_ok=True)
-    new = sum(_copy(out / rel, state / rel, None) for rel in carried_files(out))
+    new = sum(_copy(out / rel, state / rel, None) for rel in carried_files(out, slim))
     runs = {}
     for run in run_folders(out):
         rel = run.relative_to(out)
         last = steps(run)
-        done = (run / DONE_FILE).exists()
+        done, thin = (run / DONE_FILE).exists(), carried_slim(out, run, slim)
         ck = state / rel / CKPT_DIR
         if ck.is_dir():
             for old in ck.iterdir():
-                slim = (old / "meta" / "metadata").is_file() and json.loads((old / "meta" / "metadata").read_text()).get(ACTORS_ONLY)
-                if not last or old.name != str(last[-1]) or bool(slim) != done:
+                meta = old / "meta" / "metadata"
+                was_slim = meta.is_file() and json.loads(meta.read_text()).get(ACTORS_ONLY)
+                if not last or old.name != str(last[-1]) or bool(was_slim) != thin:
                     shutil.rmtree(old)
-        if done and last and not (ck / str(last[-1])).exists():
+        if thin and last and not (ck / str(last[-1])).exists():
             save_actors_only(run, last[-1], state / rel)
             new += 1
-        runs[str(rel)] = {"step": last[-1] if last else None, "done": done}
+        runs[str(rel)] = {"step": last[-1] if last else None, "done": done, "slim": thin}
     record = {"saved_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "from": str(out.resolve()),
               "runs": runs, "files": sum(1 for p in state.rglob("*") if p.is_file() and p.name != RECORD)}
     (state / RECORD).write_text(json.dumps(record, indent=1) + "\n")
@@ -139,7 +151,8 @@ def restore(state: Path, out: Path) -> dict:
 
 def _print(verb: str, rec: dict) -> None:
     for rel, info in rec["runs"].items():
-        state = "done" if info["done"] else f"at step {info['step']}" if info["step"] is not None else "no step yet"
+        state = ("done" + (", slim" if info.get("slim") else "") if info["done"]
+                 else f"at step {info['step']}" if info["step"] is not None else "no step yet")
         print(f"{rel}: {state}")
     for rel in rec.get("newer_here", []):
         print(f"{rel}: kept (a newer step is already here)")
@@ -154,6 +167,9 @@ def main(argv=None) -> int:
     s = sub.add_parser("save", help="OUT -> STATE (what a later machine needs to go on)")
     s.add_argument("out", type=Path)
     s.add_argument("state", type=Path)
+    s.add_argument("--slim", action="append", default=[], metavar="PATTERN",
+                   help="carry the done runs whose path under OUT matches PATTERN (e.g. 'lbf/*') slim, their actors "
+                        "only; only runs no later run warm-starts from (repeatable)")
     r = sub.add_parser("restore", help="STATE -> OUT (replacing nothing)")
     r.add_argument("state", type=Path)
     r.add_argument("out", type=Path)
@@ -161,7 +177,7 @@ def main(argv=None) -> int:
 
     def go() -> int:
         if a.cmd == "save":
-            _print("saved", save(a.out, a.state))
+            _print("saved", save(a.out, a.state, a.slim))
         else:
             _print("restored", restore(a.state, a.out))
         return 0

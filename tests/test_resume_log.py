@@ -305,8 +305,8 @@ def test_a_study_folder_carried_to_another_machine_resumes_row_for_row(unstopped
     raw.parent.mkdir(parents=True)
     raw.write_text('{"N": 2}\n')
     state = tmp_path / "state"
-    rec = save(study, state)
-    assert rec["runs"] == {"fam/P": {"step": 4, "done": False}}
+    rec = save(study, state, slim=["fam/*"])  # not done: carried whole whatever the patterns say
+    assert rec["runs"] == {"fam/P": {"step": 4, "done": False, "slim": False}}
     carried = sorted(str(p.relative_to(state)) for p in state.rglob("*") if p.is_file())
     assert "results/x_raw/N2_s1.json" in carried and "fam/P/config.toml" in carried
     assert {p.split("/")[3] for p in carried if p.startswith("fam/P/checkpoints/")} == {"4"}
@@ -322,9 +322,13 @@ def test_a_study_folder_carried_to_another_machine_resumes_row_for_row(unstopped
     assert again["new"] == 0 and again["newer_here"] == ["fam/P"]
     assert again["differ"] == [str(other / "results" / "x_raw" / "N2_s1.json")]
     assert json.loads((other / "results" / "x_raw" / "N2_s1.json").read_text()) == {"N": 3}
-    # saved again, the state holds the run's newest step only, slim (its actors: the same teams, a third of the
-    # bytes), and says it is done; a slim step evaluates but a warm start from it is refused in one line
-    assert save(other, state)["runs"] == {"fam/P": {"step": 10, "done": True}}
+    # saved again (done, but no pattern names it), the state holds the run's newest step only, whole; saved with
+    # a pattern that names it, slim (its actors: the same teams, a third of the bytes); a slim step evaluates but a
+    # warm start from it is refused in one line
+    assert save(other, state)["runs"] == {"fam/P": {"step": 10, "done": True, "slim": False}}
+    assert sorted(p.name for p in (state / "fam" / "P" / layout.CKPT_DIR).iterdir()) == ["10"]
+    whole = "actors_only" not in json.loads((state / "fam" / "P" / layout.CKPT_DIR / "10" / "meta" / "metadata").read_text())
+    assert whole and save(other, state, slim=["other/*", "fam/*"])["runs"]["fam/P"]["slim"]
     assert sorted(p.name for p in (state / "fam" / "P" / layout.CKPT_DIR).iterdir()) == ["10"]
     from marl.runs.checkpoint import digest
     from marl.runs.loader import load_team
