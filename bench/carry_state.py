@@ -5,7 +5,7 @@ A study longer than a session runs in a folder outside the repository; a session
 ``save OUT STATE`` copies what a later machine needs to go on into STATE (a folder to commit): every file
 under OUT, except that a run folder (one holding ``config.toml``) keeps only what resuming or reading it
 needs: ``config.toml``, ``metrics.jsonl``, ``start.json``, ``DONE`` and its newest complete checkpoint
-(older steps, incomplete step folders, locks and logs stay behind). With ``--slim PATTERN``, a done run whose
+(older steps, incomplete step folders, locks, logs and hidden files stay behind). With ``--slim PATTERN``, a done run whose
 path under OUT matches is carried slim, its actors only (``marl.runs.checkpoint.save_actors_only``: a third of
 the bytes; it evaluates and searches, and a resume or warm start from it is refused in one line): name only runs
 that no run still to come warm-starts from. Every other run carries its whole step. ``restore STATE OUT`` copies them back
@@ -80,8 +80,8 @@ def carried_files(out: Path, slim=()) -> list[Path]:
     runs = run_folders(out)
     files = []
     for p in sorted(out.rglob("*")):
-        if not p.is_file() or p.is_symlink():
-            continue
+        if not p.is_file() or p.is_symlink() or any(q.startswith(".") for q in p.relative_to(out).parts):
+            continue  # hidden files: locks, a write in progress (marl_common.files.replacing)
         run = next((r for r in runs if r == p.parent or r in p.parents), None)
         if run is None:
             files.append(p.relative_to(out))

@@ -53,6 +53,7 @@ from pathlib import Path
 
 import numpy as np
 
+from marl_common.files import write_atomic
 from studies.atlas import lead_verdict, pilot_recipe, read_recipe, t_ci  # noqa: F401  (lead_verdict, t_ci: the per-map verdict lives with the rules)
 
 REPO = Path(__file__).resolve().parent.parent
@@ -190,7 +191,7 @@ def search(recipe: dict, root: Path, sizes, seeds) -> None:
                     "best_seen": np.asarray(v["best_seen"]).tolist(),
                     "reeval": np.asarray(v["reeval"]).tolist(),
                     "search_s": v["search_s"], "compile_s": v["compile_s"]}
-            path.write_text(json.dumps(out, indent=1) + "\n")
+            write_atomic(path, json.dumps(out, indent=1) + "\n")  # a stop mid-write leaves no partial file
             print(f"  wrote {path} ({wall:.0f} s)", flush=True)
 
 
@@ -248,7 +249,7 @@ def liveness(recipe: dict, root: Path, sizes, seeds) -> None:
             out = {"N": n, "env": env.spec.name, "L": loaded.source, "L_id": lid, "wall_s": time.time() - t0,
                    **{k: v.tolist() if isinstance(v, np.ndarray) else v for k, v in m.items() if k != "seed"},
                    "seed": s, "search_seed": m["seed"]}  # the training seed (m's seed is the search's)
-            path.write_text(json.dumps(out) + "\n")
+            write_atomic(path, json.dumps(out) + "\n")
             print(f"  wrote {path} ({out['wall_s']:.0f} s)", flush=True)
 
 

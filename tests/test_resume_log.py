@@ -304,13 +304,14 @@ def test_a_study_folder_carried_to_another_machine_resumes_row_for_row(unstopped
     raw = study / "results" / "x_raw" / "N2_s1.json"
     raw.parent.mkdir(parents=True)
     raw.write_text('{"N": 2}\n')
+    (raw.parent / ".N4_s1.json.77.tmp.json").write_text('{"N"')  # a write in progress: not carried
     state = tmp_path / "state"
     rec = save(study, state, slim=["fam/*"])  # not done: carried whole whatever the patterns say
     assert rec["runs"] == {"fam/P": {"step": 4, "done": False, "slim": False}}
     carried = sorted(str(p.relative_to(state)) for p in state.rglob("*") if p.is_file())
     assert "results/x_raw/N2_s1.json" in carried and "fam/P/config.toml" in carried
     assert {p.split("/")[3] for p in carried if p.startswith("fam/P/checkpoints/")} == {"4"}
-    assert not any(Path(p).name in (LOCK_FILE, "lock.log") for p in carried), carried  # steps 2 and 6: above
+    assert not any(Path(p).name in (LOCK_FILE, "lock.log") or ".tmp" in p for p in carried), carried  # steps 2, 6: above
     other = tmp_path / "elsewhere"
     assert restore(state, other)["new"] == len(carried) - 1  # all but CARRIED.json
     api.resume(other / "fam" / "P")
