@@ -13,7 +13,7 @@
 # The drivers run the study's pinned code (PIN, a commit of this repository; `git archive` into BASE/src-PIN), so
 # that every raw file of the study is searched by one code; the raw files also record their teams' digests.
 set -u
-PIN=${PIN:-ad2e57b}   # the study's code from session 31 on (holds the slim-checkpoint reader; recipes as 9f81d60)
+PIN=${PIN:-091342b}   # the study's code from session 31 on (the slim-checkpoint reader, atomic raw files; recipes and search as 9f81d60)
 BASE=${BASE:-/work/runs/atlas/rerun}
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 STATE=${STATE:-$REPO/bench/state/atlas_rerun}
