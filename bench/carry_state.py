@@ -129,7 +129,8 @@ def save(out: Path, state: Path, slim=()) -> dict:
 
 def restore(state: Path, out: Path) -> dict:
     """Copy ``state``'s files into ``out``, replacing nothing (a file of ``out`` with other bytes is kept and
-    named); a run folder ``out`` already holds at a newer step than the state's is left as it is."""
+    named); a run folder ``out`` already holds at the state's step or a newer one is left as it is (its step
+    may be whole where the state's is slim: the two never mix)."""
     state, out = Path(state), Path(out)
     _check_places(state, out)
     record = json.loads((state / RECORD).read_text()) if (state / RECORD).is_file() else {"runs": {}}
@@ -137,8 +138,8 @@ def restore(state: Path, out: Path) -> dict:
     new, newer = 0, []
     for rel, info in record["runs"].items():
         here = steps(out / rel)
-        if here and info["step"] is not None and here[-1] > info["step"]:
-            newer.append(rel)
+        if here and info["step"] is not None and here[-1] >= info["step"]:
+            newer.append(rel)  # this machine's own copy (whole, or newer) stays as it is
     for p in sorted(state.rglob("*")):
         if not p.is_file() or p.name == RECORD and p.parent == state:
             continue
@@ -155,7 +156,7 @@ def _print(verb: str, rec: dict) -> None:
                  else f"at step {info['step']}" if info["step"] is not None else "no step yet")
         print(f"{rel}: {state}")
     for rel in rec.get("newer_here", []):
-        print(f"{rel}: kept (a newer step is already here)")
+        print(f"{rel}: kept (its step or a newer one is already here)")
     for path in rec["differ"]:
         print(f"kept {path}: it differs from the saved copy (the one here wins)")
     print(f"{verb}: {rec['new']} file(s) copied, {len(rec['runs'])} run(s)")

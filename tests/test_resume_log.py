@@ -331,6 +331,9 @@ def test_a_study_folder_carried_to_another_machine_resumes_row_for_row(unstopped
     whole = "actors_only" not in json.loads((state / "fam" / "P" / layout.CKPT_DIR / "10" / "meta" / "metadata").read_text())
     assert whole and save(other, state, slim=["other/*", "fam/*"])["runs"]["fam/P"]["slim"]
     assert sorted(p.name for p in (state / "fam" / "P" / layout.CKPT_DIR).iterdir()) == ["10"]
+    # restored onto the machine it was saved from (the same step, whole here): nothing of the slim step mixes in
+    before = _tree(other / "fam" / "P")
+    assert restore(state, other)["newer_here"] == ["fam/P"] and _tree(other / "fam" / "P") == before
     from marl.runs.checkpoint import digest
     from marl.runs.loader import load_team
 
