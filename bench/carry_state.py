@@ -17,8 +17,10 @@ into OUT without replacing anything OUT already holds (a file there that differs
 Training resumes from the restored step (``marl.worker``/``marl train --resume-if-exists``: the same config
 is continued, a done run left alone); a raw search file restored beside its teams keeps matching their
 digests (``sweeps.atlas.check_same_teams``). ``save`` writes only under STATE, ``restore`` only under OUT;
-each prints one line per run and a total, and refuses in one line (exit 2) a STATE inside OUT or OUT inside
-STATE. ``STATE/CARRIED.json`` records, per run, the step carried and whether the run was done.
+each prints one line per run and a total, and refuses in one line (exit 2): a STATE inside OUT or OUT inside
+STATE, either inside a run folder or a link (``marl_common.preflight.check_output``), and a restore from a folder
+without ``CARRIED.json`` (the record ``save`` writes, atomically, of each run's step carried and whether it was
+done and slim; without it a restore could not keep a slim step out of a whole one).
 """
 
 from __future__ import annotations
@@ -36,22 +38,32 @@ from marl.runs.checkpoint import ACTORS_ONLY, save_actors_only
 from marl.runs.layout import CKPT_DIR, CONFIG_FILE, METRICS_FILE, START_FILE, steps
 from marl.runs.lock import DONE_FILE
 from marl_common.errors import UserError, run_guarded
+from marl_common.files import write_json
+from marl_common.preflight import check_output, claims, is_run_folder, read_json, run_folder_of
 
 RUN_KEEP = (CONFIG_FILE, METRICS_FILE, START_FILE, DONE_FILE)  # a run folder's files a resume or a reader needs
 RECORD = "CARRIED.json"
 
 
-def _check_places(src: Path, dest: Path) -> None:
+def _check_places(src: Path, dest: Path, src_what: str, dest_what: str) -> None:
+    """``src`` is a folder outside every run folder; ``dest`` passes the project's rule for a folder a command
+    writes (``marl_common.preflight.check_output``: not a link, not in a run folder, writable) and the two do
+    not overlap (either inside the other)."""
     if not src.is_dir():
-        raise UserError(f"{src} is not a folder; give the study's working folder (save) or a saved state (restore)")
-    s, d = src.resolve(), dest.resolve()
-    if s == d or s in d.parents or d in s.parents:
-        raise UserError(f"{dest} and {src} overlap; give a STATE folder outside the study's folder and the other way round")
+        raise UserError(f"{src_what} {src} is not a folder; give the study's working folder (save) or a saved state "
+                        f"(restore)")
+    run = run_folder_of(src)
+    if run is not None:
+        raise UserError(f"{src_what} {src} is (or lies inside) the run folder {run}; give the study's folder, "
+                        f"which holds run folders, or a saved state")
+    check_output(dest, dest_what, kind="folder", taken=claims(src, src_what, kind="folder", whole=True))
+    if dest.resolve() in src.resolve().parents:
+        raise UserError(f"{src_what} {src} lies inside {dest_what} {dest}; give a {dest_what} folder apart from it")
 
 
 def run_folders(out: Path) -> list[Path]:
-    """The run folders under ``out`` (a folder holding ``config.toml`` and a ``checkpoints`` folder or none yet)."""
-    return sorted(p.parent for p in out.rglob(CONFIG_FILE) if not any(q.name == CKPT_DIR for q in p.parents))
+    """The run folders under ``out`` (``marl_common.preflight.is_run_folder``)."""
+    return sorted(p.parent for p in out.rglob(CONFIG_FILE) if is_run_folder(p.parent))
 
 
 def _copy(src: Path, dest: Path, kept: list[str] | None) -> int:
@@ -101,7 +113,7 @@ def save(out: Path, state: Path, slim=()) -> dict:
     step per run. Slim only runs that no later run is to warm-start from (a warm start needs the whole step).
     Returns the record written to ``state/CARRIED.json``."""
     out, state = Path(out), Path(state)
-    _check_places(out, state)
+    _check_places(out, state, "OUT", "STATE")
     state.mkdir(parents=True, exist_ok=True)
     new = sum(_copy(out / rel, state / rel, None) for rel in carried_files(out, slim))
     runs = {}
@@ -122,7 +134,7 @@ def save(out: Path, state: Path, slim=()) -> dict:
         runs[str(rel)] = {"step": last[-1] if last else None, "done": done, "slim": thin}
     record = {"saved_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "from": str(out.resolve()),
               "runs": runs, "files": sum(1 for p in state.rglob("*") if p.is_file() and p.name != RECORD)}
-    (state / RECORD).write_text(json.dumps(record, indent=1) + "\n")
+    write_json(state / RECORD, record, indent=1)
     record.update(new=new, differ=[])
     return record
 
@@ -132,8 +144,14 @@ def restore(state: Path, out: Path) -> dict:
     named); a run folder ``out`` already holds at the state's step or a newer one is left as it is (its step
     may be whole where the state's is slim: the two never mix)."""
     state, out = Path(state), Path(out)
-    _check_places(state, out)
-    record = json.loads((state / RECORD).read_text()) if (state / RECORD).is_file() else {"runs": {}}
+    _check_places(state, out, "STATE", "OUT")
+    if not (state / RECORD).is_file():
+        raise UserError(f"STATE {state} has no {RECORD}, so it was not written by `save` (its runs' steps are unknown "
+                        f"and a whole step here could be mixed with a slim one); give a folder `save` wrote")
+    record = read_json(state / RECORD, f"STATE's {RECORD}")
+    if not isinstance(record, dict) or not isinstance(record.get("runs"), dict):
+        raise UserError(f"STATE's {state / RECORD} has no \"runs\" table (not written by `save`); give a folder "
+                        f"`save` wrote")
     kept: list[str] = []
     new, newer = 0, []
     for rel, info in record["runs"].items():

@@ -344,8 +344,19 @@ def test_a_study_folder_carried_to_another_machine_resumes_row_for_row(unstopped
     line = _one_line(capsys, "train", "--env", "smax:3m", "--init-from", f"{state / 'fam' / 'P'}#0",
                      "--out", tmp_path / "warm", "--quiet")
     assert "holds the actors only" in line and not (tmp_path / "warm").exists()
-    # a STATE inside the study's folder: one line, exit 2, nothing written
-    assert carry(["save", str(study), str(study / "state")]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("carry_state: error: ") and "overlap" in err[0]
-    assert not (study / "state").exists()
+    # refused, each in one line with exit 2 and nothing written: a STATE inside the study's folder or inside a
+    # run folder, an OUT inside the STATE, a restore from a folder `save` did not write (no CARRIED.json: its runs'
+    # steps unknown, so a whole step here could take slim files)
+    capsys.readouterr()
+    bare = tmp_path / "bare"
+    shutil.copytree(state, bare, ignore=shutil.ignore_patterns("CARRIED.json"))
+    for argv, words in ((["save", str(study), str(study / "state")], "lies inside OUT"),
+                        (["restore", str(state), str(other / "fam" / "P" / "x")], "lies inside the run folder"),
+                        (["save", str(out), str(tmp_path / "again")], "is (or lies inside) the run folder"),
+                        (["save", str(study), str(tmp_path)], "lies inside STATE"),
+                        (["restore", str(bare), str(tmp_path / "again")], "has no CARRIED.json")):
+        assert carry(argv) == 2, argv
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("carry_state: error: ") and words in err[0], (argv, err)
+    assert not (study / "state").exists() and not (other / "fam" / "P" / "x").exists() and not (tmp_path / "again").exists()
+    assert not (tmp_path / "CARRIED.json").exists()
