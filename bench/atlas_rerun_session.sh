@@ -6,6 +6,11 @@
 #   bench/atlas_rerun_session.sh save    # before a session's end: carry the study's folder into bench/state/atlas_rerun
 #                                        # (then commit it: git add bench/state/atlas_rerun)
 #   bench/atlas_rerun_session.sh status  # alive?, raw files per family, each log's last step
+#   bench/atlas_rerun_session.sh finish  # once every family's log ends "stage 2 done" (refused before): pack each raw
+#                                        # folder into bench/results (studies.store pack, then check), then read the
+#                                        # verdict ONCE (marl study ... --verdict; refused where
+#                                        # bench/results/atlas_rerun_verdict.json is already committed) and copy it
+#                                        # to bench/results/atlas_rerun_verdict.{json,md}
 #
 # A session's machine can be a new one (session 31: /work/runs was gone). `save` keeps what a later machine needs
 # (bench/carry_state.py: a family's runs slim, their actors only, once all of them are trained, else whole; every
@@ -58,5 +63,28 @@ EOF
       t=$(ls "$BASE/study/results/atlas_rerun_${f}_trend_raw" 2>/dev/null | grep -c '^N')
       echo "$f: $n compute-search raw files, $t trend; log: $(grep '^===' "$BASE/stage2_$f.log" 2>/dev/null | tail -1)"
     done ;;
-  *) echo "error: unknown command '$cmd'; use start, save or status"; exit 2 ;;
+  finish)
+    # RUNNING.md "When every family's log ends with stage 2 done", steps 1-2, as one command
+    if pgrep -f 'atlas_rerun_stage2.sh' > /dev/null; then echo "error: drivers still running; finish once each log ends with 'stage 2 done'"; exit 2; fi
+    for f in $FAMILIES; do
+      last=$(grep '^===' "$BASE/stage2_$f.log" 2>/dev/null | tail -1)
+      case "$last" in *"stage 2 done"*) ;; *) echo "error: $f is not done (its log's last step: ${last:-none}); run start and wait"; exit 2 ;; esac
+    done
+    VJ=$REPO/bench/results/atlas_rerun_verdict.json
+    if [ -e "$VJ" ]; then echo "error: $VJ exists: the verdict was read (read once); nothing to do"; exit 2; fi
+    folders=$(ls -d "$BASE"/study/results/atlas_rerun_*_raw 2>/dev/null)
+    [ -n "$folders" ] || { echo "error: no raw folder under $BASE/study/results"; exit 2; }
+    for d in $folders; do
+      dest=$REPO/bench/results/$(basename "$d").npz
+      if [ -e "$dest" ]; then "$PYTHON" -m studies.store check "$d" "$dest" > /dev/null || { echo "error: $dest differs from $d; remove it or look"; exit 2; }; fi
+    done
+    for d in $folders; do
+      dest=$REPO/bench/results/$(basename "$d").npz
+      [ -e "$dest" ] || (cd "$REPO" && "$PYTHON" -m studies.store pack "$d" --out "$dest") || exit 2
+      (cd "$REPO" && "$PYTHON" -m studies.store check "$d" "$dest") || exit 2
+    done
+    (cd "$REPO" && "$PYTHON" -m marl_cli.main study studies/declared/atlas_rerun.toml --verdict) || exit 2
+    cp "$REPO/runs/studies/atlas_rerun/verdict.json" "$VJ" && cp "$REPO/runs/studies/atlas_rerun/summary/verdict.md" "${VJ%.json}.md" || exit 2
+    echo "now: commit bench/results/atlas_rerun_*_raw.npz and atlas_rerun_verdict.{json,md}; then RUNNING.md step 3 (restate)" ;;
+  *) echo "error: unknown command '$cmd'; use start, save, status or finish"; exit 2 ;;
 esac
