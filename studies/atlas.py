@@ -583,6 +583,50 @@ def _stored(raw):
     return store.open_folder(raw) if store.has_folder(raw) else None
 
 
+def raw_inputs(raw) -> list[Path]:
+    """The files a reading of the raw folder ``raw`` rests on, for its record's inputs digest
+    (``studies.declared.inputs_digest``): the folder's search and liveness files, or its pack where the folder is
+    not there (``studies.store``)."""
+    from studies.store import pack_path
+
+    raw = Path(raw)
+    return (sorted(raw.glob("N*_s*.json")) + sorted(raw.glob("liveness_N*_s*.json"))) if raw.is_dir() else [pack_path(raw)]
+
+
+def mixed_teams(seeds, folders, require: bool = False) -> str:
+    """Where the raw files in ``folders`` (raw folders or their packs: search files ``N<n>_s<seed>.json`` and
+    liveness files ``liveness_N<n>_s<seed>.json``) disagree on the teams they were made with: per seed of
+    ``seeds``, one P digest (``P_id``) and one L digest (``L_id``) across every size, folder and kind of file (a
+    liveness file records L's only). "" when they agree. A file without a digest beside one with it counts as
+    another training; with ``require`` a file without one is named, else files that record none at all (studies
+    searched before digests were recorded) agree."""
+    recs = []
+    for folder in folders:
+        f = _stored(folder)
+        if f is None:
+            continue
+        for s in seeds:
+            for name in f.names(f"N*_s{s}.json") + f.names(f"liveness_N*_s{s}.json"):
+                r = f.load_json(name)
+                recs.append((s, f"{Path(folder).name}/{name}", r.get("P_id", "none") if not name.startswith("liveness")
+                             else None, r.get("L_id", "none")))
+    if not require and not any(p not in (None, "none") or lid != "none" for _, _, p, lid in recs):
+        return ""
+    for s in seeds:
+        mine = [r for r in recs if r[0] == s]
+        for k, what in ((2, "P"), (3, "L")):
+            ids = {}
+            for _, name, *digests in mine:
+                d = digests[k - 2]
+                if d is not None:
+                    ids.setdefault(d, []).append(name)
+            if len(ids) > 1 or "none" in ids:
+                return f"seed {s}: {what} " + "; ".join(f"{d if d != 'none' else 'no digest'} in {', '.join(n[:2])}"
+                                                         + (f" and {len(n) - 2} more" if len(n) > 2 else "")
+                                                         for d, n in ids.items())
+    return ""
+
+
 def missing_raw(recipe: dict, raw) -> list[str]:
     """The planned (N, seed) raw files not in ``raw`` or its pack (``N{n}_s{seed}.json`` for every size and seed)."""
     f = _stored(raw)
@@ -727,9 +771,7 @@ def family_verdicts(recipe: dict, raw: Path, recorded: dict, preconditions, equi
             txt = "; ".join(f"{o} at N = {', '.join(v)}" for o, v in by.items()) + " (the numbers: the report's Preconditions)"
             txt += f"; the rule without this precondition: {size_txt if which == 'size' else comp_txt}"
             size_txt, comp_txt = (txt, comp_txt) if which == "size" else (size_txt, txt)
-    from studies.store import pack_path
-
-    inputs = (sorted(raw.glob("N*_s*.json")) + sorted(raw.glob("liveness_N*_s*.json"))) if raw.is_dir() else [pack_path(raw)]
+    inputs = raw_inputs(raw)
     return {"preconditions": {k: bool(v) for k, v in pre.items()}, "per_size": per_size, "D_over_M": dm,
             "verdicts": {"lead grows with N": size_txt, "lead grows with compute": comp_txt},
             "v_size": v_size, "v_compute": v_compute, "designs": des, "live_by": live_by, "trend_data": trend_data,

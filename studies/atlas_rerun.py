@@ -51,13 +51,20 @@ def lead_per_agent(data: dict) -> dict:
 
 
 def per_agent_lead(data: dict) -> dict | str:
-    """{N: [S, I]} the trend measure y (module text): ``lead_per_agent`` over the absolute mean of every cell of
-    every size; the reason it is undefined when that mean is 0 (no lead at all: no relative trend to read)."""
+    """{N: [S, I]} the trend measure y (module text): ``lead_per_agent`` over the absolute mean, over sizes, of each
+    size's mean cell (sizes weigh alike whatever their instances); the reason it is undefined when that mean is 0 (no
+    lead at all: no relative trend to read). Its sign is lost here: ``mean_lead_per_agent`` keeps it."""
     raw = lead_per_agent(data)
     scale = abs(float(np.mean([v.mean() for v in raw.values()])))
     if not np.isfinite(scale) or scale == 0.0:
         return "undefined: the mean per-agent lead is 0 at every size"
     return {n: v / scale for n, v in raw.items()}
+
+
+def mean_lead_per_agent(data: dict) -> float:
+    """The signed level ``per_agent_lead`` divides by: the mean over sizes of each size's mean per-agent lead per
+    agent (return units; above 0: the per-agent search ahead of the shared one on average)."""
+    return float(np.mean([v.mean() for v in lead_per_agent(data).values()]))
 
 
 def _slope(ys: dict) -> float:
@@ -165,7 +172,7 @@ class LeadPerAgentTrend:
             return Verdict(self.name, f"not shown (no interval: {sl.get('no_interval', '')})", False, est, details=sl)
         outcome = "grows" if lo > 0 else "shrinks" if hi < 0 else "not shown"
         return Verdict(self.name, outcome, outcome != "not shown", est, (lo, hi), sl["unit"],
-                       details={"measure": "per_agent_lead", **sl})
+                       details={"measure": "per_agent_lead", "mean_lead_per_agent": mean_lead_per_agent(data), **sl})
 
     def simulate(self, design: Design, effect: float | None, rng: np.random.Generator) -> dict:
         """y = 1 + effect (log2 N - mean log2 N) + crossed noise (the family's components): a constant per-agent
@@ -181,6 +188,18 @@ class LeadPerAgentTrend:
             out[n] = {"pa": n * y, "sh": np.zeros_like(y), "M": np.ones_like(y)}
         return out
 
+    def own_noise(self, data: dict, design: Design, sims: int = rules.OWN_NOISE_SIMS, seed: int = 0) -> dict | None:
+        """The rule's size on the study's own noise (``studies.rules.verdict`` calls it on real data; PLAN Amendment 2
+        item 5): per size the variance components of y (``per_agent_lead``) with the seed part at its one-sided 95%
+        upper bound (``studies.atlas.seed_variance_upper``), the design simulated under the null with them. None
+        where y is undefined (no lead anywhere: nothing to decide)."""
+        ys = per_agent_lead(data)
+        if isinstance(ys, str):
+            return None
+        comps = _upper(ys, 0.95)
+        r = rules.rate(dataclasses.replace(self, noise={design.name: comps}), design, None, sims, seed)
+        return _own_noise_record(r, comps, "a constant per-agent lead at every size")
+
     def designs(self) -> list[Design]:
         """The re-run's trend designs, one per family (``RERUN_TREND``)."""
         return [d for d, _ in RERUN_TREND.values()]
@@ -188,6 +207,17 @@ class LeadPerAgentTrend:
     def power_effect(self, design: Design) -> float:
         """The effect whose power the calibration states: +0.2 of the mean per-agent lead per doubling of N."""
         return 0.2  # the per-agent lead rises by 0.2 of its mean level per doubling of N
+
+
+def _own_noise_record(r: dict, comps: dict, worst: str) -> dict:
+    """``own_noise``'s record (``studies.rules.own_noise_text`` words it) from ``rules.rate``'s null rate ``r`` on
+    the study's components ``comps`` {label: (seed at its 95% bound, instance, residual)}."""
+    return {"size": r["rate"], "lo": r["lo"], "hi": r["hi"], "sims": r["sims"], "nulls": [],
+            "worst": f"{worst}, the seed variance at its 95% upper bound",
+            "components": "variance components (seed at its 95% upper bound, instance, residual): "
+                          + "; ".join(f"{'N = ' if isinstance(k, int) else ''}{k}: " + ", ".join(f"{x:.3g}" for x in c)
+                                      for k, c in comps.items()),
+            "components_by_size": {str(k): [float(x) for x in c] for k, c in comps.items()}}
 
 
 def holm_families(pvals: dict) -> dict:
@@ -236,6 +266,16 @@ class GrowsWithComputeAll:
             out.setdefault(f, {})[int(n)] = (0.0 if effect is None else effect) + atlas._crossed_draw(
                 rng, (design.units, int(i)), comps[f][int(n)], z.get(f))
         return out
+
+    def own_noise(self, data: dict, design: Design, sims: int = rules.OWN_NOISE_SIMS, seed: int = 0) -> dict:
+        """The rule's size on the study's own noise (``studies.rules.verdict`` calls it on real data; PLAN section
+        "What was wrong" and Amendment 5 item 4): per (family, N) the gain's variance components with the seed part
+        at its one-sided 95% upper bound (``studies.atlas.seed_variance_upper``), the design simulated under the
+        null (no gain at any test) with them, Holm across every test as read."""
+        comps = {f: {n: atlas.seed_variance_upper(y) for n, y in by.items()} for f, by in data.items()}
+        r = rules.rate(dataclasses.replace(self, noise={design.name: comps}), design, None, sims, seed)
+        flat = {f"{f} N = {n}": c for f, by in comps.items() for n, c in by.items()}
+        return _own_noise_record(r, flat, "no change with compute at every test of every family")
 
     def designs(self) -> list[Design]:
         """The re-run's one compute design (every compute test of every family, ``RERUN_COMPUTE``)."""
@@ -362,6 +402,19 @@ def _gate(live: dict, margin_positive: bool) -> str | None:
     return None if margin_positive else "precondition failed: P does not beat random at this size"
 
 
+def _nonfinite(meas: dict) -> list[str]:
+    """The (N, seed) rows of ``studies.atlas.measures`` whose cells (M, D and each search's gain at every budget
+    point) hold a value that is not finite."""
+    bad = []
+    for n, rows in sorted(meas["rows"].items()):
+        for r in rows:
+            c = r["cells"]
+            parts = [c["M"], *(v for k in ("D", "gain_pa", "gain_sh") for v in c[k].values())]
+            if not all(np.isfinite(np.asarray(x, np.float64)).all() for x in parts):
+                bad.append(f"N = {n} seed {r['seed']}")
+    return bad
+
+
 def rerun_verdicts(parts, preconditions=("latent_live",), equivalence: float | None = None) -> dict:
     """The re-run's verdicts over every family in ``parts`` [(family, recipe, raw folder[, (trend recipe, its raw
     folder)])] (the trend read from the trend recipe's search where a part names one: Amendment 2), ``family`` a key of
@@ -371,8 +424,10 @@ def rerun_verdicts(parts, preconditions=("latent_live",), equivalence: float | N
     With ``"latent_live"`` in ``preconditions`` a (family, N) whose latent space is not shown live reads
     "precondition failed ..." with its numbers: a trend with such a size, or a compute test there, claims nothing
     (the test stays in the Holm family the rule was calibrated on). ValueError naming ``parts`` for an unknown or
-    repeated family, a study whose compute tests are not the design's, or trend data whose seeds x instances are not
-    its design's (a record is read only on the design it was simulated on).
+    repeated family, a study whose compute tests are not the design's, trend data whose seeds x instances are not
+    its design's (a record is read only on the design it was simulated on), a planned trend file missing, raw files
+    of a family from more than one training of P and L or without their digests (``studies.atlas.mixed_teams``:
+    the search, trend and liveness files of a seed must share its teams), or a non-finite return in a raw file.
     Returns {"families": {family: {"per_size", "live_by", "lead_percent", "trend": (text, Verdict), "D_over_M"}},
     "compute": (text, Verdict, {"family N=n": text}), "verdicts": {name: words}, "inputs": [paths]}."""
     fams, inputs = {}, []
@@ -389,9 +444,23 @@ def rerun_verdicts(parts, preconditions=("latent_live",), equivalence: float | N
         if not set(sizes) <= set(v["meas"]["rows"]):
             raise ValueError(f"parts: {family}'s recipe does not search the re-run's trend sizes {list(sizes)}")
         gates = {n: _gate(v["live_by"][n], True) for n in sizes}
-        tmeas = v["meas"] if trend is None else atlas.measures(Path(trend[1]), trend[0])
         if trend is not None:
-            inputs.append(str(trend[1]))
+            missing = atlas.missing_raw(trend[0], trend[1])
+            if missing:  # a partial trend is no trend: its record is the planned design's
+                raise ValueError(f"parts: {len(missing)} planned raw files of {family}'s trend are missing under "
+                                 f"{trend[1]} ({', '.join(missing[:4])}{', ...' if len(missing) > 4 else ''}): search "
+                                 "them first (python -m sweeps.atlas search)")
+            inputs += atlas.raw_inputs(trend[1])
+        mixed = atlas.mixed_teams(recipe["seeds"], [raw, *([trend[1]] if trend is not None else [])], require=True)
+        if mixed:
+            raise ValueError(f"parts: {family}'s raw files do not all come from one training of P and L, each file "
+                             f"recording its teams' digests ({mixed}): search them again from one training")
+        tmeas = v["meas"] if trend is None else atlas.measures(Path(trend[1]), trend[0])
+        for m, where in ((v["meas"], raw), (tmeas, trend[1] if trend is not None else raw)):
+            bad = _nonfinite(m)
+            if bad:
+                raise ValueError(f"parts: {family}'s raw files under {where} hold non-finite returns ({', '.join(bad[:4])}"
+                                 f"{', ...' if len(bad) > 4 else ''}): no interval can be read from them; search them again")
         if not set(sizes) <= set(tmeas["rows"]):
             raise ValueError(f"parts: {family}'s trend raw files do not hold the re-run's trend sizes {list(sizes)}")
         tdata = atlas.study_data(tmeas, sizes, 256)
@@ -402,8 +471,10 @@ def rerun_verdicts(parts, preconditions=("latent_live",), equivalence: float | N
                              f"{want}" + ("" if trend is not None else " (name its trend recipe: trend_recipe)"))
         tv = rules.verdict(LeadPerAgentTrend.name, tdata, design)
         dead = [f"N = {n}: {g}" for n, g in gates.items() if g]
+        rec = rules.record_for(LeadPerAgentTrend.name, design)
         fams[family] = {**{k: v[k] for k in ("per_size", "live_by", "lead_percent", "D_over_M", "designs")},
-                        "meas": v["meas"], "trend": ("; ".join(dead) if dead else tv.outcome, tv)}
+                        "meas": v["meas"], "trend": ("; ".join(dead) if dead else tv.outcome, tv),
+                        "trend_power": rec["power"] if rec else None, "trend_effect": rec["effect"] if rec else None}
     design, _ = RERUN_COMPUTE
     sizes_b = {}  # the design's tests, each at the budget its size was searched to (B2 >= 1024, from B1 = 64)
     for f, n in zip(_key_list(design, "families"), map(int, _key_list(design, "sizes"))):
@@ -424,7 +495,8 @@ def rerun_verdicts(parts, preconditions=("latent_live",), equivalence: float | N
         for n in by:
             t = cv.details["by_test"][f"{f} N={n}"]
             g = _gate(fams[f]["live_by"][n], fams[f]["designs"]["margin_positive"][n])
-            word = g or (t["verdict"] if cv.outcome != rules.NO_RECORD else rules.NO_RECORD)
+            withheld = cv.outcome in (rules.NO_RECORD, rules.NOT_CALIBRATED_HERE)  # no record, or not on this noise
+            word = g or (cv.outcome if withheld else t["verdict"])
             by_test[f"{f} N={n}"] = word
             if not g and cv.positive and t["verdict"] != "not shown":
                 claims.append(f"{t['verdict']} at {f} N = {n}")

@@ -438,6 +438,7 @@ def read_atlas_families(plan: dict, data: Path, echo=print) -> Reading:
     ``data``/<its recipe's name>_raw (or that folder's pack), the recipes' seeds together are the declared seeds."""
     from studies.atlas import PAPER_LEAD_PERCENT, read_recipe
     from studies.atlas_rerun import rerun_verdicts
+    from studies.rules import own_noise_text
 
     parts, seen, left = [], [], []
     for p in plan["parts"]:
@@ -464,25 +465,44 @@ def read_atlas_families(plan: dict, data: Path, echo=print) -> Reading:
     for fam, d in v["families"].items():
         lines += [f"## {fam}", ""]
         lines += [f"- liveness at N = {n}: {lv['text']}" for n, lv in d["live_by"].items()]
+        b = d["designs"]["b_main"]
         for n, c in d["D_over_M"].items():  # descriptive (atlas_rerun_PLAN.md "Measures"): the interval, no verdict
             live = d["live_by"][n]
-            lines.append(f"- per-agent minus shared at N = {n}, D / M at B = {d['designs']['b_main']}: {c['mean']:+.3f} "
-                         f"[{c['lo']:+.3f}, {c['hi']:+.3f}] over seeds x instances (descriptive: an unadjusted 95% "
+            lines.append(f"- per-agent minus shared at N = {n}, D / M at B = {b}: {c['mean']:+.3f} "
+                         f"[{c['lo']:+.3f}, {c['hi']:+.3f}] {c['unit']} (descriptive: an unadjusted 95% "
                          "interval, no calibrated rule, no correction across sizes"
                          + ("" if d["designs"]["margin_positive"][n] else "; P does not beat random here, M <= 0")
                          + (")" if live["live"] else f"; not read: {live['outcome']})"))
         text, tv = d["trend"]
+        lead = tv.details.get("mean_lead_per_agent")
+        power = d.get("trend_power")
         lines.append(f"- **lead per agent grows with N** (rule `lead_per_agent_trend`): **{text}**"
-                     + (f" (slope {tv.text(4)})" if text == tv.outcome else ""))
-        lines += [f"- lead in per cent over the shared search at N = {n} (B = 256): {p['over_gain']:+.1f}% of the "
+                     + (f" (slope {tv.text(4)})" if text == tv.outcome else "")
+                     + (f"; the mean per-agent lead per agent, the unit's level: {lead:+.4g} (return units; above 0 the "
+                        "per-agent search is ahead on average, below 0 the shared one)" if lead is not None else "")
+                     + (f"; power {power['rate']:.2f} [{power['lo']:.2f}, {power['hi']:.2f}] at "
+                        f"+{d['trend_effect']:g} of the mean level per doubling on the record's noise: a \"not shown\" "
+                        "does not say the lead is flat" if power and text == "not shown" else ""))
+        lines += [f"- lead in per cent over the shared search at N = {n} (B = {b}): {p['over_gain']:+.1f}% of the "
                   f"shared search's gain over zero-shot, {p['over_random']:+.1f}% of its return above random (the "
-                  f"paper: up to {PAPER_LEAD_PERCENT:g}%)" for n, p in d["lead_percent"].items()]
+                  f"paper: up to {PAPER_LEAD_PERCENT:g}%)"
+                  + ("" if d["live_by"][n]["live"] else f"; descriptive, not read: {d['live_by'][n]['outcome']}")
+                  for n, p in d["lead_percent"].items()]
+        fails = d["meas"]["determinism_failures"]
+        lines.append(f"- determinism: {len(fails)} of the searches' best-seen returns differ from their re-evaluation"
+                     + (f" ({', '.join(fails[:4])}{', ...' if len(fails) > 4 else ''})" if fails else "")
+                     + " (D is read from the best-seen curves)")
         lines.append("")
     ctext, cv, by_test = v["compute"]
     lines += ["## Every family: the lead grows with compute (rule `grows_with_compute_all`, Holm across every test)", "",
               f"**{ctext}**", ""]
-    lines += [f"- {k}: {w} (mean {cv.details['by_test'][k]['mean']:+.4f}, Holm-adjusted p "
-              f"{cv.details['by_test'][k]['p_holm_all']:.4f})" for k, w in by_test.items()]
+    if "own_noise" in cv.details:
+        lines += [f"- {own_noise_text(cv.details['own_noise'])}"]
+    for k, w in by_test.items():
+        t = cv.details["by_test"][k]
+        read = not w.startswith("precondition failed")
+        lines.append(f"- {k}: {w} ({'' if read else 'not read; the numbers: '}gain of D / M from B = 64 {t['mean']:+.4f} "
+                     f"[{t['lo']:+.4f}, {t['hi']:+.4f}] {t['unit']}, Holm-adjusted p {t['p_holm_all']:.4f})")
     return Reading(v["verdicts"], lines, tuple(v["inputs"]))
 
 

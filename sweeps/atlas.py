@@ -540,18 +540,12 @@ def calibrate(recipe: dict, sims: int | None = None, records=None) -> list[dict]
 
 
 def mixed_trainings(recipe: dict) -> str:
-    """Where the planned raw files disagree on the teams they were searched with (``team_id``, per seed
-    across sizes; a file without a digest beside one with it counts as another training); "" when they
-    agree, or when none records a digest (the studies searched before digests were recorded)."""
-    raw = raw_files()
-    recs = {(n, s): raw.load_json(f"N{n}_s{s}.json") for n in recipe["sizes"] for s in recipe["seeds"]}
-    if not any("P_id" in r for r in recs.values()):
-        return ""
-    for s in recipe["seeds"]:
-        ids = {n: (recs[(n, s)].get("P_id"), recs[(n, s)].get("L_id")) for n in recipe["sizes"]}
-        if len(set(ids.values())) > 1:
-            return f"seed {s}: " + ", ".join(f"N{n} {p or 'no digest'}" for n, (p, _) in ids.items())
-    return ""
+    """Where the study's raw files (RAW) disagree on the teams they were searched with (``studies.atlas.mixed_teams``:
+    per seed one P and one L digest across sizes and the liveness files); "" when they agree, or when none records a
+    digest (the studies searched before digests were recorded)."""
+    from studies.atlas import mixed_teams
+
+    return mixed_teams(recipe["seeds"], [RAW])
 
 
 def missing_raw(recipe: dict) -> list[str]:

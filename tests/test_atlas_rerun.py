@@ -2,6 +2,7 @@
 
 import dataclasses
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -135,7 +136,7 @@ def _write_rerun_raw(root, recipe, rng, inert=(), compute_gain=None, liveness=Tr
                 curve = {str(b): (v - (dec if b == 64 else 0.0)).tolist() for b in points}
                 methods[name] = {"curve": curve, "best_seen": v.tolist(), "reeval": v.tolist()}
             rec = {"N": n, "seed": s, "instances": inst, "budget": budget, "budget_points": points, "wall_s": 1.0,
-                   "methods": methods}
+                   "methods": methods, "P_id": f"P{s}", "L_id": f"L{s}"}  # the teams' digests (one training per seed)
             (raw / f"N{n}_s{s}.json").write_text(json.dumps(rec))
             if not liveness:
                 continue
@@ -145,7 +146,8 @@ def _write_rerun_raw(root, recipe, rng, inert=(), compute_gain=None, liveness=Tr
             else:
                 latent = lz[:, None, None] + 0.3 * rng.standard_normal((16, 16, 1)) + 0.05 * rng.standard_normal((16, 16, 4))
                 zero = lz[:, None] + 0.05 * rng.standard_normal((16, 4))
-            (raw / f"liveness_N{n}_s{s}.json").write_text(json.dumps({"latent": latent.tolist(), "zero": zero.tolist()}))
+            (raw / f"liveness_N{n}_s{s}.json").write_text(json.dumps({"latent": latent.tolist(), "zero": zero.tolist(),
+                                                                       "L_id": f"L{s}"}))
 
 
 @pytest.fixture(scope="module")
@@ -258,6 +260,89 @@ def test_the_rerun_study_refuses_other_seeds_families_or_a_missing_part(rerun_st
             check_analysis({**plan, "parts": parts}, "f")
     with pytest.raises(UserError, match="missing: \\['latent_live'\\]"):
         check_analysis({**plan, "rules": ["lead_per_agent_trend", "grows_with_compute_all"]}, "f")
+
+
+def test_the_rerun_verdict_is_read_once_from_its_packs_as_the_finish_step_reads_it(rerun_study, tmp_path, capsys):
+    """``marl study atlas_rerun.toml --verdict`` on the five packs ``bench/atlas_rerun_session.sh finish`` writes: the
+    record is written, its inputs are the packs (the trend's among them), and the verdicts are the folders'. Failed
+    before session 32: the trend folder was an input path, so hashing the inputs crashed (a folder, or no such file
+    once packed)."""
+    import json
+
+    from marl_cli.main import main
+    from studies import store
+    from studies.declared import inputs_digest
+
+    study, data, reading = rerun_study
+    assert any(Path(str(i)).parent.name.endswith("_trend_raw") for i in reading.inputs)  # the trend's files hashed
+    assert inputs_digest(reading.inputs)
+    packs = tmp_path / "packs"
+    packs.mkdir()
+    for raw in sorted(data.glob("*_raw")):
+        store.pack(raw, packs / f"{raw.name}.npz")
+    file = tmp_path / "atlas_rerun.toml"
+    file.write_text(Path(RERUN_FILE).read_text().replace('data = "bench/results"', f'data = "{packs}"'))
+    assert main(["study", str(file), "--verdict", "--out", str(tmp_path / "out")]) == 0
+    capsys.readouterr()
+    rec = json.loads((tmp_path / "out" / "verdict.json").read_text())
+    assert rec["verdicts"] == reading.verdicts and rec["inputs"] == 5
+    text = (tmp_path / "out" / "summary" / "verdict.md").read_text()
+    assert text.count("size on this study's noise") == 3  # the compute family's, and MPE's and RWARE's trends
+    assert "power 0.14 [0.12, 0.15] at +0.2 of the mean level per doubling" in text  # MPE's "not shown" with its power
+
+
+def _copy_parts(study, data, dest):
+    import shutil
+
+    for raw in data.glob("*_raw"):
+        shutil.copytree(raw, dest / raw.name)
+    return _rerun_parts(study, dest)
+
+
+def test_the_rerun_study_refuses_mixed_teams_a_missing_trend_file_or_a_non_finite_return(rerun_study, tmp_path):
+    """Each is refused naming the file or seed, before any verdict: a trend file of another seed in place of a
+    planned one (counted alone it read as 8 seeds), a search file made with another L than the same seed's liveness
+    and trend files, a file recording no digest, a NaN return. Fails on each without its check."""
+    import json
+
+    study, data, _ = rerun_study
+    parts = _copy_parts(study, data, tmp_path)
+    lbf_trend = parts[1][3][1]
+    rec = json.loads((lbf_trend / "N4_s9530.json").read_text())
+    (lbf_trend / "N4_s9530.json").unlink()
+    (lbf_trend / "N4_s9520.json").write_text(json.dumps({**rec, "seed": 9520}))
+    with pytest.raises(ValueError, match=r"1 planned raw files of atlas_lbf's trend are missing .*N4_s9530.json"):
+        ar.rerun_verdicts(parts, ("latent_live",), 0.05)
+    (lbf_trend / "N4_s9520.json").unlink()
+    (lbf_trend / "N4_s9530.json").write_text(json.dumps(rec))
+    mpe = parts[0][2]
+    f = mpe / "N8_s9503.json"
+    good = json.loads(f.read_text())
+    f.write_text(json.dumps({**good, "L_id": "L-retrained"}))
+    with pytest.raises(ValueError, match=r"atlas's raw files do not all come from one training .*seed 9503: L "):
+        ar.rerun_verdicts(parts, ("latent_live",), 0.05)
+    f.write_text(json.dumps({k: v for k, v in good.items() if k not in ("P_id", "L_id")}))
+    with pytest.raises(ValueError, match="seed 9503: P .*no digest in .*N8_s9503.json"):
+        ar.rerun_verdicts(parts, ("latent_live",), 0.05)
+    bad = json.loads(json.dumps(good))
+    bad["methods"][parts[0][1]["per_agent"]]["curve"]["64"][3] = float("nan")
+    f.write_text(json.dumps(bad))
+    with pytest.raises(ValueError, match="non-finite returns \\(N = 8 seed 9503\\)"):
+        ar.rerun_verdicts(parts, ("latent_live",), 0.05)
+
+
+def test_a_compute_claim_is_withheld_where_the_studys_own_noise_breaks_the_record(rerun_study, monkeypatch):
+    """``grows_with_compute_all`` re-simulated on the study's own noise (seed part at its 95% bound) above the pass
+    line: the family-wide claim and every test's word read "not shown (the rule is not calibrated on this study's
+    noise)" (failed before session 32: the rule had no ``own_noise``, and a test's word kept "supported")."""
+    study, data, _ = rerun_study
+    parts = _rerun_parts(study, data)
+    monkeypatch.setattr(ar.GrowsWithComputeAll, "own_noise", lambda self, d, des: {
+        "size": 0.2, "lo": 0.18, "hi": 0.22, "sims": 2000, "worst": "planted", "nulls": []})
+    ctext, cv, by_test = ar.rerun_verdicts(parts, ("latent_live",), 0.05)["compute"]
+    assert ctext == rules.NOT_CALIBRATED_HERE and cv.details["uncalibrated"].startswith("supported at atlas N = 8")
+    assert by_test["atlas N=8"] == rules.NOT_CALIBRATED_HERE
+    assert by_test["atlas_lbf N=4"].startswith("precondition failed")  # a gate still says why first
 
 
 def test_a_rerun_recipe_takes_its_base_and_its_pilot_never_shares_the_studys_seeds(tmp_path):
