@@ -65,7 +65,9 @@ EOF
     done ;;
   finish)
     # RUNNING.md "When every family's log ends with stage 2 done", steps 1-2, as one command
-    if pgrep -f 'atlas_rerun_stage2.sh' > /dev/null; then echo "error: drivers still running; finish once each log ends with 'stage 2 done'"; exit 2; fi
+    for pid in $(pgrep -f 'atlas_rerun_stage2.sh'); do  # a driver of this BASE (its folder is BASE's pinned copy)
+      case "$(readlink "/proc/$pid/cwd" 2>/dev/null)" in "$BASE"/*) echo "error: a driver still runs (pid $pid); finish once each log ends with 'stage 2 done'"; exit 2 ;; esac
+    done
     for f in $FAMILIES; do
       last=$(grep '^===' "$BASE/stage2_$f.log" 2>/dev/null | tail -1)
       case "$last" in *"stage 2 done"*) ;; *) echo "error: $f is not done (its log's last step: ${last:-none}); run start and wait"; exit 2 ;; esac

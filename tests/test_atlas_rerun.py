@@ -262,33 +262,55 @@ def test_the_rerun_study_refuses_other_seeds_families_or_a_missing_part(rerun_st
         check_analysis({**plan, "rules": ["lead_per_agent_trend", "grows_with_compute_all"]}, "f")
 
 
-def test_the_rerun_verdict_is_read_once_from_its_packs_as_the_finish_step_reads_it(rerun_study, tmp_path, capsys):
-    """``marl study atlas_rerun.toml --verdict`` on the five packs ``bench/atlas_rerun_session.sh finish`` writes: the
-    record is written, its inputs are the packs (the trend's among them), and the verdicts are the folders'. Failed
-    before session 32: the trend folder was an input path, so hashing the inputs crashed (a folder, or no such file
-    once packed)."""
+def test_the_finish_step_packs_every_raw_folder_and_reads_the_verdict_once(rerun_study, tmp_path):
+    """``bench/atlas_rerun_session.sh finish`` on a repository copy (the code linked, its own bench/results and
+    runs/): refused while a family's log has not ended with "stage 2 done"; then the five packs (each checked against
+    its folder) and the verdict (``marl study --verdict`` on the packs) copied to
+    bench/results/atlas_rerun_verdict.{json,md}, the verdicts the folders', the own-noise check and a "not shown"
+    trend's power beside them; a second finish is refused (read once) and changes nothing. Failed before session 32:
+    the trend folder was an input path, so hashing the inputs crashed (a folder, or no such file once packed)."""
     import json
+    import os
+    import shutil
+    import subprocess
+    import sys
 
-    from marl_cli.main import main
-    from studies import store
     from studies.declared import inputs_digest
 
     study, data, reading = rerun_study
     assert any(Path(str(i)).parent.name.endswith("_trend_raw") for i in reading.inputs)  # the trend's files hashed
     assert inputs_digest(reading.inputs)
-    packs = tmp_path / "packs"
-    packs.mkdir()
-    for raw in sorted(data.glob("*_raw")):
-        store.pack(raw, packs / f"{raw.name}.npz")
-    file = tmp_path / "atlas_rerun.toml"
-    file.write_text(Path(RERUN_FILE).read_text().replace('data = "bench/results"', f'data = "{packs}"'))
-    assert main(["study", str(file), "--verdict", "--out", str(tmp_path / "out")]) == 0
-    capsys.readouterr()
-    rec = json.loads((tmp_path / "out" / "verdict.json").read_text())
+    root = Path(__file__).resolve().parents[1]
+    repo = tmp_path / "repo"
+    (repo / "bench" / "results").mkdir(parents=True)
+    shutil.copy(root / "bench" / "atlas_rerun_session.sh", repo / "bench")
+    for pkg in ("envs", "marl", "marl_cli", "marl_common", "probes", "studies", "sweeps"):
+        (repo / pkg).symlink_to(root / pkg)
+    base = tmp_path / "base"
+    for raw in data.glob("*_raw"):
+        shutil.copytree(raw, base / "study" / "results" / raw.name)
+    env = {**os.environ, "BASE": str(base), "PYTHON": sys.executable}
+    finish = lambda: subprocess.run(["bash", str(repo / "bench" / "atlas_rerun_session.sh"), "finish"], env=env,  # noqa: E731
+                                    capture_output=True, text=True, timeout=300)
+    for f, last in (("lbf", "done"), ("rware", "search --recipe x"), ("mpe", "done")):
+        (base / f"stage2_{f}.log").write_text(f"=== 2026-12-06T00:00:00Z {f} train\n=== 2026-12-06T01:00:00Z {f} "
+                                               + ("stage 2 done: pack" if last == "done" else last) + "\n")
+    r = finish()
+    assert r.returncode == 2 and "rware is not done" in r.stdout and not any((repo / "bench" / "results").iterdir())
+    (base / "stage2_rware.log").write_text("=== 2026-12-06T01:00:00Z rware stage 2 done: pack\n")
+    r = finish()
+    assert r.returncode == 0, r.stdout + r.stderr
+    results = repo / "bench" / "results"
+    assert sorted(p.name for p in results.glob("*.npz")) == sorted(f"{p.name}.npz" for p in data.glob("*_raw"))
+    rec = json.loads((results / "atlas_rerun_verdict.json").read_text())
     assert rec["verdicts"] == reading.verdicts and rec["inputs"] == 5
-    text = (tmp_path / "out" / "summary" / "verdict.md").read_text()
-    assert text.count("size on this study's noise") == 3  # the compute family's, and MPE's and RWARE's trends
+    text = (results / "atlas_rerun_verdict.md").read_text()
+    assert text.startswith("# ATLAS re-run") and text.count("size on this study's noise") == 3  # compute, MPE, RWARE
     assert "power 0.14 [0.12, 0.15] at +0.2 of the mean level per doubling" in text  # MPE's "not shown" with its power
+    before = {p.name: p.read_bytes() for p in results.iterdir()}
+    r = finish()
+    assert r.returncode == 2 and "the verdict was read" in r.stdout
+    assert {p.name: p.read_bytes() for p in results.iterdir()} == before
 
 
 def _copy_parts(study, data, dest):
@@ -577,3 +599,20 @@ def test_smax_ceiling_counts_cells_every_zero_shot_episode_won_and_cells_nothing
     assert (s["ceiling"], s["floor"], s["cells"]) == (1, 1, 4) and s["zero_win"] == pytest.approx(3 / 8)
     got = {n: summary(*v) for n, v in load(Path("bench/results/atlas_rerun_smax_pilot_raw")).items()}
     assert {n: (v["ceiling"], v["floor"]) for n, v in got.items()} == {3: (29, 0), 8: (21, 0), 25: (0, 32)}
+
+
+def test_the_t_quantile_and_p_are_scipy_stats_bit_for_bit():
+    """``studies.atlas._t``/``_p`` call ``scipy.special`` directly (the rules' simulations call them tens of
+    thousands of times): the same floats as ``scipy.stats.t`` on every df, edge cases (0, negative, nan, inf) too."""
+    import warnings
+
+    from scipy import stats as sps
+
+    dfs = [0.0, -1.0, float("nan"), float("inf"), 1e-3, 0.5, 1.0, 2.0, 7.0, 127.0, 1e6,
+           *np.random.default_rng(0).uniform(0.1, 5000, 200)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for df in dfs:
+            np.testing.assert_array_equal(atlas._t(df), float(sps.t.ppf(0.5 + atlas.CONFIDENCE / 2, df)))
+            for t in (0.0, 1e-300, 0.7, -2.3, 50.0, float("inf"), float("nan")):
+                np.testing.assert_array_equal(atlas._p(t, df), float(2 * sps.t.sf(abs(t), df)))
