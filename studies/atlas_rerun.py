@@ -17,7 +17,9 @@ log of a gain <= 0); the scale is one positive number common to every size, and 
 the test, only the unit of the effect: +0.2 per doubling = the per-agent lead rises by 0.2 of its mean level per
 doubling of N (the log measure's +0.2 read a 22% rise of the gain ratio per doubling: the same order).
 
-``lead_per_agent_trend`` (a rule, registered; the re-run's) decides on it with ``slope_ci``; its designs are the
+``lead_per_agent_trend`` (a rule, registered; the re-run's) decides on it with ``slope_ci``, or, on a design whose
+sizes share instance keys (``KEYS_NESTED``: every re-run trend, Amendment 7), with ``nested_slope_ci`` (the instance
+part per key, valid whatever the instance effects' correlation across sizes; simulated over that correlation); its designs are the
 re-run plan's (``RERUN``), simulated with each family's variance components of y from its committed raw files,
 the seed variance at its one-sided 80% upper bound (``studies.atlas.seed_variance_upper``: 3-6 seeds estimate
 it poorly, mostly 0). ``grows_with_compute_all``: per (family, N) the gain of D / M from B = 64 to B2, crossed
@@ -72,6 +74,47 @@ def _slope(ys: dict) -> float:
     x = np.log2(np.asarray(ns, np.float64))
     w = (x - x.mean()) / ((x - x.mean()) ** 2).sum()
     return float(sum(wk * float(np.mean(ys[n])) for wk, n in zip(w, ns)))
+
+
+KEYS_NESTED = ("keys", "nested")  # a design's extra: instance key i of a size is key i of every size with more keys
+
+
+def nested_slope_ci(ys: dict) -> dict:
+    """``studies.atlas.slope_ci``'s slope with its instance part taken per key, for designs whose sizes share instance
+    keys as prefixes (``sweeps.atlas`` searches key i of a size with I_k instances on the same reset key as key i of
+    every size with more: ``instance_keys(seed, n)`` keeps its prefix). The slope is a sum over keys of
+    ``c_i = sum_k (w_k / I_k) m_{k,i}`` over the sizes k holding key i (m: the mean over seeds, w: the least-squares
+    weights over log2 N); its instance part is the variance of that sum, estimated within each stratum of keys held by
+    the same sizes (n_s keys: n_s times their sample variance, on n_s - 1 df), so it holds whatever the instance
+    effects' correlation across sizes (``slope_ci`` takes the sizes' instance parts as independent; their covariance
+    is then missing). The seed part is ``slope_ci``'s (per-seed slopes over seeds); Satterthwaite df. Where keys are
+    not shared the estimate stays valid (each stratum's keys are still exchangeable). No interval where a stratum
+    holds one key, or with one seed."""
+    base = atlas.slope_ci(ys)
+    ns = sorted(ys)
+    arrs = [np.asarray(ys[n], np.float64) for n in ns]
+    s = arrs[0].shape[0]
+    if len(ns) < 2 or s < 2:
+        return base
+    x = np.log2(np.asarray(ns, np.float64))
+    w = (x - x.mean()) / ((x - x.mean()) ** 2).sum()
+    inst = [a.shape[1] for a in arrs]
+    means = [a.mean(0) for a in arrs]  # [I_k]: each key's mean over seeds
+    unit = base["unit"] + ", the instance part per key (keys shared across sizes)"
+    parts = [(float(np.var(base["per_seed"], ddof=1)) / s, s - 1)]
+    bounds = [0, *sorted(set(inst))]
+    for lo, hi in zip(bounds[:-1], bounds[1:]):  # keys lo..hi-1 are held by exactly the sizes with > lo keys
+        c = sum(w[k] / inst[k] * means[k][lo:hi] for k in range(len(ns)) if inst[k] > lo)
+        if hi - lo < 2:
+            return {**base, "lo": float("nan"), "hi": float("nan"), "unit": unit,
+                    "no_interval": f"keys {lo}..{hi - 1}: one key held by the same sizes"}
+        parts.append(((hi - lo) * float(np.var(c, ddof=1)), hi - lo - 1))
+    slope = base["slope"]
+    se = float(np.sqrt(sum(v for v, _ in parts)))
+    df = atlas.satterthwaite(parts)
+    h = atlas._t(df) * se
+    return {**base, "lo": slope - h, "hi": slope + h, "se": se, "df": df,
+            "p": atlas._p(slope / se, df) if se > 0 else 1.0, "unit": unit}
 
 
 def constant_lead_slope(shared: dict, lead: float, noise: dict | None = None, sims: int = 2000, seed: int = 0) -> dict:
@@ -166,7 +209,7 @@ class LeadPerAgentTrend:
         ys = per_agent_lead(data)
         if isinstance(ys, str):
             return Verdict(self.name, f"not shown ({ys})", False)
-        sl = atlas.slope_ci(ys)
+        sl = nested_slope_ci(ys) if design.get(KEYS_NESTED[0]) == KEYS_NESTED[1] else atlas.slope_ci(ys)
         est, lo, hi = sl["slope"], sl["lo"], sl["hi"]
         if not np.isfinite(lo):
             return Verdict(self.name, f"not shown (no interval: {sl.get('no_interval', '')})", False, est, details=sl)
@@ -181,12 +224,25 @@ class LeadPerAgentTrend:
         x = np.log2(np.asarray(sizes, np.float64))
         comps = self.noise[design.name]
         z = rng.standard_normal((design.units, 1)) if self.seeds_shared else None
+        nested = design.get(KEYS_NESTED[0]) == KEYS_NESTED[1]
+        b = _nested_instances(rng, x, inst, float(design.get("nuisance", "rho=0").split("=")[1])) if nested else None
         out = {}
-        for n, i, xn in zip(sizes, inst, x):
+        for k, (n, i, xn) in enumerate(zip(sizes, inst, x)):
             y = 1.0 + (0.0 if effect is None else effect * (xn - x.mean()))
-            y = y + atlas._crossed_draw(rng, (design.units, i), comps[n], z)
+            if nested:  # the instance part shared by key across sizes (``_nested_instances``), the rest as crossed
+                sd, ins, res = (float(np.sqrt(max(c, 0.0))) for c in comps[n])
+                zs = z if z is not None else rng.standard_normal((design.units, 1))
+                y = y + sd * zs + ins * b[k][None, :i] + res * rng.standard_normal((design.units, i))
+            else:
+                y = y + atlas._crossed_draw(rng, (design.units, i), comps[n], z)
             out[n] = {"pa": n * y, "sh": np.zeros_like(y), "M": np.ones_like(y)}
         return out
+
+    def nuisances(self, design: Design) -> list:
+        """On a design whose sizes share instance keys: the instance effects' correlation across sizes, which the
+        design does not fix (``_nested_instances``): none, -0.5 (sizes on opposite sides of the mean log2 N
+        anti-correlated: the worst case for an estimator that takes sizes as independent) and +0.5."""
+        return ["rho=0", "rho=-0.5", "rho=0.5"] if design.get(KEYS_NESTED[0]) == KEYS_NESTED[1] else [None]
 
     def own_noise(self, data: dict, design: Design, sims: int = rules.OWN_NOISE_SIMS, seed: int = 0) -> dict | None:
         """The rule's size on the study's own noise (``studies.rules.verdict`` calls it on real data; PLAN Amendment 2
@@ -218,6 +274,22 @@ def _own_noise_record(r: dict, comps: dict, worst: str) -> dict:
                           + "; ".join(f"{'N = ' if isinstance(k, int) else ''}{k}: " + ", ".join(f"{x:.3g}" for x in c)
                                       for k, c in comps.items()),
             "components_by_size": {str(k): [float(x) for x in c] for k, c in comps.items()}}
+
+
+def _nested_instances(rng, x, inst, rho: float) -> list[np.ndarray]:
+    """Per size k, unit-variance instance effects on its first ``inst[k]`` keys of one key sequence: key i's effect
+    at size k is ``sqrt(|rho|) s_k u_i + sqrt(1 - |rho|) v_{k,i}`` (u, v standard normal), with s_k = 1 for
+    ``rho`` >= 0 and the sign of x_k - mean(x) for ``rho`` < 0 (0 at the middle size, which then draws v alone at
+    full variance): two sizes correlate |rho| s_k s_l by key (rank one plus diagonal: a valid covariance at any
+    number of sizes)."""
+    m = max(inst)
+    u = rng.standard_normal(m)
+    out = []
+    for xk, i in zip(x, inst):
+        sign = 1.0 if rho >= 0 else float(np.sign(xk - np.mean(x)))
+        a = np.sqrt(abs(rho)) * sign
+        out.append((a * u + np.sqrt(1.0 - a * a) * rng.standard_normal(m))[:i])
+    return out
 
 
 def holm_families(pvals: dict) -> dict:
@@ -363,7 +435,8 @@ def _trend_designs(noise: dict) -> dict:
         comps = PILOT_TREND_NOISE.get(fam, comps)
         sizes = sorted(RERUN_TREND_SIZES.get(fam, comps))
         d = atlas.trend_design(f"atlas_rerun_{fam}", sizes, trend_instances(fam, sizes), RERUN_SEEDS, 256)
-        out[fam] = (d, comps)
+        # Amendment 7: every re-run trend is searched on keys shared across sizes (PLAN, "A second audit", item 2)
+        out[fam] = (dataclasses.replace(d, extra=(*d.extra, KEYS_NESTED)), comps)
     return out
 
 

@@ -306,7 +306,7 @@ def test_the_finish_step_packs_every_raw_folder_and_reads_the_verdict_once(rerun
     assert rec["verdicts"] == reading.verdicts and rec["inputs"] == 5
     text = (results / "atlas_rerun_verdict.md").read_text()
     assert text.startswith("# ATLAS re-run") and text.count("size on this study's noise") == 3  # compute, MPE, RWARE
-    assert "power 0.14 [0.12, 0.15] at +0.2 of the mean level per doubling" in text  # MPE's "not shown" with its power
+    assert "power 0.15 [0.13, 0.16] at +0.2 of the mean level per doubling" in text  # MPE's "not shown" with its power
     before = {p.name: p.read_bytes() for p in results.iterdir()}
     r = finish()
     assert r.returncode == 2 and "the verdict was read" in r.stdout
@@ -616,3 +616,34 @@ def test_the_t_quantile_and_p_are_scipy_stats_bit_for_bit():
             np.testing.assert_array_equal(atlas._t(df), float(sps.t.ppf(0.5 + atlas.CONFIDENCE / 2, df)))
             for t in (0.0, 1e-300, 0.7, -2.3, 50.0, float("inf"), float("nan")):
                 np.testing.assert_array_equal(atlas._p(t, df), float(2 * sps.t.sf(abs(t), df)))
+
+
+def test_the_trend_interval_holds_its_size_where_sizes_share_instance_keys():
+    """PLAN "A second audit" item 2 / Amendment 7: every re-run trend is searched on instance keys shared across sizes
+    (key i of a size is key i of every size with more). With the instance effects anti-correlated across sizes on
+    opposite sides of the mean log2 N (rho = -0.9) and the instance part dominant, the interval that takes the sizes'
+    instance parts as independent (``slope_ci``) claims a trend in over a quarter of null studies; the per-key interval
+    (``nested_slope_ci``) holds its size. The registered designs are marked nested and calibrated over rho = 0, -0.5
+    and +0.5."""
+    d, _ = ar.RERUN_TREND["atlas_rware"]
+    assert d.get(ar.KEYS_NESTED[0]) == ar.KEYS_NESTED[1]
+    comps = {n: (0.0, 1.0, 0.05) for n in (3, 4, 6, 7)}
+    null = rules.with_nuisance(d, "rho=-0.9")
+    nested = rules.rate(ar.LeadPerAgentTrend(noise={d.name: comps}), null, None, 1000, 3)
+
+    class Independent(ar.LeadPerAgentTrend):  # the planted bug: the sizes' instance parts taken as independent
+        def decide(self, data, design):
+            plain = dataclasses.replace(design, extra=tuple(e for e in design.extra if e != ar.KEYS_NESTED))
+            return ar.LeadPerAgentTrend.decide(self, data, plain)
+
+    independent = rules.rate(Independent(noise={d.name: comps}), null, None, 1000, 3)
+    assert nested["rate"] <= 0.075 and independent["rate"] >= 0.15, (nested, independent)
+    for fam, (design, _) in ar.RERUN_TREND.items():
+        rec = rules.record_for(ar.LeadPerAgentTrend.name, design)
+        assert design.get(ar.KEYS_NESTED[0]) == ar.KEYS_NESTED[1] and rec is not None, fam
+        assert [n["nuisance"] for n in rec["nuisances"]] == ["rho=0", "rho=-0.5", "rho=0.5"]
+    # the same slope as slope_ci's, and on sizes that share no key structure beyond a prefix it still has an interval
+    rng = np.random.default_rng(0)
+    ys = {4: rng.normal(size=(8, 64)), 8: rng.normal(size=(8, 16)), 16: rng.normal(size=(8, 64))}
+    a, b = ar.nested_slope_ci(ys), atlas.slope_ci(ys)
+    assert a["slope"] == b["slope"] and np.isfinite(a["lo"]) and "per key" in a["unit"]
