@@ -54,7 +54,7 @@ from pathlib import Path
 import numpy as np
 
 from marl_common.files import write_atomic
-from studies.atlas import lead_verdict, pilot_recipe, read_recipe, t_ci  # noqa: F401  (lead_verdict, t_ci: the per-map verdict lives with the rules)
+from studies.atlas import lead_verdict, mixed_teams, pilot_recipe, read_recipe, t_ci  # noqa: F401  (lead_verdict, t_ci: the per-map verdict lives with the rules)
 
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "bench" / "results"
@@ -543,8 +543,6 @@ def mixed_trainings(recipe: dict) -> str:
     """Where the study's raw files (RAW) disagree on the teams they were searched with (``studies.atlas.mixed_teams``:
     per seed one P and one L digest across sizes and the liveness files); "" when they agree, or when none records a
     digest (the studies searched before digests were recorded)."""
-    from studies.atlas import mixed_teams
-
     return mixed_teams(recipe["seeds"], [RAW])
 
 
