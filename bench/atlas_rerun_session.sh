@@ -3,6 +3,8 @@
 #
 #   bench/atlas_rerun_session.sh start   # at a session's start: restore the carried state if this machine lacks it,
 #                                        # pin the study's code, start the three family drivers (reniced)
+#                                        # and the backfill (bench/atlas_rerun_backfill.sh: MPE's files from the far end
+#                                        # while a core is free)
 #   bench/atlas_rerun_session.sh save    # before a session's end: carry the study's folder into bench/state/atlas_rerun
 #                                        # (then commit it: git add bench/state/atlas_rerun)
 #   bench/atlas_rerun_session.sh status  # alive?, raw files per family, each log's last step
@@ -27,18 +29,25 @@ FAMILIES="lbf rware mpe"
 cmd=${1:-status}
 case "$cmd" in
   start)
-    if pgrep -f 'atlas_rerun_stage2.sh' > /dev/null; then echo "drivers already running:"; pgrep -af 'atlas_rerun_stage2.sh'; exit 0; fi
     SRC=$BASE/src-$PIN
-    if [ ! -d "$SRC" ]; then
-      mkdir -p "$SRC" && git -C "$REPO" archive "$PIN" | tar -x -C "$SRC" && git -C "$REPO" rev-parse "$PIN" > "$SRC/COMMIT" \
-        || { echo "error: cannot pin $PIN into $SRC (is it a commit of $REPO?)"; rm -rf "$SRC"; exit 2; }
+    if pgrep -f 'atlas_rerun_stage2.sh' > /dev/null; then
+      echo "drivers already running"
+    else
+      if [ ! -d "$SRC" ]; then
+        mkdir -p "$SRC" && git -C "$REPO" archive "$PIN" | tar -x -C "$SRC" && git -C "$REPO" rev-parse "$PIN" > "$SRC/COMMIT" \
+          || { echo "error: cannot pin $PIN into $SRC (is it a commit of $REPO?)"; rm -rf "$SRC"; exit 2; }
+      fi
+      mkdir -p "$BASE/study"
+      if [ -d "$STATE" ]; then "$PYTHON" "$REPO/bench/carry_state.py" restore "$STATE" "$BASE/study" || exit 2; fi
+      for f in $FAMILIES; do
+        (cd "$SRC" && exec setsid nohup nice -n 19 bench/atlas_rerun_stage2.sh "$f") >> "$BASE/stage2_$f.log" 2>&1 < /dev/null &
+      done
     fi
-    mkdir -p "$BASE/study"
-    if [ -d "$STATE" ]; then "$PYTHON" "$REPO/bench/carry_state.py" restore "$STATE" "$BASE/study" || exit 2; fi
-    for f in $FAMILIES; do
-      (cd "$SRC" && exec setsid nohup nice -n 19 bench/atlas_rerun_stage2.sh "$f") >> "$BASE/stage2_$f.log" 2>&1 < /dev/null &
-    done
-    sleep 2; pgrep -af 'atlas_rerun_stage2.sh' ;;
+    # the backfill: MPE's files from the far end while a core is free (bench/atlas_rerun_backfill.sh; session 33)
+    if ! pgrep -f 'atlas_rerun_backfill.sh' > /dev/null; then
+      (exec setsid nohup nice -n 19 "$REPO/bench/atlas_rerun_backfill.sh" "$SRC" "$BASE/study") >> "$BASE/backfill.log" 2>&1 < /dev/null &
+    fi
+    sleep 2; pgrep -af 'atlas_rerun_stage2.sh|atlas_rerun_backfill.sh' ;;
   save)
     # a family's runs go slim once all of them are trained (P is the L runs' warm start until then)
     slim=$(cd "$REPO" && PYTHONPATH=$REPO "$PYTHON" - "$BASE/study" $FAMILIES <<'EOF'
@@ -57,7 +66,8 @@ EOF
     "$PYTHON" "$REPO/bench/carry_state.py" save "$BASE/study" "$STATE" $slim || exit 2
     echo "now: git -C $REPO add bench/state/atlas_rerun && git -C $REPO commit -m 'ATLAS re-run: carried state'" ;;
   status)
-    pgrep -af 'atlas_rerun_stage2.sh|marl.worker|sweeps.atlas' || echo "no driver alive"
+    pgrep -af 'atlas_rerun_stage2.sh|atlas_rerun_backfill.sh|marl.worker|sweeps.atlas' || echo "no driver alive"
+    echo "backfill: $(grep '^===' "$BASE/backfill.log" 2>/dev/null | tail -1)"
     for f in $FAMILIES; do
       n=$(ls "$BASE/study/results/atlas_rerun_${f}_raw" 2>/dev/null | grep -c '^N')
       t=$(ls "$BASE/study/results/atlas_rerun_${f}_trend_raw" 2>/dev/null | grep -c '^N')
@@ -65,7 +75,7 @@ EOF
     done ;;
   finish)
     # RUNNING.md "When every family's log ends with stage 2 done", steps 1-2, as one command
-    for pid in $(pgrep -f 'atlas_rerun_stage2.sh'); do  # a driver of this BASE (its folder is BASE's pinned copy)
+    for pid in $(pgrep -f 'atlas_rerun_stage2.sh|atlas_rerun_backfill.sh'); do  # a driver or the backfill of this BASE (its folder is BASE's pinned copy)
       case "$(readlink "/proc/$pid/cwd" 2>/dev/null)" in "$BASE"/*) echo "error: a driver still runs (pid $pid); finish once each log ends with 'stage 2 done'"; exit 2 ;; esac
     done
     for f in $FAMILIES; do

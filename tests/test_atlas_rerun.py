@@ -267,7 +267,8 @@ def test_the_finish_step_packs_every_raw_folder_and_reads_the_verdict_once(rerun
     runs/): refused while a family's log has not ended with "stage 2 done"; then the five packs (each checked against
     its folder) and the verdict (``marl study --verdict`` on the packs) copied to
     bench/results/atlas_rerun_verdict.{json,md}, the verdicts the folders', the own-noise check and a "not shown"
-    trend's power beside them; a second finish is refused (read once) and changes nothing. Failed before session 32:
+    trend's power beside them; a second finish is refused (read once) and changes nothing, and so is a finish while
+    the backfill of that BASE runs (session 33). Failed before session 32:
     the trend folder was an input path, so hashing the inputs crashed (a folder, or no such file once packed)."""
     import json
     import os
@@ -298,6 +299,16 @@ def test_the_finish_step_packs_every_raw_folder_and_reads_the_verdict_once(rerun
     r = finish()
     assert r.returncode == 2 and "rware is not done" in r.stdout and not any((repo / "bench" / "results").iterdir())
     (base / "stage2_rware.log").write_text("=== 2026-12-06T01:00:00Z rware stage 2 done: pack\n")
+    fake = base / "src-x"  # the backfill of this BASE still searching (its folder is BASE's pinned copy): refused
+    fake.mkdir()
+    (fake / "atlas_rerun_backfill.sh").write_text("sleep 120\n")
+    backfill = subprocess.Popen(["bash", str(fake / "atlas_rerun_backfill.sh")], cwd=fake)
+    try:
+        r = finish()
+    finally:
+        backfill.kill()
+        backfill.wait()
+    assert r.returncode == 2 and f"still runs (pid {backfill.pid})" in r.stdout and not any((repo / "bench" / "results").iterdir())
     r = finish()
     assert r.returncode == 0, r.stdout + r.stderr
     results = repo / "bench" / "results"
