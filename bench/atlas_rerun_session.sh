@@ -75,7 +75,7 @@ EOF
     done ;;
   finish)
     # RUNNING.md "When every family's log ends with stage 2 done", steps 1-2, as one command
-    for pid in $(pgrep -f 'atlas_rerun_stage2.sh|atlas_rerun_backfill.sh'); do  # a driver or the backfill of this BASE (its folder is BASE's pinned copy)
+    for pid in $(pgrep -f 'atlas_rerun_stage2.sh|atlas_rerun_backfill.sh|sweeps.atlas'); do  # a driver, the backfill or a search of this BASE (its folder: BASE's pinned copy)
       case "$(readlink "/proc/$pid/cwd" 2>/dev/null)" in "$BASE"/*) echo "error: a driver still runs (pid $pid); finish once each log ends with 'stage 2 done'"; exit 2 ;; esac
     done
     for f in $FAMILIES; do

@@ -658,3 +658,32 @@ def test_the_trend_interval_holds_its_size_where_sizes_share_instance_keys():
     ys = {4: rng.normal(size=(8, 64)), 8: rng.normal(size=(8, 16)), 16: rng.normal(size=(8, 64))}
     a, b = ar.nested_slope_ci(ys), atlas.slope_ci(ys)
     assert a["slope"] == b["slope"] and np.isfinite(a["lo"]) and "per key" in a["unit"]
+
+
+def test_the_backfill_searches_from_the_far_end_and_never_meets_the_driver_on_one_file():
+    """bench/atlas_rerun_backfill.py (session 33): the driver's position read from its log (the recipe of its last
+    search step, the last file it reached); the backfill takes files from the far end, skips done ones, ends once
+    the files left are within GAP of the driver's, and waits rather than search a second file of a heavy size the
+    driver searches now. Each branch fails if its check is removed."""
+    from bench.atlas_rerun_backfill import GAP, driver_order, driver_position, next_unit
+
+    recipes = [("R", {"sizes": [4, 8], "seeds": [1, 2, 3]}), ("T", {"sizes": [8, 32], "seeds": [1, 2, 3]})]
+    order = driver_order(recipes)
+    assert order[:4] == [("R", 4, 1), ("R", 4, 2), ("R", 4, 3), ("R", 8, 1)] and order[-1] == ("T", 32, 3)
+    log = ("=== 2026-12-06T03:50:08Z mpe train --recipe R\n=== 2026-12-06T03:51:00Z mpe search --recipe R\n"
+           "N=4 seed 1: /x/N4_s1.json exists (the same P and L)\nN=4 seed 2: 16 instances, budget 4096\n"
+           "  zero-shot            best seen  -1.0\n")
+    assert driver_position(log, order) == 1
+    assert driver_position("=== t mpe train --recipe R\n", order) is None  # no search step yet: anywhere
+    assert driver_position(log + "=== t mpe search --recipe T\n", order) == order.index(("T", 8, 1)) - 1
+    backfill = list(reversed(order))
+    assert next_unit(backfill, order, set(), None, set()) == (("T", 32, 3), "")
+    assert next_unit(backfill, order, {("T", 32, 3)}, 1, set()) == (("T", 32, 2), "")  # a done file is skipped
+    at = order.index(("R", 8, 2))
+    done = set(order[at + GAP:])  # everything from GAP files after the driver's is done
+    assert next_unit(backfill, order, done, at, set()) == (None, "met")
+    assert next_unit(backfill, order, set(order[at + GAP + 1:]), at, set())[0] == order[at + GAP]
+    t32 = order.index(("T", 32, 1))  # the driver on a heavy size: the backfill waits instead of a second one
+    assert next_unit(backfill, order, set(), t32, {("T", 32)}) == (None, "wait")
+    assert next_unit(backfill, order, set(), t32, set()) == (("T", 32, 3), "")
+    assert next_unit(backfill, order, set(order), None, set()) == (None, "done")

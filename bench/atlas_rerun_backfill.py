@@ -1,0 +1,123 @@
+"""The ATLAS re-run's backfill planner: which of MPE's raw files a second process searches next (session 33).
+
+MPE holds most of the study's remaining search, and its driver (``bench/atlas_rerun_stage2.sh mpe``) searches one
+(N, seed) file at a time in a fixed order: the compute recipe's sizes ascending, each size's seeds ascending, then
+the trend recipe's likewise. ``bench/atlas_rerun_backfill.sh`` runs a second search, one file at a time, from the
+far end of that order, and asks this module for each file:
+
+    python bench/atlas_rerun_backfill.py next --results OUT/results --log BASE/stage2_mpe.log
+
+prints ``RECIPE N SEED`` (exit 0), or one line and exit 3 when the backfill is to end (it has reached the driver's
+position: every file left is the driver's next ones), or exit 4 when it is to wait (the next file is of the size
+the driver searches now and two of them would not fit in memory at once). Run it from the study's pinned copy
+(cwd and PYTHONPATH: BASE/src-PIN): the recipes, the raw-file names and the memory estimate are the pinned code's.
+
+What a file holds does not depend on which process searched it (checked in session 33: an (N, seed) searched again
+in another process gave the same values, bit for bit), so the backfill changes only when the study ends.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+COMPUTE = "studies/declared/atlas/atlas_rerun_mpe.toml"
+TREND = "studies/declared/atlas/atlas_rerun_mpe_trend.toml"
+GAP = 2  # the backfill takes a file only this far (or further) ahead of the driver's, so the two never meet on one
+
+
+def driver_order(recipes: list[tuple[str, dict]]) -> list[tuple[str, int, int]]:
+    """The driver's files in its order: per recipe (in the driver's step order), sizes ascending as the recipe
+    lists them, each size's seeds as listed (``sweeps.atlas.search``)."""
+    return [(path, int(n), int(s)) for path, rec in recipes for n in rec["sizes"] for s in rec["seeds"]]
+
+
+def driver_position(log: str, order: list[tuple[str, int, int]]) -> int | None:
+    """The index in ``order`` of the file the driver searches now (or last reached), read from its log: the recipe
+    of the last ``=== ... search --recipe R`` line and the last ``N=.. seed ..:`` line after it. None: no search
+    step in the log yet."""
+    recipe, pos = None, None
+    for line in log.splitlines():
+        m = re.match(r"=== \S+ \w+ search --recipe (\S+)", line)
+        if m:
+            recipe, pos = m.group(1), None
+            continue
+        m = re.match(r"N=(\d+) seed (\d+): ", line)
+        if m and recipe is not None:
+            pos = (recipe, int(m.group(1)), int(m.group(2)))
+    if recipe is None:
+        return None
+    if pos is None:  # the step began and has not reached a file: just before its first
+        first = next((i for i, u in enumerate(order) if u[0] == recipe), None)
+        return None if first is None else first - 1
+    return order.index(pos) if pos in order else None
+
+
+def next_unit(backfill: list, order: list, done: set, position: int | None, heavy: set, gap: int = GAP):
+    """The backfill's next file: the first of ``backfill`` (the far end first) that is not ``done`` and lies at
+    least ``gap`` files after the driver's ``position`` in ``order``. Returns (unit, why): unit None with why
+    "met" (every file left is the driver's next ones), "done" (nothing left), or "wait" (the file is of the
+    (recipe, N) the driver searches now and that size is in ``heavy``: two at once would not fit in memory)."""
+    at = order[position] if position is not None and position >= 0 else None
+    for u in backfill:
+        if u in done:
+            continue
+        if position is not None and order.index(u) < position + gap:
+            return None, "met"
+        if at is not None and (u[0], u[1]) == (at[0], at[1]) and (u[0], u[1]) in heavy:
+            return None, "wait"
+        return u, ""
+    return None, "done"
+
+
+def _heavy(recipes, root: Path, share: float) -> set:
+    """The (recipe, N) whose one search's memory estimate (``sweeps.atlas``'s own check: 2 x episode bytes x the
+    episodes of one generation) exceeds ``share`` of the memory available now."""
+    import envs
+    from marl.core.team import resize
+    from marl.runs.loader import load_team
+    from marl.runs.resources import available_memory, episode_bytes
+    from sweeps.atlas import env_of, runs
+
+    avail = available_memory() or 0
+    out = set()
+    for path, rec in recipes:
+        team = load_team(str(runs(rec, root)[f"L{rec['seeds'][0]}"])).team
+        for n in rec["sizes"]:
+            env = envs.make(env_of(rec, n))
+            net = resize(team, env.spec, "L").network
+            per_gen = max(rec["population"] * rec.get("repeats", 1), rec["reeval"])
+            if 2 * episode_bytes(env, net) * rec["instances"][str(n)] * per_gen > share * avail:
+                out.add((path, int(n)))
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python bench/atlas_rerun_backfill.py")
+    ap.add_argument("step", choices=["next"])
+    ap.add_argument("--results", required=True, help="the study's results folder (OUT/results)")
+    ap.add_argument("--root", required=True, help="the family's runs (OUT/mpe)")
+    ap.add_argument("--log", required=True, help="the MPE driver's log (BASE/stage2_mpe.log)")
+    a = ap.parse_args(argv)
+    from studies.atlas import read_recipe
+
+    recipes = [(p, read_recipe(p)) for p in (COMPUTE, TREND)]
+    order = driver_order(recipes)
+    backfill = [u for path, rec in reversed(recipes) for n in reversed(rec["sizes"])
+                for u in reversed([x for x in order if x[:2] == (path, int(n))])]
+    done = {u for u in order if (Path(a.results) / f"{dict(recipes)[u[0]]['name']}_raw" / f"N{u[1]}_s{u[2]}.json").exists()}
+    log = Path(a.log).read_text() if Path(a.log).exists() else ""
+    position = driver_position(log, order)
+    unit, why = next_unit(backfill, order, done, position, _heavy(recipes, Path(a.root), 0.4))
+    if unit is None:
+        print({"met": "the driver's next files are all that is left", "done": "every file is searched",
+               "wait": "the next file is of the size the driver searches now, too big for two at once"}[why])
+        return 4 if why == "wait" else 3
+    print(*unit)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
