@@ -25,7 +25,8 @@ from pathlib import Path
 
 COMPUTE = "studies/declared/atlas/atlas_rerun_mpe.toml"
 TREND = "studies/declared/atlas/atlas_rerun_mpe_trend.toml"
-GAP = 2  # the backfill takes a file only this far (or further) ahead of the driver's, so the two never meet on one
+GAP = 2  # the backfill takes a file only this far (or further) ahead of the driver's: the driver must finish two files
+#         before it reaches one the backfill searches (if it does, both write the same values; only time is lost)
 
 
 def driver_order(recipes: list[tuple[str, dict]]) -> list[tuple[str, int, int]]:

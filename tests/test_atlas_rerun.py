@@ -660,7 +660,7 @@ def test_the_trend_interval_holds_its_size_where_sizes_share_instance_keys():
     assert a["slope"] == b["slope"] and np.isfinite(a["lo"]) and "per key" in a["unit"]
 
 
-def test_the_backfill_searches_from_the_far_end_and_never_meets_the_driver_on_one_file():
+def test_the_backfill_searches_from_the_far_end_and_stops_short_of_the_driver():
     """bench/atlas_rerun_backfill.py (session 33): the driver's position read from its log (the recipe of its last
     search step, the last file it reached); the backfill takes files from the far end, skips done ones, ends once
     the files left are within GAP of the driver's, and waits rather than search a second file of a heavy size the
