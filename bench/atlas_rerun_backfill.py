@@ -106,8 +106,7 @@ def main(argv=None) -> int:
 
     recipes = [(p, read_recipe(p)) for p in (COMPUTE, TREND)]
     order = driver_order(recipes)
-    backfill = [u for path, rec in reversed(recipes) for n in reversed(rec["sizes"])
-                for u in reversed([x for x in order if x[:2] == (path, int(n))])]
+    backfill = order[::-1]  # the far end first: the trend's largest size, its last seed
     done = {u for u in order if (Path(a.results) / f"{dict(recipes)[u[0]]['name']}_raw" / f"N{u[1]}_s{u[2]}.json").exists()}
     log = Path(a.log).read_text() if Path(a.log).exists() else ""
     position = driver_position(log, order)
