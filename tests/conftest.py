@@ -22,6 +22,12 @@ from pathlib import Path
 # Set before jax starts a backend, and in the environment, so the runs the tests start in subprocesses
 # (sweeps, SLURM jobs) compile the very same programs: checkpoints compared bitwise across processes come
 # from the same code. Runs the suite does not start (bench/, the README's quickstart) keep XLA's defaults.
+# - NumPy's OpenBLAS on one thread: two xdist workers and the processes they start already fill the 2 cores, and
+#   OpenBLAS's idle threads spin (session 34: six heavy files, two workers, cold: 248 -> 222 s wall, 421 -> 382
+#   CPU s; the barrier-calibration tests alone 22.0 -> 10.6 CPU s, their results unchanged). In the environment
+#   for the processes the tests start; in this process through threadpoolctl, as NumPy is already loaded here
+#   (jaxtyping's pytest plugin imports it before any conftest).
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 _XLA_TEST_FLAGS = ("--xla_backend_optimization_level=0", "--xla_cpu_use_fusion_emitters=false")
 for _flag in _XLA_TEST_FLAGS:
     if _flag.split("=")[0] not in os.environ.get("XLA_FLAGS", ""):
@@ -29,6 +35,9 @@ for _flag in _XLA_TEST_FLAGS:
 
 import jax  # noqa: E402  (after XLA_FLAGS)
 import pytest
+from threadpoolctl import threadpool_limits
+
+_BLAS_THREADS = threadpool_limits(limits=int(os.environ["OPENBLAS_NUM_THREADS"]), user_api="blas")  # kept: the limit holds
 
 from marl.core.config import NetworkConfig, TrainConfig
 
