@@ -8,8 +8,14 @@ far end of that order, and asks this module for each file:
     python bench/atlas_rerun_backfill.py next --results OUT/results --log BASE/stage2_mpe.log
 
 prints ``RECIPE N SEED`` (exit 0), or one line and exit 3 when the backfill is to end (it has reached the driver's
-position: every file left is the driver's next ones), or exit 4 when it is to wait (the next file is of the size
-the driver searches now and two of them would not fit in memory at once). Run it from the study's pinned copy
+position: every file left is the driver's next ones; or, with ``--until``, no file left is expected to end in time),
+or exit 4 when it is to wait (the next file is of the size the driver searches now and two of them would not fit in
+memory at once).
+
+``--until EPOCH`` (session 34): the session's end. A file still running when a session ends is lost, and MPE's
+largest files take 4,000-8,000 s, so the backfill skips a file whose expected time (``MARGIN`` x the mean
+``wall_s`` of the finished files of its recipe and size, or a scaled one where none is finished: ``prices``) does
+not fit before then and takes the next that does. Only ``wall_s`` is read from the raw files, never a return. Run it from the study's pinned copy
 (cwd and PYTHONPATH: BASE/src-PIN): the recipes, the raw-file names and the memory estimate are the pinned code's.
 
 What a file holds does not depend on which process searched it (checked in session 33: an (N, seed) searched again
@@ -19,12 +25,16 @@ in another process gave the same values, bit for bit), so the backfill changes o
 from __future__ import annotations
 
 import argparse
+import json
+import math
 import re
+import time
 import sys
 from pathlib import Path
 
 COMPUTE = "studies/declared/atlas/atlas_rerun_mpe.toml"
 TREND = "studies/declared/atlas/atlas_rerun_mpe_trend.toml"
+MARGIN = 1.25  # a file's expected time is its price times this (the load varies through a session)
 GAP = 2  # the backfill takes a file only this far (or further) ahead of the driver's: the driver must finish two files
 #         before it reaches one the backfill searches (if it does, both write the same values; only time is lost)
 
@@ -56,21 +66,57 @@ def driver_position(log: str, order: list[tuple[str, int, int]]) -> int | None:
     return order.index(pos) if pos in order else None
 
 
-def next_unit(backfill: list, order: list, done: set, position: int | None, heavy: set, gap: int = GAP):
+def prices(recipes: list[tuple[str, dict]], walls: dict[tuple[str, int], list[float]]) -> dict[tuple[str, int], float]:
+    """Expected wall seconds of one file of each (recipe, N): the mean ``wall_s`` of its finished files (``walls``).
+    Where a (recipe, N) has none: another recipe's mean at that N, scaled by instances x budget; else the recipe's
+    (or, without one, any recipe's) cost per instance x budget at its largest finished size, grown to N by the
+    power law of its last two finished sizes (linear in N with one). Missing where nothing is finished."""
+    work = {(p, int(n)): rec["instances"][str(n)] * rec["budget"][str(n)] for p, rec in recipes for n in rec["sizes"]}
+    mean = {k: sum(v) / len(v) for k, v in walls.items() if v and k in work}
+    per = {k: t / work[k] for k, t in mean.items()}  # seconds per instance x budget
+    out = dict(mean)
+    for (p, n) in work:
+        if (p, n) in out:
+            continue
+        same_n = [per[k] for k in per if k[1] == n]
+        if same_n:
+            out[(p, n)] = max(same_n) * work[(p, n)]
+            continue
+        known = sorted(k for k in per if k[0] == p) or sorted(per, key=lambda k: (k[1], k[0]))
+        if not known:
+            continue
+        sizes = sorted({k[1] for k in known})
+        top = max(per[k] for k in known if k[1] == sizes[-1])
+        g = 1.0
+        if len(sizes) > 1:
+            below = max(per[k] for k in known if k[1] == sizes[-2])
+            g = max(1.0, math.log(top / below) / math.log(sizes[-1] / sizes[-2]))
+        out[(p, n)] = top * (n / sizes[-1]) ** g * work[(p, n)]
+    return out
+
+
+def next_unit(backfill: list, order: list, done: set, position: int | None, heavy: set, gap: int = GAP,
+              price: dict | None = None, left: float | None = None):
     """The backfill's next file: the first of ``backfill`` (the far end first) that is not ``done`` and lies at
-    least ``gap`` files after the driver's ``position`` in ``order``. Returns (unit, why): unit None with why
-    "met" (every file left is the driver's next ones), "done" (nothing left), or "wait" (the file is of the
-    (recipe, N) the driver searches now and that size is in ``heavy``: two at once would not fit in memory)."""
+    least ``gap`` files after the driver's ``position`` in ``order``; with ``left`` (seconds to the session's end),
+    the first whose ``price`` x MARGIN fits in it (a file without a price is not taken then). Returns (unit, why):
+    unit None with why "met" (every file left is the driver's next ones), "done" (nothing left), "late" (no file
+    left fits before the end) or "wait" (the file is of the (recipe, N) the driver searches now and that size is in
+    ``heavy``: two at once would not fit in memory)."""
     at = order[position] if position is not None and position >= 0 else None
+    skipped = False
     for u in backfill:
         if u in done:
             continue
         if position is not None and order.index(u) < position + gap:
-            return None, "met"
+            return None, "late" if skipped else "met"
+        if left is not None and (price or {}).get((u[0], u[1]), float("inf")) * MARGIN > left:
+            skipped = True
+            continue
         if at is not None and (u[0], u[1]) == (at[0], at[1]) and (u[0], u[1]) in heavy:
             return None, "wait"
         return u, ""
-    return None, "done"
+    return None, "late" if skipped else "done"
 
 
 def _heavy(recipes, root: Path, share: float) -> set:
@@ -101,18 +147,27 @@ def main(argv=None) -> int:
     ap.add_argument("--results", required=True, help="the study's results folder (OUT/results)")
     ap.add_argument("--root", required=True, help="the family's runs (OUT/mpe)")
     ap.add_argument("--log", required=True, help="the MPE driver's log (BASE/stage2_mpe.log)")
+    ap.add_argument("--until", type=float, help="the session's end (seconds since the epoch): take only a file "
+                    "expected to end before it")
     a = ap.parse_args(argv)
     from studies.atlas import read_recipe
 
     recipes = [(p, read_recipe(p)) for p in (COMPUTE, TREND)]
     order = driver_order(recipes)
     backfill = order[::-1]  # the far end first: the trend's largest size, its last seed
-    done = {u for u in order if (Path(a.results) / f"{dict(recipes)[u[0]]['name']}_raw" / f"N{u[1]}_s{u[2]}.json").exists()}
+    files = {u: Path(a.results) / f"{dict(recipes)[u[0]]['name']}_raw" / f"N{u[1]}_s{u[2]}.json" for u in order}
+    done = {u for u, f in files.items() if f.exists()}
+    walls: dict = {}
+    for u in done:  # each finished file's wall_s only (never a return)
+        walls.setdefault((u[0], u[1]), []).append(float(json.loads(files[u].read_text())["wall_s"]))
+    left = None if a.until is None else a.until - time.time()
     log = Path(a.log).read_text() if Path(a.log).exists() else ""
     position = driver_position(log, order)
-    unit, why = next_unit(backfill, order, done, position, _heavy(recipes, Path(a.root), 0.4))
+    unit, why = next_unit(backfill, order, done, position, _heavy(recipes, Path(a.root), 0.4),
+                          price=prices(recipes, walls), left=left)
     if unit is None:
         print({"met": "the driver's next files are all that is left", "done": "every file is searched",
+               "late": f"no file left is expected to end before --until ({left:.0f} s from now)" if left is not None else "",
                "wait": "the next file is of the size the driver searches now, too big for two at once"}[why])
         return 4 if why == "wait" else 3
     print(*unit)

@@ -15,6 +15,9 @@
 # --sizes/--seeds), which skips a file that exists and checks its teams' digests: what a file holds does not
 # depend on the process that searched it (checked in session 33: the same (N, seed) searched again by another
 # process gave the same curve, best_seen and reeval values).
+# UNTIL (session 34; `UNTIL=09:55 bench/atlas_rerun_session.sh start`, any `date -d` time): the session's end. A file
+# still running then is lost, so the backfill takes only a file expected to end before it (its recipe and size's
+# finished files' mean wall_s x 1.25; the planner's `prices`), and ends when none is left that would.
 set -u
 SRC=${1:?usage: atlas_rerun_backfill.sh SRC OUT}
 OUT=${2:?usage: atlas_rerun_backfill.sh SRC OUT}
@@ -22,6 +25,12 @@ MAX_LIVE=${MAX_LIVE:-2}   # start a file while at most this many of the study's 
 PY=${PYTHON:-/work/main/.venv/bin/python}
 PLAN=$(cd "$(dirname "$0")" && pwd)/atlas_rerun_backfill.py
 LOG=$(dirname "$OUT")/stage2_mpe.log   # the MPE driver's log (BASE/stage2_mpe.log)
+until_arg=()
+if [ -n "${UNTIL:-}" ]; then
+  until_s=$(date -d "$UNTIL" +%s 2>/dev/null) || { echo "=== backfill: UNTIL '$UNTIL' is not a time date -d reads (e.g. 09:55)"; exit 2; }
+  until_arg=(--until "$until_s")
+  echo "=== $(date -u +%FT%TZ) backfill: files expected to end before $(date -u -d "@$until_s" +%FT%TZ) only"
+fi
 if [ "$(ps -o sid= -p $$ | tr -d ' ')" = "$$" ] && [ -w /proc/self/autogroup ]; then echo 19 > /proc/self/autogroup 2>/dev/null || true; fi
 cd "$SRC" || exit 2
 export PYTHONPATH=$PWD
@@ -35,7 +44,7 @@ live() {  # the study's searches now running (the drivers' python processes, who
 while :; do
   # wait for a free core: at most MAX_LIVE searches twice, a minute apart (a driver between two steps is not free)
   if ! { [ "$(live)" -le "$MAX_LIVE" ] && sleep 60 && [ "$(live)" -le "$MAX_LIVE" ]; }; then sleep 240; continue; fi
-  out=$(nice -n 19 "$PY" "$PLAN" next --results "$OUT/results" --root "$OUT/mpe" --log "$LOG" 2> "$OUT/.backfill_err"); rc=$?
+  out=$(nice -n 19 "$PY" "$PLAN" next --results "$OUT/results" --root "$OUT/mpe" --log "$LOG" "${until_arg[@]}" 2> "$OUT/.backfill_err"); rc=$?
   unit=$(printf '%s\n' "$out" | tail -1)  # its answer is its last line
   case $rc in
     0) ;;

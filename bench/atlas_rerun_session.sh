@@ -4,7 +4,8 @@
 #   bench/atlas_rerun_session.sh start   # at a session's start: restore the carried state if this machine lacks it,
 #                                        # pin the study's code, start the three family drivers (reniced)
 #                                        # and the backfill (bench/atlas_rerun_backfill.sh: MPE's files from the far end
-#                                        # while a core is free)
+#                                        # while a core is free; UNTIL=HH:MM, the session's end: only files that
+#                                        # are expected to end before it)
 #   bench/atlas_rerun_session.sh save    # before a session's end: carry the study's folder into bench/state/atlas_rerun
 #                                        # (then commit it: git add bench/state/atlas_rerun)
 #   bench/atlas_rerun_session.sh status  # alive?, raw files per family, each log's last step

@@ -687,3 +687,27 @@ def test_the_backfill_searches_from_the_far_end_and_stops_short_of_the_driver():
     assert next_unit(backfill, order, set(), t32, {("T", 32)}) == (None, "wait")
     assert next_unit(backfill, order, set(), t32, set()) == (("T", 32, 3), "")
     assert next_unit(backfill, order, set(order), None, set()) == (None, "done")
+    # with the session's end (left seconds): a file expected to outlast it is skipped for the next that fits
+    price = {("T", 32): 1000.0, ("T", 8): 100.0, ("R", 8): 50.0, ("R", 4): 10.0}
+    assert next_unit(backfill, order, set(), None, set(), price=price, left=2000.0) == (("T", 32, 3), "")
+    assert next_unit(backfill, order, set(), None, set(), price=price, left=200.0) == (("T", 8, 3), "")
+    assert next_unit(backfill, order, set(), None, set(), price=price, left=100.0) == (("R", 8, 3), "")  # MARGIN
+    assert next_unit(backfill, order, set(), None, set(), price=price, left=5.0) == (None, "late")
+    assert next_unit(backfill, order, set(), order.index(("T", 8, 2)), set(), price=price, left=200.0) == (None, "late")
+    assert next_unit(backfill, order, set(), None, set(), price={}, left=1e9) == (None, "late")  # unpriced: not taken
+    assert next_unit(backfill, order, set(), t32, {("T", 32)}, price=price, left=2000.0) == (None, "wait")
+
+
+def test_the_backfill_prices_a_file_from_the_finished_files_wall_time():
+    """A (recipe, N)'s price is its finished files' mean wall_s; with none, another recipe's at that N scaled by
+    instances x budget, else the recipe's cost per instance x budget grown to N by its last two sizes' power law."""
+    from bench.atlas_rerun_backfill import prices
+
+    rec = {"sizes": [4, 8, 16], "instances": {"4": 2, "8": 2, "16": 2}, "budget": {"4": 10, "8": 10, "16": 5}}
+    trend = {"sizes": [8, 16], "instances": {"8": 4, "16": 1}, "budget": {"8": 10, "16": 10}}
+    got = prices([("R", rec), ("T", trend)], {("R", 4): [10.0, 30.0], ("R", 8): [80.0]})
+    assert got[("R", 4)] == 20.0 and got[("R", 8)] == 80.0
+    assert got[("T", 8)] == 160.0  # R's 80 s at N = 8, twice the instances x budget
+    # per instance x budget 1 s at N = 4, 4 s at N = 8: N^2, so 16 s at N = 16 (R: 10 units; T: 10 units)
+    assert got[("R", 16)] == pytest.approx(160.0) and got[("T", 16)] == pytest.approx(160.0)
+    assert prices([("R", rec)], {}) == {}  # nothing finished: no price
