@@ -141,33 +141,67 @@ def _heavy(recipes, root: Path, share: float) -> set:
     return out
 
 
+FAMILIES = {"lbf": ("atlas_rerun_lbf", "atlas_rerun_lbf_trend"), "rware": ("atlas_rerun_rware",),
+            "mpe": ("atlas_rerun_mpe", "atlas_rerun_mpe_trend")}
+
+
+def walls_of(recipes: list[tuple[str, dict]], results: Path) -> tuple[set, dict]:
+    """The finished (recipe, N, seed) files under ``results`` and each (recipe, N)'s ``wall_s`` list (only
+    ``wall_s`` is read from a file, never a return)."""
+    done, walls = set(), {}
+    for u in driver_order(recipes):
+        f = results / f"{dict(recipes)[u[0]]['name']}_raw" / f"N{u[1]}_s{u[2]}.json"
+        if f.exists():
+            done.add(u)
+            walls.setdefault((u[0], u[1]), []).append(float(json.loads(f.read_text())["wall_s"]))
+    return done, walls
+
+
+def time_left(results: Path) -> dict[str, tuple[int, int, float]]:
+    """Per family: (files done, files planned, expected wall seconds of the files left, at the load the finished
+    ones ran under; ``prices`` without MARGIN; a size with no price anywhere counts 0)."""
+    from studies.atlas import read_recipe
+
+    out = {}
+    for fam, names in FAMILIES.items():
+        recipes = [(f"studies/declared/atlas/{n}.toml", read_recipe(f"studies/declared/atlas/{n}.toml")) for n in names]
+        order = driver_order(recipes)
+        done, walls = walls_of(recipes, results)
+        price = prices(recipes, walls)
+        out[fam] = (len(done), len(order), sum(price.get((u[0], u[1]), 0.0) for u in order if u not in done))
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python bench/atlas_rerun_backfill.py")
-    ap.add_argument("step", choices=["next"])
+    ap.add_argument("step", choices=["next", "left"], help="next: the backfill's next file; left: each family's "
+                    "files done and the wall time left")
     ap.add_argument("--results", required=True, help="the study's results folder (OUT/results)")
-    ap.add_argument("--root", required=True, help="the family's runs (OUT/mpe)")
-    ap.add_argument("--log", required=True, help="the MPE driver's log (BASE/stage2_mpe.log)")
+    ap.add_argument("--root", help="the family's runs (OUT/mpe; next)")
+    ap.add_argument("--log", help="the MPE driver's log (BASE/stage2_mpe.log; next)")
     ap.add_argument("--until", type=float, help="the session's end (seconds since the epoch): take only a file "
                     "expected to end before it")
     a = ap.parse_args(argv)
+    if a.step == "left":
+        for fam, (n_done, n_all, secs) in time_left(Path(a.results)).items():
+            print(f"{fam}: {n_done} of {n_all} files, about {secs:,.0f} s of wall time left")
+        return 0
+    if a.root is None or a.log is None:
+        ap.error("next needs --root and --log")
     from studies.atlas import read_recipe
 
     recipes = [(p, read_recipe(p)) for p in (COMPUTE, TREND)]
     order = driver_order(recipes)
     backfill = order[::-1]  # the far end first: the trend's largest size, its last seed
-    files = {u: Path(a.results) / f"{dict(recipes)[u[0]]['name']}_raw" / f"N{u[1]}_s{u[2]}.json" for u in order}
-    done = {u for u, f in files.items() if f.exists()}
-    walls: dict = {}
-    for u in done:  # each finished file's wall_s only (never a return)
-        walls.setdefault((u[0], u[1]), []).append(float(json.loads(files[u].read_text())["wall_s"]))
-    left = None if a.until is None else a.until - time.time()
+    done, walls = walls_of(recipes, Path(a.results))
+    left_s = None if a.until is None else a.until - time.time()
     log = Path(a.log).read_text() if Path(a.log).exists() else ""
     position = driver_position(log, order)
     unit, why = next_unit(backfill, order, done, position, _heavy(recipes, Path(a.root), 0.4),
-                          price=prices(recipes, walls), left=left)
+                          price=prices(recipes, walls), left=left_s)
     if unit is None:
         print({"met": "the driver's next files are all that is left", "done": "every file is searched",
-               "late": f"no file left is expected to end before --until ({left:.0f} s from now)" if left is not None else "",
+               "late": f"no file left is expected to end before --until ({left_s:.0f} s from now)" if left_s is not None else "",
                "wait": "the next file is of the size the driver searches now, too big for two at once"}[why])
         return 4 if why == "wait" else 3
     print(*unit)

@@ -8,7 +8,7 @@
 #                                        # are expected to end before it)
 #   bench/atlas_rerun_session.sh save    # before a session's end: carry the study's folder into bench/state/atlas_rerun
 #                                        # (then commit it: git add bench/state/atlas_rerun)
-#   bench/atlas_rerun_session.sh status  # alive?, raw files per family, each log's last step
+#   bench/atlas_rerun_session.sh status  # alive?, raw files per family, each log's last step, the wall time left
 #   bench/atlas_rerun_session.sh finish  # once every family's log ends "stage 2 done" (refused before): pack each raw
 #                                        # folder into bench/results (studies.store pack, then check), then read the
 #                                        # verdict ONCE (marl study ... --verdict; refused where
@@ -73,7 +73,11 @@ EOF
       n=$(ls "$BASE/study/results/atlas_rerun_${f}_raw" 2>/dev/null | grep -c '^N')
       t=$(ls "$BASE/study/results/atlas_rerun_${f}_trend_raw" 2>/dev/null | grep -c '^N')
       echo "$f: $n compute-search raw files, $t trend; log: $(grep '^===' "$BASE/stage2_$f.log" 2>/dev/null | tail -1)"
-    done ;;
+    done
+    # each family's files and the wall time left, priced by the finished files' own wall_s (no return is read)
+    if [ -d "$BASE/src-$PIN" ]; then
+      (cd "$BASE/src-$PIN" && PYTHONPATH=$PWD nice -n 19 "$PYTHON" "$REPO/bench/atlas_rerun_backfill.py" left --results "$BASE/study/results")
+    fi ;;
   finish)
     # RUNNING.md "When every family's log ends with stage 2 done", steps 1-2, as one command
     for pid in $(pgrep -f 'atlas_rerun_stage2.sh|atlas_rerun_backfill.sh|sweeps.atlas'); do  # a driver, the backfill or a search of this BASE (its folder: BASE's pinned copy)

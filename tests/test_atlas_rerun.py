@@ -1,6 +1,7 @@
 """The ATLAS re-run's statistics (studies/atlas_rerun.py, issue 52 item 3): cheap, read the committed raw files."""
 
 import dataclasses
+import json
 import re
 from pathlib import Path
 
@@ -711,3 +712,23 @@ def test_the_backfill_prices_a_file_from_the_finished_files_wall_time():
     # per instance x budget 1 s at N = 4, 4 s at N = 8: N^2, so 16 s at N = 16 (R: 10 units; T: 10 units)
     assert got[("R", 16)] == pytest.approx(160.0) and got[("T", 16)] == pytest.approx(160.0)
     assert prices([("R", rec)], {}) == {}  # nothing finished: no price
+
+
+def test_the_time_left_reads_each_familys_finished_files_wall_time(tmp_path):
+    """`atlas_rerun_backfill.py left`: per family, the files done of those planned, and the price of the rest (the
+    declared recipes; a family with no finished file has no price yet)."""
+    from bench.atlas_rerun_backfill import FAMILIES, time_left
+    from studies.atlas import read_recipe
+
+    raw = tmp_path / "atlas_rerun_mpe_raw"
+    raw.mkdir()
+    mpe = read_recipe("studies/declared/atlas/atlas_rerun_mpe.toml")
+    for s in mpe["seeds"]:  # every seed of N = 4 at 100 s, one of N = 8 at 200 s
+        (raw / f"N4_s{s}.json").write_text(json.dumps({"wall_s": 100.0}))
+    (raw / f"N8_s{mpe['seeds'][0]}.json").write_text(json.dumps({"wall_s": 200.0}))
+    got = time_left(tmp_path)
+    assert set(got) == set(FAMILIES) and got["rware"][0] == 0 and got["rware"][2] == 0.0
+    n_mpe = sum(len(r["sizes"]) * len(r["seeds"]) for r in
+                (read_recipe(f"studies/declared/atlas/{n}.toml") for n in FAMILIES["mpe"]))
+    assert got["mpe"][:2] == (len(mpe["seeds"]) + 1, n_mpe)
+    assert got["mpe"][2] > 200.0 * (len(mpe["seeds"]) - 1)  # at least N = 8's other seeds
