@@ -436,3 +436,41 @@ def test_stats_helpers():
     assert hi - lo == pytest.approx(2 * 1.96 * x.std() / np.sqrt(200), rel=0.2)
     mm, llo, hhi = stats.mean_ci_rows(np.stack([x, x + 1.0]), num_boot=500)
     np.testing.assert_allclose(hhi - llo, [hhi[0] - llo[0]] * 2)  # paired: same resamples
+
+
+def test_heatmap_figures_draw_each_panel_alone_and_save_the_same_image(tmp_path, monkeypatch):
+    """seaborn's heatmap draws the whole figure once per call; `probes.plots._heat` hides the other panels during
+    it. The saved weight-space figure (12 heatmaps) is the same, byte for byte, as with every panel shown (seaborn
+    called plainly), and the heatmap panels are drawn far fewer times."""
+    import matplotlib.axes
+    import seaborn as sns
+
+    from probes import plots
+
+    rng = np.random.default_rng(0)
+
+    def part():
+        return {"all": {"l2": rng.random((3, 3)).tolist(), "cosine": rng.random((3, 3)).tolist()}}
+
+    rep = {"within_a": part(), "within_b": part(), "across": part(),
+           "reference": {"within_a": part(), "within_b": part(), "across": part()}}
+    draws = []
+    real_draw = matplotlib.axes.Axes.draw
+    def counted(self, renderer):  # the panels drawn (a hidden one returns at once)
+        if self.get_visible():
+            draws.append(self)
+        return real_draw(self, renderer)
+
+    monkeypatch.setattr(matplotlib.axes.Axes, "draw", counted)
+    fast = plots.weights_figure(rep, tmp_path / "fast.png").read_bytes()
+    fast_draws = len(draws)
+
+    def plain(ax, data, annot, xlabels, ylabels, title, fmt=".2f", cmap="viridis"):  # before: seaborn alone
+        sns.heatmap(np.asarray(data, np.float64), annot=annot, fmt=fmt if annot is True else "", cmap=cmap, ax=ax,
+                    xticklabels=xlabels, yticklabels=ylabels, cbar=True, annot_kws={"fontsize": 7})
+        ax.set_title(title, fontsize=9)
+
+    monkeypatch.setattr(plots, "_heat", plain)
+    draws.clear()
+    assert plots.weights_figure(rep, tmp_path / "plain.png").read_bytes() == fast
+    assert fast_draws < len(draws) / 2, (fast_draws, len(draws))
