@@ -53,7 +53,7 @@ def _heat(ax, data, annot, xlabels, ylabels, title, fmt=".2f", cmap="viridis"):
     # seaborn's heatmap draws the whole figure once per call (to see whether its tick labels overlap), so a figure
     # of k heatmaps drew its panels k(k+1)/2 times. The other panels are hidden during the call. The overlap check
     # reads only this panel's labels, so the saved image is the same, byte for byte (tests/test_probes.py).
-    # A teams figure (5 panels) takes 0.97 -> 0.5 CPU s.
+    # A teams figure (5 panels): 0.97 -> 0.55 CPU s; a weight-space figure (12): 4.16 -> 1.22 CPU s.
     others = [a for a in ax.figure.axes if a is not ax and a.get_visible()]
     for a in others:
         a.set_visible(False)

@@ -22,12 +22,16 @@ from pathlib import Path
 # Set before jax starts a backend, and in the environment, so the runs the tests start in subprocesses
 # (sweeps, SLURM jobs) compile the very same programs: checkpoints compared bitwise across processes come
 # from the same code. Runs the suite does not start (bench/, the README's quickstart) keep XLA's defaults.
-# - NumPy's OpenBLAS on one thread: two xdist workers and the processes they start already fill the 2 cores, and
-#   OpenBLAS's idle threads spin (session 34: six heavy files, two workers, cold: 248 -> 222 s wall, 421 -> 382
-#   CPU s; the barrier-calibration tests alone 22.0 -> 10.6 CPU s, their results unchanged). In the environment
-#   for the processes the tests start; in this process through threadpoolctl, as NumPy is already loaded here
-#   (jaxtyping's pytest plugin imports it before any conftest).
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+#
+# NumPy's OpenBLAS runs on one thread. The two xdist workers and the processes they start already fill the 2
+# cores, and OpenBLAS's idle threads spin. Session 34 measured it:
+# - six heavy files, two workers, cold: 248 -> 222 s of wall time, 421 -> 382 CPU s;
+# - the barrier-calibration tests alone: 22.0 -> 10.6 CPU s, with the same results.
+# The limit is set in the environment for the processes the tests start. In this process it goes through
+# threadpoolctl, below, because NumPy is already loaded here: jaxtyping's pytest plugin imports it before any
+# conftest.
+if not os.environ.get("OPENBLAS_NUM_THREADS", "").isdigit():
+    os.environ["OPENBLAS_NUM_THREADS"] = "1"
 _XLA_TEST_FLAGS = ("--xla_backend_optimization_level=0", "--xla_cpu_use_fusion_emitters=false")
 for _flag in _XLA_TEST_FLAGS:
     if _flag.split("=")[0] not in os.environ.get("XLA_FLAGS", ""):
