@@ -28,8 +28,8 @@ import argparse
 import json
 import math
 import re
-import time
 import sys
+import time
 from pathlib import Path
 
 COMPUTE = "studies/declared/atlas/atlas_rerun_mpe.toml"
@@ -141,10 +141,6 @@ def _heavy(recipes, root: Path, share: float) -> set:
     return out
 
 
-FAMILIES = {"lbf": ("atlas_rerun_lbf", "atlas_rerun_lbf_trend"), "rware": ("atlas_rerun_rware",),
-            "mpe": ("atlas_rerun_mpe", "atlas_rerun_mpe_trend")}
-
-
 def walls_of(recipes: list[tuple[str, dict]], results: Path) -> tuple[set, dict]:
     """The finished (recipe, N, seed) files under ``results`` and each (recipe, N)'s ``wall_s`` list (only
     ``wall_s`` is read from a file, never a return)."""
@@ -157,14 +153,16 @@ def walls_of(recipes: list[tuple[str, dict]], results: Path) -> tuple[set, dict]
     return done, walls
 
 
-def time_left(results: Path) -> dict[str, tuple[int, int, float]]:
+def time_left(results: Path, families: list[str]) -> dict[str, tuple[int, int, float]]:
     """Per family: (files done, files planned, expected wall seconds of the files left, at the load the finished
-    ones ran under; ``prices`` without MARGIN; a size with no price anywhere counts 0)."""
+    ones ran under; ``prices`` without MARGIN; a size with no price anywhere counts 0). A family's recipes are the
+    driver's: ``atlas_rerun_F.toml``, then ``atlas_rerun_F_trend.toml`` where it exists."""
     from studies.atlas import read_recipe
 
     out = {}
-    for fam, names in FAMILIES.items():
-        recipes = [(f"studies/declared/atlas/{n}.toml", read_recipe(f"studies/declared/atlas/{n}.toml")) for n in names]
+    for fam in families:
+        paths = [f"studies/declared/atlas/atlas_rerun_{fam}{t}.toml" for t in ("", "_trend")]
+        recipes = [(p, read_recipe(p)) for p in paths if Path(p).is_file()]
         order = driver_order(recipes)
         done, walls = walls_of(recipes, results)
         price = prices(recipes, walls)
@@ -179,11 +177,14 @@ def main(argv=None) -> int:
     ap.add_argument("--results", required=True, help="the study's results folder (OUT/results)")
     ap.add_argument("--root", help="the family's runs (OUT/mpe; next)")
     ap.add_argument("--log", help="the MPE driver's log (BASE/stage2_mpe.log; next)")
+    ap.add_argument("--families", nargs="+", help="the study's families (left), e.g. lbf rware mpe")
     ap.add_argument("--until", type=float, help="the session's end (seconds since the epoch): take only a file "
                     "expected to end before it")
     a = ap.parse_args(argv)
     if a.step == "left":
-        for fam, (n_done, n_all, secs) in time_left(Path(a.results)).items():
+        if not a.families:
+            ap.error("left needs --families")
+        for fam, (n_done, n_all, secs) in time_left(Path(a.results), a.families).items():
             print(f"{fam}: {n_done} of {n_all} files, about {secs:,.0f} s of wall time left")
         return 0
     if a.root is None or a.log is None:

@@ -76,7 +76,7 @@ EOF
     done
     # each family's files and the wall time left, priced by the finished files' own wall_s (no return is read)
     if [ -d "$BASE/src-$PIN" ]; then
-      (cd "$BASE/src-$PIN" && PYTHONPATH=$PWD nice -n 19 "$PYTHON" "$REPO/bench/atlas_rerun_backfill.py" left --results "$BASE/study/results")
+      (cd "$BASE/src-$PIN" && PYTHONPATH=$PWD nice -n 19 "$PYTHON" "$REPO/bench/atlas_rerun_backfill.py" left --results "$BASE/study/results" --families $FAMILIES)
     fi ;;
   finish)
     # RUNNING.md "When every family's log ends with stage 2 done", steps 1-2, as one command

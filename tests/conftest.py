@@ -30,8 +30,7 @@ from pathlib import Path
 # The limit is set in the environment for the processes the tests start. In this process it goes through
 # threadpoolctl, below, because NumPy is already loaded here: jaxtyping's pytest plugin imports it before any
 # conftest.
-if not os.environ.get("OPENBLAS_NUM_THREADS", "").isdigit():
-    os.environ["OPENBLAS_NUM_THREADS"] = "1"
+os.environ["OPENBLAS_NUM_THREADS"] = "1"  # whatever the caller's environment says (tests/test_repo.py)
 _XLA_TEST_FLAGS = ("--xla_backend_optimization_level=0", "--xla_cpu_use_fusion_emitters=false")
 for _flag in _XLA_TEST_FLAGS:
     if _flag.split("=")[0] not in os.environ.get("XLA_FLAGS", ""):
@@ -41,7 +40,7 @@ import jax  # noqa: E402  (after XLA_FLAGS)
 import pytest
 from threadpoolctl import threadpool_limits
 
-_BLAS_THREADS = threadpool_limits(limits=int(os.environ["OPENBLAS_NUM_THREADS"]), user_api="blas")  # kept: the limit holds
+_BLAS_THREADS = threadpool_limits(limits=1, user_api="blas")  # kept: the limit holds
 
 from marl.core.config import NetworkConfig, TrainConfig
 

@@ -35,3 +35,19 @@ def test_mpe_recipe_is_the_measured_config():
     assert recipe.with_overrides({"num_seeds": measured.num_seeds}) == measured
     readme = (ROOT / "README.md").read_text()
     assert "marl train --config recipes/mpe_simple_spread.toml" in readme
+
+
+def test_the_suite_runs_numpy_blas_on_one_thread():
+    """tests/conftest.py: two workers fill the 2 cores, so the tests' NumPy uses one BLAS thread (idle OpenBLAS
+    threads spin: bench/results/suite_time.md, session 34), here and in the processes the tests start."""
+    import subprocess
+    import sys
+
+    from threadpoolctl import threadpool_info
+
+    blas = [p for p in threadpool_info() if p["user_api"] == "blas"]
+    assert blas and all(p["num_threads"] == 1 for p in blas), blas
+    child = subprocess.run([sys.executable, "-c", "import numpy, threadpoolctl; print([p['num_threads'] for p in "
+                            "threadpoolctl.threadpool_info() if p['user_api'] == 'blas'])"],
+                           capture_output=True, text=True, timeout=120)
+    assert child.stdout.strip() == "[1]", child.stdout + child.stderr
