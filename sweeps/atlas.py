@@ -57,8 +57,7 @@ from marl_common.files import write_atomic
 from studies.atlas import lead_verdict, mixed_teams, pilot_recipe, read_recipe, t_ci  # noqa: F401  (lead_verdict, t_ci: the per-map verdict lives with the rules)
 
 REPO = Path(__file__).resolve().parent.parent
-RESULTS = REPO / "bench" / "results"
-RAW = RESULTS / "atlas_raw"
+RESULTS = REPO / "bench" / "results"  # the default results folder (``--results`` names another: a dry run)
 RECIPES = REPO / "studies" / "declared" / "atlas"  # the ATLAS recipes, one per family (their one home)
 RECIPE = RECIPES / "atlas.toml"
 
@@ -86,16 +85,35 @@ def env_of(recipe: dict, n: int) -> str:
     return recipe.get("envs", {}).get(str(n)) or f"{recipe['env']}:{n}"
 
 
-def use_results(recipe: dict, results: Path | None = None) -> None:
-    """Point RESULTS / RAW at ``results`` (default bench/results) and the recipe's name (default atlas)."""
-    global RESULTS, RAW
-    RESULTS = Path(results) if results else REPO / "bench" / "results"
-    RAW = RESULTS / f"{recipe.get('name', 'atlas')}_raw"
-    RESULTS.mkdir(parents=True, exist_ok=True)
+@dataclasses.dataclass(frozen=True)
+class Place:
+    """Where one recipe's results are read and written: the results folder (``results``) and the recipe's name.
+    Every step takes it explicitly (no module state: a step's files depend only on its arguments)."""
+
+    results: Path
+    name: str = "atlas"
+
+    @property
+    def raw(self) -> Path:
+        """The raw folder ``<results>/<name>_raw`` (its pack: ``<name>_raw.npz`` beside it)."""
+        return self.results / f"{self.name}_raw"
+
+    def out(self, ext: str) -> Path:
+        """The report file ``<results>/<name>.<ext>``."""
+        return self.results / f"{self.name}.{ext}"
+
+    def search_file(self, n: int, s: int) -> Path:
+        """The search raw file of (N, training seed)."""
+        return self.raw / f"N{n}_s{s}.json"
+
+    def liveness_file(self, n: int, s: int) -> Path:
+        """The liveness raw file of (N, training seed)."""
+        return self.raw / f"liveness_N{n}_s{s}.json"
 
 
-def _out(recipe: dict, ext: str) -> Path:
-    return RESULTS / f"{recipe.get('name', 'atlas')}.{ext}"
+def place(recipe: dict, results: Path | str | None = None) -> Place:
+    """The recipe's ``Place`` under ``results`` (default bench/results)."""
+    return Place(Path(results) if results else RESULTS, recipe.get("name", "atlas"))
 
 
 def runs(recipe: dict, root: Path) -> dict:
@@ -146,8 +164,9 @@ def check_same_teams(path: Path, ids: dict) -> None:
                  f"aside and search again from one training (or restore the teams it was searched with)")
 
 
-def search(recipe: dict, root: Path, sizes, seeds) -> None:
-    """Every (N, seed): the recipe's methods on the same instances, L and P resized to N; one raw file each."""
+def search(recipe: dict, root: Path, sizes, seeds, at: Place) -> None:
+    """Every (N, seed): the recipe's methods on the same instances, L and P resized to N; one raw file each
+    (``at.search_file``)."""
     import jax
 
     import envs
@@ -156,7 +175,7 @@ def search(recipe: dict, root: Path, sizes, seeds) -> None:
     from marl.core.team import resize
     from marl.runs.loader import load_team
 
-    writable_raw()
+    writable_raw(at)
     r = runs(recipe, root)
     methods = ["zero-shot", recipe["shared"], recipe["per_agent"]]
     for n in sizes:
@@ -164,7 +183,7 @@ def search(recipe: dict, root: Path, sizes, seeds) -> None:
         inst, budget = recipe["instances"][str(n)], recipe["budget"][str(n)]
         programs = Programs()  # the episode program compiles once per N, reused by every seed
         for s in seeds:
-            path = RAW / f"N{n}_s{s}.json"
+            path = at.search_file(n, s)
             l_loaded = load_team(str(r[f"L{s}"]))
             p_loaded = load_team(f"{r['P']}#{recipe['seeds'].index(s)}")
             ids = {"P_id": team_id(p_loaded.team), "L_id": team_id(l_loaded.team)}
@@ -199,31 +218,27 @@ FAMILY_STUDIES_LIVE = ("atlas", "atlas_smax", "atlas_lbf", "atlas_rware")  # the
 LIVENESS_INSTANCES = 16  # instances per training seed of the liveness measure (cells per size: seeds x 16)
 
 
-def liveness_path(n: int, s: int) -> Path:
-    """The liveness raw file of (N, training seed)."""
-    return RAW / f"liveness_N{n}_s{s}.json"
-
-
-def writable_raw() -> Path:
-    """RAW, made, for ``search`` and ``liveness`` to write in; a study whose raw files are packed (RAW.npz) is
-    refused in one line (files written beside the pack would hide it from every reader)."""
+def writable_raw(at: Place) -> Path:
+    """``at.raw``, made, for ``search`` and ``liveness`` to write in; a study whose raw files are packed (its
+    ``.npz``) is refused in one line (files written beside the pack would hide it from every reader)."""
     from studies.store import pack_path
 
-    if pack_path(RAW).exists():
-        sys.exit(f"error: {pack_path(RAW)}: the study's raw files are packed; unpack them first "
-                 f"(python -m studies.store unpack {pack_path(RAW)} {RAW}) and remove the pack")
-    RAW.mkdir(parents=True, exist_ok=True)
-    return RAW
+    raw = at.raw
+    if pack_path(raw).exists():
+        sys.exit(f"error: {pack_path(raw)}: the study's raw files are packed; unpack them first "
+                 f"(python -m studies.store unpack {pack_path(raw)} {raw}) and remove the pack")
+    raw.mkdir(parents=True, exist_ok=True)
+    return raw
 
 
-def raw_files():
-    """The study's raw files as recorded (``studies.store.atlas_raw``: the folder RAW, else its pack RAW.npz)."""
+def raw_files(at: Place):
+    """The study's raw files as recorded (``studies.store.atlas_raw``: the folder ``at.raw``, else its pack)."""
     from studies import store
 
-    return store.atlas_raw(RESULTS, RAW.name.removesuffix("_raw")) if store.has_folder(RAW) else None
+    return store.atlas_raw(at.results, at.name) if store.has_folder(at.raw) else None
 
 
-def liveness(recipe: dict, root: Path, sizes, seeds) -> None:
+def liveness(recipe: dict, root: Path, sizes, seeds, at: Place) -> None:
     """Every (N, seed): L's liveness (``marl.analysis.search.measure_liveness``: 16 shared latents x 4 episodes
     and zero-shot x 4 on 16 instances of the study's search seed, greedy as the searches act), one raw file each
     (``liveness_N{n}_s{seed}.json``, skipped when it exists with the same L)."""
@@ -232,12 +247,12 @@ def liveness(recipe: dict, root: Path, sizes, seeds) -> None:
     from marl.core.team import resize
     from marl.runs.loader import load_team
 
-    writable_raw()
+    writable_raw(at)
     r = runs(recipe, root)
     for n in sizes:
         env = envs.make(env_of(recipe, n))
         for s in seeds:
-            path = liveness_path(n, s)
+            path = at.liveness_file(n, s)
             loaded = load_team(str(r[f"L{s}"]))
             lid = team_id(loaded.team)
             if path.exists() and json.loads(path.read_text()).get("L_id") == lid:
@@ -253,21 +268,21 @@ def liveness(recipe: dict, root: Path, sizes, seeds) -> None:
             print(f"  wrote {path} ({out['wall_s']:.0f} s)", flush=True)
 
 
-def liveness_by_size(recipe: dict, sizes) -> dict:
+def liveness_by_size(recipe: dict, sizes, at: Place) -> dict:
     """``studies.atlas.liveness_by_size`` on this study's raw folder."""
     from studies.atlas import liveness_by_size as by_size
 
-    return by_size(recipe, sizes, RAW)
+    return by_size(recipe, sizes, at.raw)
 
 
-def raw_liveness(recipe: dict) -> dict:
+def raw_liveness(recipe: dict, at: Place) -> dict:
     """Per N, what the search raw files say about liveness (they hold each method's best latent per instance,
     not per-latent per-episode returns): over seeds x instances, the share of cells where D = 0 exactly, where
     each search's re-evaluated return is <= zero-shot's (gain <= 0, within 1e-6), and where the shared
     search's re-evaluated return equals zero-shot's exactly."""
     pa, sh = recipe["per_agent"], recipe["shared"]
     out = {}
-    raw = raw_files()
+    raw = raw_files(at)
     for r in ([raw.load_json(x) for x in raw.names("N*_s*.json")] if raw is not None else []):
         m = r["methods"]
         z = np.asarray(m["zero-shot"]["reeval"], np.float64)
@@ -295,10 +310,10 @@ def _raw_liveness_text(r: dict | None) -> str:
 KEPT_BELOW = "<!-- measured below: kept when liveness-table regenerates the table above -->"
 
 
-def liveness_table(names=FAMILY_STUDIES_LIVE) -> str:
-    """bench/results/atlas_liveness.md: per (family, size), the liveness precondition where liveness files
-    exist (``python -m sweeps.atlas liveness``), and beside it what the committed search raw files allow. What
-    the file holds below the line ``KEPT_BELOW`` (measurements made outside the recipes' runs) is kept."""
+def liveness_table(names=FAMILY_STUDIES_LIVE, results: Path = RESULTS) -> str:
+    """``results``/atlas_liveness.md (default bench/results): per (family, size), the liveness precondition where
+    liveness files exist (``python -m sweeps.atlas liveness``), and beside it what the committed search raw files
+    allow. What the file holds below the line ``KEPT_BELOW`` (measurements made outside the recipes' runs) is kept."""
     from marl_common.files import write_atomic
 
     lines = ["# Latent liveness per ATLAS family and size (generated by python -m sweeps.atlas liveness-table)", "",
@@ -314,15 +329,15 @@ def liveness_table(names=FAMILY_STUDIES_LIVE) -> str:
              "precondition (latent_live) |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
     for name in names:
         recipe = read_recipe(RECIPES / f"{name}.toml")
-        use_results(recipe, RESULTS)
-        rows = raw_liveness(recipe)
-        live = liveness_by_size(recipe, rows)
+        at = place(recipe, results)
+        rows = raw_liveness(recipe, at)
+        live = liveness_by_size(recipe, rows, at)
         for n, r in rows.items():
             f = lambda k: f"{r[k]}/{r['cells']} ({r[k] / r['cells']:.2f})"
             lines.append(f"| {name} | {n} | {r['budget']} | {r['cells']} | {f('D0')} | {f('pa_le0')} | {f('sh_le0')} | "
                          f"{f('sh_eq')} | {live[n]['text'] if 'not measured' not in live[n]['text'] else 'not measured'} |")
     text = "\n".join(lines) + "\n"
-    out = RESULTS / "atlas_liveness.md"
+    out = Path(results) / "atlas_liveness.md"
     old = out.read_text() if out.exists() else ""
     if KEPT_BELOW in old:  # measured sections written below the marker survive a regeneration
         text += "\n" + old[old.index(KEPT_BELOW):]
@@ -487,17 +502,17 @@ def _cfmt(c: dict, d=3) -> str:
     return _fmt(c["mean"], c["lo"], c["hi"], d, c.get("no_interval", ""))
 
 
-def measures(recipe: dict) -> dict:
-    """The plan's measures from the raw files (``studies.atlas.measures`` of RAW)."""
+def measures(recipe: dict, at: Place) -> dict:
+    """The plan's measures from the raw files (``studies.atlas.measures`` of ``at.raw``)."""
     from studies.atlas import measures as study_measures
 
-    return study_measures(RAW, recipe)
+    return study_measures(at.raw, recipe)
 
 
-def _recorded(recipe: dict, key: str):
+def _recorded(at: Place, key: str):
     """A figure of the committed report json (competence, latent weights) when its runs are not on this
     machine: the report is restated from the recorded raw files and these recorded figures."""
-    path = _out(recipe, "json")
+    path = at.out("json")
     return json.loads(path.read_text()).get(key) if path.exists() else None
 
 
@@ -508,16 +523,16 @@ def study_designs(recipe: dict, meas: dict) -> dict:
     return designs(recipe, meas)
 
 
-def calibrate(recipe: dict, sims: int | None = None, records=None) -> list[dict]:
+def calibrate(recipe: dict, at: Place, sims: int | None = None, records=None) -> list[dict]:
     """Calibration records of the report's two rules on this study's designs (``study_designs``), each rule
     simulated with the noise components estimated from this study's own raw files (``studies.atlas``'s
     ``estimate_noise`` / ``estimate_compute_noise``, as the simple_spread records were from theirs); merged
-    into studies/records.json (or ``records``) and written to bench/results/verdict_calibration_<name>.{md,json}. A design whose
+    into studies/records.json (or ``records``) and written to ``at.results``/verdict_calibration_<name>.{md,json}. A design whose
     measure is undefined (a gain <= 0) gets no record, so its report reads "no calibrated rule"."""
     from marl_common.files import write_atomic, write_json
     from studies import atlas as st
 
-    meas = measures(recipe)
+    meas = measures(recipe, at)
     d = study_designs(recipe, meas)
     recs = []
     data = st.study_data(meas, d["slope_sizes"], d["b_main"])
@@ -528,47 +543,47 @@ def calibrate(recipe: dict, sims: int | None = None, records=None) -> list[dict]
         rule = dataclasses.replace(st.GROWS_WITH_COMPUTE, noise=st.estimate_compute_noise(meas, d["sizes_b"]))
         recs.append(st.calibrate_rule(rule, d["compute"], sims))
     for r in recs:
-        r.update(registered=True, kind="registered", noise=f"estimated from {RAW.name}/")
+        r.update(registered=True, kind="registered", noise=f"estimated from {at.raw.name}/")
     name = recipe.get("name", "atlas")
-    text = st.calibration_text(recs).replace("bench/results/atlas_raw", f"bench/results/{RAW.name}").replace(
+    text = st.calibration_text(recs).replace("bench/results/atlas_raw", f"bench/results/{at.raw.name}").replace(
         "(generated by python -m studies.atlas --calibrate)", f"(generated by python -m sweeps.atlas calibrate --recipe studies/declared/atlas/{name}.toml)")
-    write_json(RESULTS / f"verdict_calibration_{name}.json", {"records": recs})
-    write_atomic(RESULTS / f"verdict_calibration_{name}.md", text)
+    write_json(at.results / f"verdict_calibration_{name}.json", {"records": recs})
+    write_atomic(at.results / f"verdict_calibration_{name}.md", text)
     st.write_records(recs, records)
     print(text)
     return recs
 
 
-def mixed_trainings(recipe: dict) -> str:
-    """Where the study's raw files (RAW) disagree on the teams they were searched with (``studies.atlas.mixed_teams``:
+def mixed_trainings(recipe: dict, at: Place) -> str:
+    """Where the study's raw files (``at.raw``) disagree on the teams they were searched with (``studies.atlas.mixed_teams``:
     per seed one P and one L digest across sizes and the liveness files); "" when they agree, or when none records a
     digest (the studies searched before digests were recorded)."""
-    return mixed_teams(recipe["seeds"], [RAW])
+    return mixed_teams(recipe["seeds"], [at.raw])
 
 
-def missing_raw(recipe: dict) -> list[str]:
-    """The planned (N, seed) raw files not written yet (``studies.atlas.missing_raw`` of RAW)."""
+def missing_raw(recipe: dict, at: Place) -> list[str]:
+    """The planned (N, seed) raw files not written yet (``studies.atlas.missing_raw`` of ``at.raw``)."""
     from studies.atlas import missing_raw as missing
 
-    return missing(recipe, RAW)
+    return missing(recipe, at.raw)
 
 
-def report(recipe: dict, root: Path) -> None:
-    """The study's report, ``<name>.{md,json,png}`` under RESULTS: its measures, intervals and verdicts
+def report(recipe: dict, root: Path, at: Place) -> None:
+    """The study's report, ``<name>.{md,json,png}`` under ``at.results``: its measures, intervals and verdicts
     (``studies.atlas``) from the raw files, after the plan's preconditions (every planned raw file, the same
     teams, liveness); the competence and latent figures from the runs under ``root``, else the committed ones."""
     from studies import atlas as st
     from studies.rules import own_noise_text
 
-    missing = missing_raw(recipe)
+    missing = missing_raw(recipe, at)
     if missing:  # a partial study is no study: the design (and its calibration record) is the planned one
-        raise SystemExit(f"atlas report: {len(missing)} planned raw files are missing under {RAW} "
+        raise SystemExit(f"atlas report: {len(missing)} planned raw files are missing under {at.raw} "
                          f"({', '.join(missing[:4])}{', ...' if len(missing) > 4 else ''}): run `python -m sweeps.atlas search` first")
-    mixed = mixed_trainings(recipe)
+    mixed = mixed_trainings(recipe, at)
     if mixed:
-        raise SystemExit(f"atlas report: the raw files under {RAW} come from more than one training of P and L "
+        raise SystemExit(f"atlas report: the raw files under {at.raw} come from more than one training of P and L "
                          f"({mixed}): search the study again from one training")
-    meas = measures(recipe)
+    meas = measures(recipe, at)
     rows = meas["rows"]
     sizes = sorted(rows)
     name = recipe.get("name", "atlas")
@@ -578,7 +593,7 @@ def report(recipe: dict, root: Path) -> None:
     lines = [f"# ATLAS out of distribution{recipe.get('title', ': the SMAX ladder' if name == 'atlas_smax' else '')} "
              f"(generated by python -m sweeps.atlas report; plan: atlas_PLAN.md; rules: studies/atlas.py)", ""]
     # precondition 1: competence at the trained size (entity P vs MLP P, greedy, same episodes)
-    comp = competence(recipe, root) or _recorded(recipe, "competence") or {}
+    comp = competence(recipe, root, at) or _recorded(at, "competence") or {}
     if comp and "win_per_seed" in comp.get("entity", {}):
         for k in ("entity", "mlp"):  # a win rate: Wilson over the episodes (pooled over seeds), never a t
             if k in comp:
@@ -587,7 +602,7 @@ def report(recipe: dict, root: Path) -> None:
     if comp and comp.get("mlp"):
         # reported, not blocking: the plan says a worse entity P is printed as such and the study goes on
         out["entity_within_or_above_mlp"] = bool(comp["entity"]["mean"] >= comp["mlp"]["lo"])
-    live = latent_weights(recipe, root) or _recorded(recipe, "latent_max_abs") or {}
+    live = latent_weights(recipe, root) or _recorded(at, "latent_max_abs") or {}
     out["latent_max_abs"] = live
     eq = recipe.get("equivalence_margin")
     # the verdicts (studies.atlas.family_verdicts, as a declared study reads them): every precondition with its
@@ -595,12 +610,12 @@ def report(recipe: dict, root: Path) -> None:
     # verdict at N needs the latent space shown live at N)
     declared = [k for k, ok in (("competence", bool(comp)), ("latent_weights", bool(live)), ("determinism", True),
                                 ("latent_live", True)) if ok]
-    fam = st.family_verdicts(recipe, RAW, {"competence": comp, "latent_max_abs": live}, declared, eq, meas=meas)
+    fam = st.family_verdicts(recipe, at.raw, {"competence": comp, "latent_max_abs": live}, declared, eq, meas=meas)
     pre = fam["preconditions"]
     out["preconditions"] = dict(pre)
     live_by = fam["live_by"]
     out["liveness"] = {str(n): v for n, v in live_by.items()}
-    raw_live = raw_liveness(recipe)  # what the search files say beside it (each search's best latent only)
+    raw_live = raw_liveness(recipe, at)  # what the search files say beside it (each search's best latent only)
     out["raw_liveness"] = {str(n): v for n, v in raw_live.items()}
     des = fam["designs"]
     b_main = des["b_main"]
@@ -756,17 +771,17 @@ def report(recipe: dict, root: Path) -> None:
     lines += ["", f"Per-seed figures, instance counts and wall times: {name}.json. Cost by N: atlas_cost.md."]
     from marl_common.files import write_atomic, write_json
 
-    write_atomic(_out(recipe, "md"), "\n".join(lines) + "\n")
-    write_json(_out(recipe, "json"), out, indent=1, default=_jsonable)
-    plot(out, recipe)
+    write_atomic(at.out("md"), "\n".join(lines) + "\n")
+    write_json(at.out("json"), out, indent=1, default=_jsonable)
+    plot(out, recipe, at)
     print("\n".join(lines))
 
 
 FAMILY_STUDIES = ("atlas", "atlas_smax", "atlas_lbf", "atlas_rware")  # the reports atlas_families.md reads
 
 
-def families(names=FAMILY_STUDIES) -> str:
-    """bench/results/atlas_families.md: every ATLAS report of ``names`` side by side (env family, sizes, design,
+def families(names=FAMILY_STUDIES, results: Path = RESULTS) -> str:
+    """``results``/atlas_families.md (default bench/results): every ATLAS report of ``names`` side by side (env family, sizes, design,
     preconditions, both verdicts, per-agent vs shared by size), from their committed json; a report not yet
     written is listed as such. Pooled over scenarios: a verdict needs a rule calibrated on the scenarios'
     designs together, which none has ("no calibrated rule for this design")."""
@@ -783,7 +798,7 @@ def families(names=FAMILY_STUDIES) -> str:
              "| --- | --- | ---: | --- | --- | --- | --- | --- |"]
     per_size = []
     for name in names:
-        path = RESULTS / f"{name}.json"
+        path = Path(results) / f"{name}.json"
         if not path.exists():
             lines.append(f"| {name} | - | - | - | - | not run yet (`studies/declared/atlas/{name}.toml`) | - | - |")
             continue
@@ -825,7 +840,7 @@ def families(names=FAMILY_STUDIES) -> str:
               "| study | N | env | D / M | per-agent vs shared (not a calibrated rule) |", "| --- | ---: | --- | ---: | --- |"]
     lines += per_size
     text = "\n".join(lines) + "\n"
-    write_atomic(RESULTS / "atlas_families.md", text)
+    write_atomic(Path(results) / "atlas_families.md", text)
     print(text)
     return text
 
@@ -865,7 +880,7 @@ def _run_seeds(run: Path) -> list[int]:
     return [cfg["seed"] + i for i in range(cfg["num_seeds"])]
 
 
-def competence(recipe: dict, root: Path, episodes: int | None = None) -> dict:
+def competence(recipe: dict, root: Path, at: Place, episodes: int | None = None) -> dict:
     """Greedy return (and win rate) of the entity P and the MLP P at the trained size, per seed on the same
     episodes; the paired entity - MLP difference over the seeds both have. A recipe whose ``[mlp]`` is a
     ``recorded`` figure (no MLP run here) gets the entity P alone and that text beside it."""
@@ -894,7 +909,7 @@ def competence(recipe: dict, root: Path, episodes: int | None = None) -> dict:
     if both:
         out["paired_seeds"] = both
         out["paired_diff"] = t_ci([per["P"][s] - per["P_mlp"][s] for s in both])
-    raw = raw_files()
+    raw = raw_files(at)
     first = f"N{recipe['train_size']}_s{recipe['seeds'][0]}.json"
     trained = raw.load_json(first) if raw is not None and raw.exists(first) else None
     out["random"] = float(np.mean(trained["methods"]["random-policy"]["reeval"])) if trained else float("nan")
@@ -933,7 +948,7 @@ def _yerr(t) -> list:
     return [[x[0] - x[1] if np.isfinite(x[1]) else 0 for x in t], [x[2] - x[0] if np.isfinite(x[2]) else 0 for x in t]]
 
 
-def plot(out: dict, recipe: dict) -> None:
+def plot(out: dict, recipe: dict, at: Place) -> None:
     """``<name>.png`` from the report's ``out``: zero-shot return per agent by N, the size trend's log gain ratio by N,
     and D / M against the budget at each N."""
     import matplotlib
@@ -977,7 +992,7 @@ def plot(out: dict, recipe: dict) -> None:
     fig.tight_layout()
     from marl_common.files import save_figure
 
-    save_figure(fig, _out(recipe, "png"), dpi=120)
+    save_figure(fig, at.out("png"), dpi=120)
 
 
 def main(argv=None) -> None:
@@ -1016,25 +1031,26 @@ def main(argv=None) -> None:
             recipe = pilot_recipe(recipe)
         except ValueError as e:
             sys.exit(f"error: {a.recipe}: {e}")
-    use_results(recipe, a.results)
+    at = place(recipe, a.results)
+    at.results.mkdir(parents=True, exist_ok=True)
     root = Path(a.root)
     if a.step == "train":
         train(recipe, root)
     elif a.step == "search":
-        search(recipe, root, a.sizes or recipe["sizes"], a.seeds or recipe["seeds"])
+        search(recipe, root, a.sizes or recipe["sizes"], a.seeds or recipe["seeds"], at)
     elif a.step == "liveness":
-        liveness(recipe, root, a.sizes or recipe["sizes"], a.seeds or recipe["seeds"])
+        liveness(recipe, root, a.sizes or recipe["sizes"], a.seeds or recipe["seeds"], at)
     elif a.step == "pilot":  # the re-run's liveness pilot, resumable: train its seeds, then measure every (N, seed)
         train(recipe, root)
-        liveness(recipe, root, recipe["sizes"], recipe["seeds"])
+        liveness(recipe, root, recipe["sizes"], recipe["seeds"], at)
     elif a.step == "liveness-table":
-        liveness_table()
+        liveness_table(results=at.results)
     elif a.step == "report":
-        report(recipe, root)
+        report(recipe, root, at)
     elif a.step == "calibrate":
-        calibrate(recipe, a.sims)
+        calibrate(recipe, at, a.sims)
     else:
-        families()
+        families(results=at.results)
 
 
 if __name__ == "__main__":

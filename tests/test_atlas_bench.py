@@ -42,15 +42,15 @@ def test_stochastic_measures_use_the_reevaluation(tmp_path):
     """On SMAX the best seen is a max over noisy scores (biased up, and equal here for both methods):
     the lead must come from the re-evaluated returns, and no determinism check applies."""
     recipe = {"name": "t", "per_agent": "sep-cmaes-per-agent", "shared": "sep-cmaes-shared", "stochastic": True}
-    atlas.use_results(recipe, tmp_path)
-    atlas.RAW.mkdir(parents=True)
+    at = atlas.place(recipe, tmp_path)
+    at.raw.mkdir(parents=True)
     for s, (pa, sh) in enumerate([(0.9, 0.7), (0.8, 0.7)]):
-        (atlas.RAW / f"N8_s{s}.json").write_text(json.dumps(_raw(8, s, 1.5, pa, sh)))
-    rows = atlas.measures(recipe)
+        at.search_file(8, s).write_text(json.dumps(_raw(8, s, 1.5, pa, sh)))
+    rows = atlas.measures(recipe, at)
     assert rows["determinism_failures"] == []
     np.testing.assert_allclose(sorted(r["D"][256] for r in rows["rows"][8]), [0.1, 0.2])
     # the deterministic (MPE) reading takes the best-seen curve and checks best seen == re-evaluated
-    det = atlas.measures({**recipe, "stochastic": False})
+    det = atlas.measures({**recipe, "stochastic": False}, at)
     assert [r["D"][256] for r in det["rows"][8]] == [0.0, 0.0]
     assert len(det["determinism_failures"]) == 4
 
@@ -120,12 +120,12 @@ def _study(tmp_path, name="toy", growth=1.0):
     by ``growth`` per doubling of N."""
     recipe = {"name": name, "train_size": 2, "per_agent": "sep-cmaes-per-agent", "shared": "sep-cmaes-shared",
               "budget_points": [64, 256, 1024], "env": "jumanji:lbf_10x10"}
-    atlas.use_results(recipe, tmp_path)
-    atlas.RAW.mkdir(parents=True)
+    at = atlas.place(recipe, tmp_path)
+    at.raw.mkdir(parents=True)
     rng = np.random.default_rng(0)
     for n in (2, 4, 8):
         for s in range(6):
-            (atlas.RAW / f"N{n}_s{s}.json").write_text(json.dumps(_det_raw(n, s, rng, 1.5 * growth ** np.log2(n))))
+            at.search_file(n, s).write_text(json.dumps(_det_raw(n, s, rng, 1.5 * growth ** np.log2(n))))
     return recipe
 
 
@@ -137,12 +137,13 @@ def test_study_designs_and_calibrate_write_records_for_the_studys_own_design(tmp
     from studies.atlas import study_data
 
     recipe = _study(tmp_path)
-    meas = atlas.measures(recipe)
+    at = atlas.place(recipe, tmp_path)
+    meas = atlas.measures(recipe, at)
     d = atlas.study_designs(recipe, meas)
     assert d["ood"] == [4, 8] and d["slope_sizes"] == [4, 8] and set(d["sizes_b"]) == {2, 4, 8}
     assert "sizes=4/8" in d["trend"].key() and "seedx6" in d["trend"].key() and d["compute"].tests == 3
     records = tmp_path / "records.json"
-    recs = atlas.calibrate(recipe, sims=400, records=records)  # too few studies for a record to pass (test time)
+    recs = atlas.calibrate(recipe, at, sims=400, records=records)  # too few studies for a record to pass (test time)
     assert {r["rule"] for r in recs} == {"grows_with_n", "grows_with_compute"}
     assert all(r["noise"] == "estimated from toy_raw/" for r in recs)
     stored = {r["design"]: r for r in json.loads(records.read_text())["records"]}  # written by merge_records
@@ -159,7 +160,7 @@ def test_study_designs_and_calibrate_write_records_for_the_studys_own_design(tmp
     # doubling of N (a planted effect): "grows"
     assert rules.verdict("grows_with_n", data, d["trend"], records=passing).outcome == "not shown"
     grown = _study(tmp_path / "g", growth=2.0)
-    g_data = study_data(atlas.measures(grown), [4, 8], 256)
+    g_data = study_data(atlas.measures(grown, atlas.place(grown, tmp_path / "g")), [4, 8], 256)
     assert rules.verdict("grows_with_n", g_data, d["trend"], records=passing).outcome == "grows"
 
 
@@ -173,7 +174,7 @@ def test_families_lists_every_study_and_pools_nothing(tmp_path):
            "verdicts": {"lead grows with N": {"verdict": "not shown", "sizes": [4], "slope_per_doubling": [None] * 3},
                         "lead grows with compute": {"verdict": "supported at N = 4"}}}
     (tmp_path / "atlas_lbf.json").write_text(json.dumps(out))
-    text = atlas.families()
+    text = atlas.families(results=tmp_path)
     assert "| atlas_lbf | jumanji: lbf_10x10 | 2 | 4 | 2 x 4 at N = 4 | all hold | **not shown** | **supported at N = 4** |" in text
     assert "| atlas | - |" in text and "not run yet" in text  # the others are listed, not invented
     assert "+0.200 [+0.100, +0.300]" in text and "no calibrated rule for this design" in text
@@ -191,9 +192,10 @@ def test_competence_text_without_an_mlp_run_quotes_the_recorded_figure():
 
 def test_report_refuses_a_partial_study(tmp_path):
     recipe = {**_study(tmp_path), "sizes": [2, 4, 8], "seeds": list(range(6)) + [6]}
-    assert atlas.missing_raw(recipe) == ["N2_s6.json", "N4_s6.json", "N8_s6.json"]
+    at = atlas.place(recipe, tmp_path)
+    assert atlas.missing_raw(recipe, at) == ["N2_s6.json", "N4_s6.json", "N8_s6.json"]
     with pytest.raises(SystemExit, match="3 planned raw files are missing .* run `python -m sweeps.atlas search` first"):
-        atlas.report(recipe, tmp_path / "runs")
+        atlas.report(recipe, tmp_path / "runs", at)
 
 
 def test_raw_files_of_two_trainings_never_mix(tmp_path):
@@ -203,28 +205,29 @@ def test_raw_files_of_two_trainings_never_mix(tmp_path):
     from types import SimpleNamespace
 
     recipe = {**_study(tmp_path), "sizes": [2, 4, 8], "seeds": list(range(6))}
-    assert atlas.mixed_trainings(recipe) == ""  # no file records a digest: the older studies
+    at = atlas.place(recipe, tmp_path)
+    assert atlas.mixed_trainings(recipe, at) == ""  # no file records a digest: the older studies
     p = SimpleNamespace(params={"w": np.arange(6, dtype=np.float32)})
     p2 = SimpleNamespace(params={"w": np.arange(6, dtype=np.float32) + 1e-6})  # a retrained team: other bits
     ids = {"P_id": atlas.team_id(p), "L_id": atlas.team_id(p)}
     assert atlas.team_id(p2) != ids["P_id"] and atlas.team_id(SimpleNamespace(params={"w": np.arange(6, dtype=np.float32)})) == ids["P_id"]
     for n in (2, 4, 8):
         for s in range(6):
-            f = atlas.RAW / f"N{n}_s{s}.json"
+            f = at.search_file(n, s)
             f.write_text(json.dumps({**json.loads(f.read_text()), **ids}))
-    assert atlas.mixed_trainings(recipe) == ""
-    atlas.check_same_teams(atlas.RAW / "N4_s3.json", ids)  # the same teams: reused
+    assert atlas.mixed_trainings(recipe, at) == ""
+    atlas.check_same_teams(at.search_file(4, 3), ids)  # the same teams: reused
     with pytest.raises(SystemExit, match="was searched with other teams"):
-        atlas.check_same_teams(atlas.RAW / "N4_s3.json", {**ids, "P_id": atlas.team_id(p2)})
-    f = atlas.RAW / "N8_s3.json"
+        atlas.check_same_teams(at.search_file(4, 3), {**ids, "P_id": atlas.team_id(p2)})
+    f = at.search_file(8, 3)
     f.write_text(json.dumps({**json.loads(f.read_text()), "P_id": atlas.team_id(p2)}))
-    assert atlas.mixed_trainings(recipe).startswith("seed 3: ")
+    assert atlas.mixed_trainings(recipe, at).startswith("seed 3: ")
     with pytest.raises(SystemExit, match="more than one training of P and L .*seed 3"):
-        atlas.report(recipe, tmp_path / "runs")
+        atlas.report(recipe, tmp_path / "runs", at)
     rec = json.loads(f.read_text())
     del rec["P_id"], rec["L_id"]
     f.write_text(json.dumps(rec))
-    assert "no digest" in atlas.mixed_trainings(recipe)
+    assert "no digest" in atlas.mixed_trainings(recipe, at)
     with pytest.raises(SystemExit, match="records no team digest"):
         atlas.check_same_teams(f, ids)
 
@@ -236,6 +239,7 @@ def test_liveness_by_size_pools_seeds_and_fails_an_inert_or_unmeasured_size(tmp_
     from studies.liveness import INERT, NOT_SHOWN
 
     recipe = {**_study(tmp_path), "seeds": [0, 1, 2]}
+    at = atlas.place(recipe, tmp_path)
     rng = np.random.default_rng(1)
     for s in recipe["seeds"]:
         base = rng.normal(0, 1, (16, 1, 1))
@@ -243,8 +247,8 @@ def test_liveness_by_size_pools_seeds_and_fails_an_inert_or_unmeasured_size(tmp_
         inert = base + 0.3 * rng.normal(0, 1, (16, 16, 4))
         for n, lat in ((2, live), (4, inert)):
             zero = base[:, 0] + 0.3 * rng.normal(0, 1, (16, 4))
-            atlas.liveness_path(n, s).write_text(json.dumps({"latent": lat.tolist(), "zero": zero.tolist()}))
-    got = atlas.liveness_by_size(recipe, [2, 4, 8])
+            at.liveness_file(n, s).write_text(json.dumps({"latent": lat.tolist(), "zero": zero.tolist()}))
+    got = atlas.liveness_by_size(recipe, [2, 4, 8], at)
     assert got[2]["live"] and got[2]["outcome"] == "live"
     assert not got[4]["live"] and got[4]["outcome"] == INERT and "variance ratio" in got[4]["text"]
     assert "/48 instances" in got[4]["text"]  # 3 seeds x 16 instances, pooled
@@ -263,7 +267,7 @@ def test_a_liveness_file_records_its_training_seed_and_the_search_seed(tmp_path,
     import marl.runs.loader as loader
 
     recipe = {"name": "toy", "train_size": 2, "seeds": [7, 9], "search_seed": 3, "population": 4, "env": "x"}
-    atlas.use_results(recipe, tmp_path)
+    at = atlas.place(recipe, tmp_path)
     spec = types.SimpleNamespace(name="x:2")
     monkeypatch.setattr(envs, "make", lambda name: types.SimpleNamespace(spec=spec))
     monkeypatch.setattr(loader, "load_team", lambda run: types.SimpleNamespace(team=run, source={"run": run}))
@@ -271,9 +275,9 @@ def test_a_liveness_file_records_its_training_seed_and_the_search_seed(tmp_path,
     monkeypatch.setattr(atlas, "team_id", lambda team: f"id-{team}")
     monkeypatch.setattr(search, "measure_liveness", lambda env, team, inst, seed, width: {
         "latent": np.zeros((inst, 2, 2)), "zero": np.zeros((inst, 2)), "seed": seed, "latents": 2})
-    atlas.liveness(recipe, tmp_path / "runs", [2], recipe["seeds"])
+    atlas.liveness(recipe, tmp_path / "runs", [2], recipe["seeds"], at)
     for s in recipe["seeds"]:
-        rec = json.loads(atlas.liveness_path(2, s).read_text())
+        rec = json.loads(at.liveness_file(2, s).read_text())
         assert rec["seed"] == s and rec["search_seed"] == 3 and rec["L_id"].endswith(f"L2_s{s}")
         assert np.asarray(rec["latent"]).shape == (16, 2, 2)
 
@@ -287,20 +291,20 @@ def test_a_packed_study_reads_as_its_folder_and_search_will_not_write_beside_it(
 
     recipe = {"name": "t", "per_agent": "sep-cmaes-per-agent", "shared": "sep-cmaes-shared", "stochastic": True,
               "sizes": [8], "seeds": [0, 1]}
-    atlas.use_results(recipe, tmp_path)
-    atlas.RAW.mkdir(parents=True)
+    at = atlas.place(recipe, tmp_path)
+    at.raw.mkdir(parents=True)
     for s, (pa, sh) in enumerate([(0.9, 0.7), (0.8, 0.7)]):
-        (atlas.RAW / f"N8_s{s}.json").write_text(json.dumps(_raw(8, s, 1.5, pa, sh)))
-    want = atlas.measures(recipe)
-    store.pack(atlas.RAW)
-    shutil.rmtree(atlas.RAW)
-    got = atlas.measures(recipe)
+        at.search_file(8, s).write_text(json.dumps(_raw(8, s, 1.5, pa, sh)))
+    want = atlas.measures(recipe, at)
+    store.pack(at.raw)
+    shutil.rmtree(at.raw)
+    got = atlas.measures(recipe, at)
     assert [r["D"] for r in got["rows"][8]] == [r["D"] for r in want["rows"][8]] and len(got["rows"][8]) == 2
-    assert atlas.missing_raw(recipe) == []
+    assert atlas.missing_raw(recipe, at) == []
     for step in (atlas.search, atlas.liveness):
         with pytest.raises(SystemExit, match="raw files are packed; unpack them first"):
-            step(recipe, tmp_path / "runs", [8], [0])
-    assert not atlas.RAW.exists()
+            step(recipe, tmp_path / "runs", [8], [0], at)
+    assert not at.raw.exists()
 
 
 @pytest.mark.parametrize("name", ["atlas", "atlas_lbf", "atlas_rware", "atlas_smax"])
@@ -336,8 +340,7 @@ def test_liveness_table_keeps_what_was_measured_below_its_marker(tmp_path, monke
     committed = (results / "atlas_liveness.md").read_text()
     assert atlas.KEPT_BELOW in committed
     (tmp_path / "atlas_liveness.md").write_text(committed.replace("| atlas_lbf |", "| stale |", 1))
-    monkeypatch.setattr(atlas, "RESULTS", tmp_path)
-    atlas.liveness_table()
+    atlas.liveness_table(results=tmp_path)
     assert (tmp_path / "atlas_liveness.md").read_text() == committed
 
 
@@ -350,26 +353,27 @@ def test_a_study_without_liveness_files_reads_precondition_failed_with_its_searc
     from studies.liveness import NOT_SHOWN
 
     recipe = {**_study(tmp_path, "atlas_lbf"), "sizes": [2, 4, 8], "seeds": list(range(6))}
+    at = atlas.place(recipe, tmp_path)
     for s in range(3):  # N = 4: on 3 of 6 seeds neither search moves (every cell returns zero-shot's return)
-        path = atlas.RAW / f"N4_s{s}.json"
+        path = at.search_file(4, s)
         r = json.loads(path.read_text())
         z = r["methods"]["zero-shot"]["reeval"]
         for m in ("sep-cmaes-shared", "sep-cmaes-per-agent"):
             r["methods"][m]["reeval"] = list(z)
         path.write_text(json.dumps(r))
-    rl = atlas.raw_liveness(recipe)
+    rl = atlas.raw_liveness(recipe, at)
     assert {n: (v["cells"], v["sh_eq"], v["D0"], v["pa_le0"]) for n, v in rl.items()} == \
         {2: (24, 0, 0, 0), 4: (24, 12, 12, 12), 8: (24, 0, 0, 0)}
     assert "equals zero-shot's in 12/24 cells" in atlas._raw_liveness_text(rl[4])
-    fam = st.family_verdicts(recipe, atlas.RAW, {}, ["determinism", "latent_live"], 0.05)
+    fam = st.family_verdicts(recipe, at.raw, {}, ["determinism", "latent_live"], 0.05)
     assert all(v == NOT_SHOWN for v in fam["per_size"].values())
     for txt in fam["verdicts"].values():
         assert txt.startswith(NOT_SHOWN + " at N = ") and "the rule without this precondition: " in txt, txt
     # without the precondition the same data get the rules' own readings (the gate, not the data, decides above)
-    open_ = st.family_verdicts(recipe, atlas.RAW, {}, ["determinism"], 0.05)
+    open_ = st.family_verdicts(recipe, at.raw, {}, ["determinism"], 0.05)
     assert NOT_SHOWN not in " ".join(open_["per_size"].values()) + " ".join(open_["verdicts"].values())
     # the report end to end: its Preconditions give each size's gate and the search files' reading beside it
-    atlas.report({**recipe, "source": {"network.recurrent": False}}, tmp_path / "runs")
+    atlas.report({**recipe, "source": {"network.recurrent": False}}, tmp_path / "runs", at)
     md = (tmp_path / "atlas_lbf.md").read_text()
     pre = md.split("## Preconditions")[1].split("## Verdicts")[0]
     assert "  - N = 4: " + NOT_SHOWN + " (not measured: 6 of 6 seeds' liveness files missing" in pre
@@ -385,7 +389,22 @@ def test_a_study_without_liveness_files_reads_precondition_failed_with_its_searc
                                               "slope_per_doubling": [None] * 3},
                         "lead grows with compute": {"verdict": "not measured here"}}}
     (tmp_path / "atlas_lbf.json").write_text(json.dumps(out))
-    text = atlas.families()
+    text = atlas.families(results=tmp_path)
     assert "other preconditions hold; latent space not shown live at N = 2, 4 (shared search = zero-shot in 0/24, " \
            "12/24 cells)" in text
     assert f"| atlas_lbf | 4 | jumanji:lbf_10x10:4 | +0.000 [-0.010, +0.010] | {NOT_SHOWN} |" in text
+
+
+def test_a_step_given_results_leaves_every_later_step_at_its_own_place(tmp_path):
+    """A step's files depend only on its arguments (``Place``): ``--results A`` sends that step's output to A and
+    leaves the next call's default (bench/results) and another call's folder alone. Fails if a step sets a
+    module-level results folder (as ``use_results`` did before session 35: a later call wrote where an earlier
+    one had pointed)."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    atlas.main(["families", "--results", str(a)])
+    assert (a / "atlas_families.md").exists()
+    assert atlas.place({"name": "x"}) == atlas.Place(atlas.REPO / "bench" / "results", "x")
+    assert atlas.place({}, b).raw == b / "atlas_raw" and atlas.place({}, b).search_file(4, 7) == b / "atlas_raw" / "N4_s7.json"
+    b.mkdir()
+    atlas.families(results=b)
+    assert (b / "atlas_families.md").read_text() == (a / "atlas_families.md").read_text()
