@@ -839,10 +839,33 @@ def families(names=FAMILY_STUDIES, results: Path = RESULTS) -> str:
               "## Per-agent against shared search by size (D / M: the lead as a share of P's margin over random)", "",
               "| study | N | env | D / M | per-agent vs shared (not a calibrated rule) |", "| --- | ---: | --- | ---: | --- |"]
     lines += per_size
+    lines += rerun_section(results)
     text = "\n".join(lines) + "\n"
     write_atomic(Path(results) / "atlas_families.md", text)
     print(text)
     return text
+
+
+RERUN_VERDICT = "atlas_rerun_verdict.json"  # the re-run's record, read once (bench/atlas_rerun_session.sh finish)
+
+
+def rerun_section(results: Path = RESULTS) -> list[str]:
+    """atlas_families.md's section on the re-run (issue 52: every family in one study, studies/declared/atlas_rerun.toml):
+    once its record ``results``/atlas_rerun_verdict.json exists, the record's own side-by-side tables (each family and
+    size's liveness, descriptive lead and verdicts), with when it was read and on which inputs; before, where it stands.
+    Copied from the record, never recomputed: the verdict is read once."""
+    from studies.declared import SIDE_BY_SIDE
+
+    head = ["", "## The re-run (issue 52): every family in one study, each size gated by its liveness", ""]
+    path = Path(results) / RERUN_VERDICT
+    if not path.exists():
+        return head + ["Not read yet: its searches run in the background (`atlas_rerun_RUNNING.md`); the verdict is read "
+                       "once, on every family together, by `bench/atlas_rerun_session.sh finish`."]
+    rec = json.loads(path.read_text())
+    body = rec["lines"][rec["lines"].index(SIDE_BY_SIDE) + 1:] if SIDE_BY_SIDE in rec["lines"] else \
+        [f"- {k}: **{v}**" for k, v in rec["verdicts"].items()]  # a record without the tables: its verdicts
+    return head + [f"Read once on {rec['read']} from {rec['inputs']} input files (sha256 {rec['inputs_sha']}; plan sha256 "
+                   f"{rec['plan_sha']}); every line of the reading: `atlas_rerun_verdict.md`."] + body
 
 
 def _jsonable(x):

@@ -197,6 +197,21 @@ def test_the_rerun_study_gates_each_family_and_size_by_liveness_and_holms_across
     per_size = [ln for ln in reading.lines if ln.startswith("- per-agent minus shared at N = ")]
     assert len(per_size) == 14 and all("(descriptive: an unadjusted 95% interval" in ln for ln in per_size)
     assert sum("not read: precondition failed: latent space inert" in ln for ln in per_size) == 1  # LBF N = 4
+    # the side-by-side table: one row per (family, N), each the lines' own figures; a size not live reads no verdict
+    from studies.declared import SIDE_BY_SIDE
+
+    table = [ln for ln in reading.lines[reading.lines.index(SIDE_BY_SIDE):]
+             if ln.startswith("| atlas")]
+    cells = {(r.split(" | ")[0][2:], int(r.split(" | ")[1])): r.split(" | ")[2:] for r in table if r.count(" | ") == 5}
+    assert len(cells) == 14 and len(table) == 17  # 14 sizes, then the 3 families' trend rows
+    live, dm, pct, comp = cells[("atlas_lbf", 4)]
+    assert live.startswith("precondition failed: latent space inert: noise-free; best of 16 > zero-shot 0/128")
+    assert dm.endswith("(not read)") and pct.endswith("(not read)") and comp == "not read: precondition failed: latent space inert |"
+    assert cells[("atlas", 8)][0].startswith("live: ratio ") and cells[("atlas", 8)][3].startswith("supported (Holm p ")
+    assert all(c[3].startswith("not shown (Holm p 1)") for k, c in cells.items() if k not in {("atlas", 8), ("atlas_lbf", 4)})
+    mpe4 = next(ln for ln in per_size if "N = 4, D / M" in ln)  # the first part's (MPE's) N = 4
+    assert cells[("atlas", 4)][1].split(" (B")[0] in mpe4
+    assert "| atlas_rware | not shown |" in table and "**supported at atlas N = 8**" in text
 
 
 def _rerun_parts(study, data) -> list:
@@ -323,6 +338,15 @@ def test_the_finish_step_packs_every_raw_folder_and_reads_the_verdict_once(rerun
     r = finish()
     assert r.returncode == 2 and "the verdict was read" in r.stdout
     assert {p.name: p.read_bytes() for p in results.iterdir()} == before
+    # atlas_families.md's re-run section: before the record, where it stands; after, the record's own tables
+    from studies.declared import SIDE_BY_SIDE
+    from sweeps import atlas as sweep
+
+    assert sweep.rerun_section(tmp_path)[-1].startswith("Not read yet")
+    fam = sweep.families(results=results)
+    tables = rec["lines"][rec["lines"].index(SIDE_BY_SIDE) + 1:]
+    assert f"Read once on {rec['read']} from 5 input files (sha256 {rec['inputs_sha']}" in fam
+    assert fam.rstrip("\n").endswith("\n".join(tables).rstrip("\n")) and "| atlas_lbf | 4 | precondition failed" in fam
 
 
 def _copy_parts(study, data, dest):
