@@ -5,7 +5,7 @@ trained at one small N (issue 26). Plan: bench/results/atlas_PLAN.md; recipes: s
     python -m sweeps.atlas train  --root runs/atlas          # P (all seeds, one run), L per seed, MLP P
     python -m sweeps.atlas search --root runs/atlas [--sizes 8 16] [--seeds 0 1 2]
     python -m sweeps.atlas liveness --root runs/atlas        # L's latent liveness per (N, seed): the precondition
-    python -m sweeps.atlas liveness-table                    # atlas_liveness.md: every study's liveness by size
+    python -m sweeps.atlas liveness-table [--names N ...]    # atlas_liveness.md: every study's liveness by size
     python -m sweeps.atlas pilot --recipe R --root DIR       # a re-run recipe's liveness pilot (its pilot_seeds):
                                                              # train + liveness, resumable (atlas_rerun_RUNNING.md)
     python -m sweeps.atlas pilot-table --results D [--md F]  # every pilot's liveness, its calibration record and the
@@ -215,6 +215,7 @@ def search(recipe: dict, root: Path, sizes, seeds, at: Place) -> None:
 
 
 FAMILY_STUDIES_LIVE = ("atlas", "atlas_smax", "atlas_lbf", "atlas_rware")  # the studies atlas_liveness.md reads
+RERUN_LIVE = ("atlas_rerun_mpe", "atlas_rerun_lbf", "atlas_rerun_rware")  # added once the re-run is read (RUNNING.md)
 LIVENESS_INSTANCES = 16  # instances per training seed of the liveness measure (cells per size: seeds x 16)
 
 
@@ -1029,6 +1030,8 @@ def main(argv=None) -> None:
     ap.add_argument("--sizes", nargs="+", type=int)
     ap.add_argument("--seeds", nargs="+", type=int)
     ap.add_argument("--results", help="write results here instead of bench/results (a dry run of the pipeline)")
+    ap.add_argument("--names", nargs="+", help="liveness-table: the studies (recipe names) it reads, default "
+                                               + " ".join(FAMILY_STUDIES_LIVE) + " (the re-run's: " + " ".join(RERUN_LIVE) + ")")
     ap.add_argument("--md", help="pilot-table: also write the section into this markdown file (between its markers; "
                                  "bench/results/atlas_liveness.md)")
     ap.add_argument("--pilot", action="store_true",
@@ -1067,7 +1070,7 @@ def main(argv=None) -> None:
         train(recipe, root)
         liveness(recipe, root, recipe["sizes"], recipe["seeds"], at)
     elif a.step == "liveness-table":
-        liveness_table(results=at.results)
+        liveness_table(tuple(a.names or FAMILY_STUDIES_LIVE), results=at.results)
     elif a.step == "report":
         report(recipe, root, at)
     elif a.step == "calibrate":

@@ -347,6 +347,13 @@ def test_the_finish_step_packs_every_raw_folder_and_reads_the_verdict_once(rerun
     tables = rec["lines"][rec["lines"].index(SIDE_BY_SIDE) + 1:]
     assert f"Read once on {rec['read']} from 5 input files (sha256 {rec['inputs_sha']}" in fam
     assert fam.rstrip("\n").endswith("\n".join(tables).rstrip("\n")) and "| atlas_lbf | 4 | precondition failed" in fam
+    # atlas_liveness.md's rows of the re-run, from the packs (RUNNING.md step 3: after the read, never before)
+    sweep.main(["liveness-table", "--results", str(results), "--names", *sweep.RERUN_LIVE])
+    rows = [ln for ln in (results / "atlas_liveness.md").read_text().splitlines() if ln.startswith("| atlas_rerun_")]
+    assert [ln.split(" | ")[0][2:] for ln in rows] == ["atlas_rerun_mpe"] * 5 + ["atlas_rerun_lbf"] * 4 + ["atlas_rerun_rware"] * 5
+    lbf4 = next(ln for ln in rows if ln.startswith("| atlas_rerun_lbf | 4 |"))
+    assert "precondition failed: latent space inert" in lbf4 and "| 128 |" in lbf4  # 8 seeds x 16 instances
+    assert sum("latent space live" in ln for ln in rows) == 13
 
 
 def _copy_parts(study, data, dest):
