@@ -176,6 +176,7 @@ def search(recipe: dict, root: Path, sizes, seeds, at: Place) -> None:
     from marl.runs.loader import load_team
 
     writable_raw(at)
+    machine = _machine()
     r = runs(recipe, root)
     methods = ["zero-shot", recipe["shared"], recipe["per_agent"]]
     for n in sizes:
@@ -202,7 +203,8 @@ def search(recipe: dict, root: Path, sizes, seeds, at: Place) -> None:
             wall = time.time() - t0
             points = [b for b in recipe["budget_points"] if b <= budget]
             out = {"N": n, "env": env.spec.name, "seed": s, "instances": inst, "repeats": recipe.get("repeats", 1), "budget": budget, "budget_points": points, "wall_s": wall,
-                   "L": l_loaded.source, "P": p_loaded.source, **ids, "backend": jax.default_backend(), "methods": {}}
+                   "L": l_loaded.source, "P": p_loaded.source, **ids, "backend": jax.default_backend(),
+                   "machine": machine, "methods": {}}
             for m, v in res.items():
                 curve = np.asarray(v["curve"])
                 out["methods"][m] = {
@@ -217,6 +219,16 @@ def search(recipe: dict, root: Path, sizes, seeds, at: Place) -> None:
 FAMILY_STUDIES_LIVE = ("atlas", "atlas_smax", "atlas_lbf", "atlas_rware")  # the studies atlas_liveness.md reads
 RERUN_LIVE = ("atlas_rerun_mpe", "atlas_rerun_lbf", "atlas_rerun_rware")  # added once the re-run is read (RUNNING.md)
 LIVENESS_INSTANCES = 16  # instances per training seed of the liveness measure (cells per size: seeds x 16)
+
+
+def _machine() -> dict:
+    """What a raw file records of the machine that wrote it (``marl.runs.fingerprint``: the CPU model, its
+    instruction sets, CPUs, backend, jax and XLA_FLAGS, and ``kind``, the short id of that machine kind): searches are
+    bit-exact on one machine kind, not across kinds, so a study can tell which files came from where."""
+    from marl.runs.fingerprint import fingerprint, machine_kind
+
+    fp = {k: v for k, v in fingerprint().items() if k != "packages"}
+    return {**fp, "kind": machine_kind(fp)}
 
 
 def writable_raw(at: Place) -> Path:
@@ -249,6 +261,7 @@ def liveness(recipe: dict, root: Path, sizes, seeds, at: Place) -> None:
     from marl.runs.loader import load_team
 
     writable_raw(at)
+    machine = _machine()
     r = runs(recipe, root)
     for n in sizes:
         env = envs.make(env_of(recipe, n))
@@ -262,7 +275,7 @@ def liveness(recipe: dict, root: Path, sizes, seeds, at: Place) -> None:
             t0 = time.time()
             m = measure_liveness(env, resize(loaded.team, env.spec, f"L seed {s}"), LIVENESS_INSTANCES,
                                  seed=recipe["search_seed"], width=recipe["population"])
-            out = {"N": n, "env": env.spec.name, "L": loaded.source, "L_id": lid, "wall_s": time.time() - t0,
+            out = {"N": n, "env": env.spec.name, "L": loaded.source, "L_id": lid, "wall_s": time.time() - t0, "machine": machine,
                    **{k: v.tolist() if isinstance(v, np.ndarray) else v for k, v in m.items() if k != "seed"},
                    "seed": s, "search_seed": m["seed"]}  # the training seed (m's seed is the search's)
             write_atomic(path, json.dumps(out) + "\n")

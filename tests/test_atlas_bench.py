@@ -257,14 +257,15 @@ def test_liveness_by_size_pools_seeds_and_fails_an_inert_or_unmeasured_size(tmp_
 
 def test_a_liveness_file_records_its_training_seed_and_the_search_seed(tmp_path, monkeypatch):
     """``liveness`` writes one file per (N, training seed) whose ``seed`` is that training seed and ``search_seed``
-    the instances' (the measure's own ``seed`` is the search's: it once overwrote the training seed). Fails when
-    the measure's keys are spread after the training seed."""
+    the instances' (the measure's own ``seed`` is the search's: it once overwrote the training seed), and the machine
+    that wrote it (its CPU model and machine kind). Fails when the measure's keys are spread after the training seed."""
     import types
 
     import envs
     import marl.analysis.search as search
     import marl.core.team as team_mod
     import marl.runs.loader as loader
+    from marl.runs.fingerprint import cpu, machine_kind
 
     recipe = {"name": "toy", "train_size": 2, "seeds": [7, 9], "search_seed": 3, "population": 4, "env": "x"}
     at = atlas.place(recipe, tmp_path)
@@ -279,7 +280,52 @@ def test_a_liveness_file_records_its_training_seed_and_the_search_seed(tmp_path,
     for s in recipe["seeds"]:
         rec = json.loads(at.liveness_file(2, s).read_text())
         assert rec["seed"] == s and rec["search_seed"] == 3 and rec["L_id"].endswith(f"L2_s{s}")
+        assert rec["machine"]["cpu"] == cpu()["cpu"] and rec["machine"]["kind"] == machine_kind(rec["machine"])
         assert np.asarray(rec["latent"]).shape == (16, 2, 2)
+
+
+def test_a_search_file_holds_each_methods_budget_points_its_teams_and_machine_and_is_reused_for_them(tmp_path, monkeypatch):
+    """``search`` writes one file per (N, seed): each method's curve at the recipe's budget points up to the size's
+    budget (column b - 1 of the search's curve), best seen and re-evaluated returns, the teams' digests and the
+    machine; a second call for the same teams keeps the file, and other teams are refused. Fails when a budget
+    point reads the wrong column or the machine is not recorded."""
+    import types
+
+    import envs
+    import marl.analysis.search as search_mod
+    import marl.core.team as team_mod
+    import marl.runs.loader as loader
+    from marl.runs.fingerprint import cpu
+
+    recipe = {"name": "toy", "env": "x", "train_size": 2, "seeds": [7, 9], "search_seed": 3, "population": 4,
+              "sigma": 0.5, "reeval": 2, "shared": "sh", "per_agent": "pa", "budget_points": [2, 4, 8],
+              "instances": {"4": 3}, "budget": {"4": 4}}
+    at = atlas.place(recipe, tmp_path)
+    calls = []
+
+    def fake_search(env, team, methods, inst, budget, **kw):
+        calls.append((team, methods, inst, budget, kw["seed"], kw["source"]))
+        curve = np.arange(inst * budget, dtype=float).reshape(inst, budget)
+        return {m: {"curve": curve + i, "best_seen": curve[:, -1] + i, "reeval": curve[:, -1] + i - 0.5,
+                    "search_s": 1.0, "compile_s": 0.5} for i, m in enumerate(methods)}
+
+    monkeypatch.setattr(envs, "make", lambda name: types.SimpleNamespace(spec=types.SimpleNamespace(name=name)))
+    monkeypatch.setattr(loader, "load_team", lambda ref: types.SimpleNamespace(team=ref, source={"run": ref}))
+    monkeypatch.setattr(team_mod, "resize", lambda team, spec, what: team)
+    monkeypatch.setattr(atlas, "team_id", lambda team: f"id-{team.rsplit('/', 1)[-1]}")
+    monkeypatch.setattr(search_mod, "search_methods", fake_search)
+    atlas.search(recipe, tmp_path / "runs", [4], recipe["seeds"], at)
+    assert [c[1:5] for c in calls] == [(["zero-shot", "sh", "pa"], 3, 4, 3)] * 2
+    assert calls[0][0].endswith("L2_s7") and calls[1][5].endswith("P2_entity#1")  # seed 9's P is P's second seed
+    rec = json.loads(at.search_file(4, 9).read_text())
+    assert rec["budget_points"] == [2, 4] and rec["P_id"] == "id-P2_entity#1" and rec["L_id"] == "id-L2_s9"
+    assert rec["methods"]["pa"]["curve"] == {"2": [3.0, 7.0, 11.0], "4": [5.0, 9.0, 13.0]}  # columns 1 and 3, + 2
+    assert rec["methods"]["sh"]["reeval"] == [3.5, 7.5, 11.5] and rec["machine"]["cpu"] == cpu()["cpu"]
+    atlas.search(recipe, tmp_path / "runs", [4], recipe["seeds"], at)
+    assert len(calls) == 2  # the same teams: both files kept
+    monkeypatch.setattr(atlas, "team_id", lambda team: "another training")
+    with pytest.raises(SystemExit, match="was searched with other teams"):
+        atlas.search(recipe, tmp_path / "runs", [4], recipe["seeds"], at)
 
 
 def test_a_packed_study_reads_as_its_folder_and_search_will_not_write_beside_it(tmp_path):
