@@ -164,9 +164,11 @@ def check_same_teams(path: Path, ids: dict) -> None:
                  f"aside and search again from one training (or restore the teams it was searched with)")
 
 
-def search(recipe: dict, root: Path, sizes, seeds, at: Place) -> None:
+def search(recipe: dict, root: Path, sizes, seeds, at: Place, show: bool = False) -> None:
     """Every (N, seed): the recipe's methods on the same instances, L and P resized to N; one raw file each
-    (``at.search_file``)."""
+    (``at.search_file``). Prints progress only (each (N, seed) started and written): a study's returns are read
+    once, from its raw files, so its log must not show them (two sessions saw baselines in a plain ``tail``); ``show``
+    also prints each method's returns as it ends (a dry run, not a study)."""
     import jax
 
     import envs
@@ -199,7 +201,7 @@ def search(recipe: dict, root: Path, sizes, seeds, at: Place) -> None:
             res = search_methods(env, team, methods, inst, budget, seed=recipe["search_seed"],
                                  pop=recipe["population"], sigma=recipe["sigma"], reeval_episodes=recipe["reeval"],
                                  repeats=recipe.get("repeats", 1),
-                                 source=p_team, random_policy=True, log=print, programs=programs)
+                                 source=p_team, random_policy=True, log=print if show else _silent, programs=programs)
             wall = time.time() - t0
             points = [b for b in recipe["budget_points"] if b <= budget]
             out = {"N": n, "env": env.spec.name, "seed": s, "instances": inst, "repeats": recipe.get("repeats", 1), "budget": budget, "budget_points": points, "wall_s": wall,
@@ -219,6 +221,10 @@ def search(recipe: dict, root: Path, sizes, seeds, at: Place) -> None:
 FAMILY_STUDIES_LIVE = ("atlas", "atlas_smax", "atlas_lbf", "atlas_rware")  # the studies atlas_liveness.md reads
 RERUN_LIVE = ("atlas_rerun_mpe", "atlas_rerun_lbf", "atlas_rerun_rware")  # added once the re-run is read (RUNNING.md)
 LIVENESS_INSTANCES = 16  # instances per training seed of the liveness measure (cells per size: seeds x 16)
+
+
+def _silent(*_args, **_kw) -> None:
+    """A log that prints nothing (``search``'s default for the searches' per-method lines)."""
 
 
 def _machine() -> dict:
@@ -1043,6 +1049,8 @@ def main(argv=None) -> None:
     ap.add_argument("--sizes", nargs="+", type=int)
     ap.add_argument("--seeds", nargs="+", type=int)
     ap.add_argument("--results", help="write results here instead of bench/results (a dry run of the pipeline)")
+    ap.add_argument("--show", action="store_true", help="search: also print each method's returns as it ends (a dry "
+                                                         "run; a study's log shows progress only, its returns are read once)")
     ap.add_argument("--names", nargs="+", help="liveness-table: the studies (recipe names) it reads, default "
                                                + " ".join(FAMILY_STUDIES_LIVE) + " (the re-run's: " + " ".join(RERUN_LIVE) + ")")
     ap.add_argument("--md", help="pilot-table: also write the section into this markdown file (between its markers; "
@@ -1076,7 +1084,7 @@ def main(argv=None) -> None:
     if a.step == "train":
         train(recipe, root)
     elif a.step == "search":
-        search(recipe, root, a.sizes or recipe["sizes"], a.seeds or recipe["seeds"], at)
+        search(recipe, root, a.sizes or recipe["sizes"], a.seeds or recipe["seeds"], at, show=a.show)
     elif a.step == "liveness":
         liveness(recipe, root, a.sizes or recipe["sizes"], a.seeds or recipe["seeds"], at)
     elif a.step == "pilot":  # the re-run's liveness pilot, resumable: train its seeds, then measure every (N, seed)

@@ -284,11 +284,13 @@ def test_a_liveness_file_records_its_training_seed_and_the_search_seed(tmp_path,
         assert np.asarray(rec["latent"]).shape == (16, 2, 2)
 
 
-def test_a_search_file_holds_each_methods_budget_points_its_teams_and_machine_and_is_reused_for_them(tmp_path, monkeypatch):
+def test_a_search_file_holds_each_methods_budget_points_its_teams_and_machine_and_is_reused_for_them(tmp_path, monkeypatch,
+                                                                                                      capsys):
     """``search`` writes one file per (N, seed): each method's curve at the recipe's budget points up to the size's
     budget (column b - 1 of the search's curve), best seen and re-evaluated returns, the teams' digests and the
-    machine; a second call for the same teams keeps the file, and other teams are refused. Fails when a budget
-    point reads the wrong column or the machine is not recorded."""
+    machine; a second call for the same teams keeps the file, and other teams are refused. Its output is progress only
+    (no return: a study's log is read before its verdict), the returns only with ``show``. Fails when a budget point
+    reads the wrong column, the machine is not recorded or the searches' own lines are printed."""
     import types
 
     import envs
@@ -305,6 +307,7 @@ def test_a_search_file_holds_each_methods_budget_points_its_teams_and_machine_an
 
     def fake_search(env, team, methods, inst, budget, **kw):
         calls.append((team, methods, inst, budget, kw["seed"], kw["source"]))
+        kw["log"]("  pa  best seen  12.345  re-evaluated  12.000")
         curve = np.arange(inst * budget, dtype=float).reshape(inst, budget)
         return {m: {"curve": curve + i, "best_seen": curve[:, -1] + i, "reeval": curve[:, -1] + i - 0.5,
                     "search_s": 1.0, "compile_s": 0.5} for i, m in enumerate(methods)}
@@ -315,6 +318,8 @@ def test_a_search_file_holds_each_methods_budget_points_its_teams_and_machine_an
     monkeypatch.setattr(atlas, "team_id", lambda team: f"id-{team.rsplit('/', 1)[-1]}")
     monkeypatch.setattr(search_mod, "search_methods", fake_search)
     atlas.search(recipe, tmp_path / "runs", [4], recipe["seeds"], at)
+    out = capsys.readouterr().out
+    assert "12.345" not in out and "N=4 seed 9: 3 instances, budget 4" in out and out.count("  wrote ") == 2
     assert [c[1:5] for c in calls] == [(["zero-shot", "sh", "pa"], 3, 4, 3)] * 2
     assert calls[0][0].endswith("L2_s7") and calls[1][5].endswith("P2_entity#1")  # seed 9's P is P's second seed
     rec = json.loads(at.search_file(4, 9).read_text())
@@ -323,6 +328,9 @@ def test_a_search_file_holds_each_methods_budget_points_its_teams_and_machine_an
     assert rec["methods"]["sh"]["reeval"] == [3.5, 7.5, 11.5] and rec["machine"]["cpu"] == cpu()["cpu"]
     atlas.search(recipe, tmp_path / "runs", [4], recipe["seeds"], at)
     assert len(calls) == 2  # the same teams: both files kept
+    at.search_file(4, 9).unlink()
+    atlas.search(recipe, tmp_path / "runs", [4], [9], at, show=True)  # a dry run shows the searches' lines
+    assert "best seen  12.345" in capsys.readouterr().out
     monkeypatch.setattr(atlas, "team_id", lambda team: "another training")
     with pytest.raises(SystemExit, match="was searched with other teams"):
         atlas.search(recipe, tmp_path / "runs", [4], recipe["seeds"], at)
