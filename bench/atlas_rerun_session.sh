@@ -2,10 +2,12 @@
 # The ATLAS re-run's stage 2 across sessions and machines (bench/results/atlas_rerun_RUNNING.md, "Now").
 #
 #   bench/atlas_rerun_session.sh start   # at a session's start: restore the carried state if this machine lacks it,
-#                                        # pin the study's code, start the three family drivers (reniced)
-#                                        # and the backfill (bench/atlas_rerun_backfill.sh: MPE's files from the far end
-#                                        # while a core is free; UNTIL=HH:MM, the session's end: only files that
-#                                        # are expected to end before it)
+#                                        # pin the study's code, start the family drivers (reniced), at most DRIVERS
+#                                        # (2) at once, in FAMILIES order, skipping a family whose log ends "stage 2
+#                                        # done", and the backfill (bench/atlas_rerun_backfill.sh: MPE's files from the
+#                                        # far end while a core is free; UNTIL=HH:MM, the session's end: only files
+#                                        # that are expected to end before it). Run again mid-session, it starts the
+#                                        # next family once a driver has ended (nothing else changes).
 #   bench/atlas_rerun_session.sh save    # before a session's end: carry the study's folder into bench/state/atlas_rerun
 #                                        # (then commit it: git add bench/state/atlas_rerun)
 #   bench/atlas_rerun_session.sh status  # alive?, raw files per family, each log's last step, the wall time left
@@ -27,12 +29,24 @@ REPO=$(cd "$(dirname "$0")/.." && pwd)
 STATE=${STATE:-$REPO/bench/state/atlas_rerun}
 export PYTHON=${PYTHON:-$REPO/.venv/bin/python}
 FAMILIES="lbf rware mpe"
+# Families searched at once. A session's end loses every file then in progress (about half a file's CPU each), so no
+# more files run at once than the machine has cores: three drivers on two cores lost three part-files a session,
+# two lose two, and the two cores do the same work meanwhile (session 35). The backfill starts a file only while
+# fewer than DRIVERS of the study's searches run, so it too fills a core and never makes a third.
+DRIVERS=${DRIVERS:-2}
 cmd=${1:-status}
+driver_pids() {  # the drivers of family $1 of this BASE (their folder is BASE's pinned copy; another BASE's are not ours)
+  local pid
+  for pid in $(pgrep -f "atlas_rerun_stage2.sh $1\$"); do
+    case "$(readlink "/proc/$pid/cwd" 2>/dev/null)" in "$BASE"/*) echo "$pid" ;; esac
+  done
+}
 case "$cmd" in
   start)
     SRC=$BASE/src-$PIN
-    if pgrep -f 'atlas_rerun_stage2.sh' > /dev/null; then
-      echo "drivers already running"
+    case "$DRIVERS" in ''|*[!0-9]*|0) echo "error: DRIVERS must be a whole number >= 1, got '$DRIVERS'"; exit 2 ;; esac
+    if [ -n "$(for f in $FAMILIES; do driver_pids "$f"; done)" ]; then
+      echo "drivers running: nothing restored; starting the next family only if fewer than $DRIVERS run"
     else
       if [ ! -d "$SRC" ]; then
         mkdir -p "$SRC" && git -C "$REPO" archive "$PIN" | tar -x -C "$SRC" && git -C "$REPO" rev-parse "$PIN" > "$SRC/COMMIT" \
@@ -40,13 +54,19 @@ case "$cmd" in
       fi
       mkdir -p "$BASE/study"
       if [ -d "$STATE" ]; then "$PYTHON" "$REPO/bench/carry_state.py" restore "$STATE" "$BASE/study" || exit 2; fi
-      for f in $FAMILIES; do
-        (cd "$SRC" && exec setsid nohup nice -n 19 bench/atlas_rerun_stage2.sh "$f") >> "$BASE/stage2_$f.log" 2>&1 < /dev/null &
-      done
     fi
+    running=0
+    for f in $FAMILIES; do [ -n "$(driver_pids "$f")" ] && running=$((running + 1)); done
+    for f in $FAMILIES; do
+      if [ -n "$(driver_pids "$f")" ]; then continue; fi
+      if grep '^===' "$BASE/stage2_$f.log" 2>/dev/null | tail -1 | grep -q 'stage 2 done'; then echo "$f: stage 2 done"; continue; fi
+      if [ "$running" -ge "$DRIVERS" ]; then echo "$f: waits ($running of at most $DRIVERS drivers run; the backfill takes MPE's far end while a core is free)"; continue; fi
+      (cd "$SRC" && exec setsid nohup nice -n 19 bench/atlas_rerun_stage2.sh "$f") >> "$BASE/stage2_$f.log" 2>&1 < /dev/null &
+      running=$((running + 1))
+    done
     # the backfill: MPE's files from the far end while a core is free (bench/atlas_rerun_backfill.sh; session 33)
-    if ! pgrep -f 'atlas_rerun_backfill.sh' > /dev/null; then
-      (exec setsid nohup nice -n 19 "$REPO/bench/atlas_rerun_backfill.sh" "$SRC" "$BASE/study") >> "$BASE/backfill.log" 2>&1 < /dev/null &
+    if ! pgrep -f "atlas_rerun_backfill.sh $SRC " > /dev/null; then
+      (export MAX_LIVE=$((DRIVERS - 1)); exec setsid nohup nice -n 19 "$REPO/bench/atlas_rerun_backfill.sh" "$SRC" "$BASE/study") >> "$BASE/backfill.log" 2>&1 < /dev/null &
     fi
     sleep 2; pgrep -af 'atlas_rerun_stage2.sh|atlas_rerun_backfill.sh' ;;
   save)

@@ -356,6 +356,81 @@ def test_the_finish_step_packs_every_raw_folder_and_reads_the_verdict_once(rerun
     assert sum("latent space live" in ln for ln in rows) == 13
 
 
+@pytest.mark.slow  # starts sleeping processes, about 8 s
+def test_start_runs_at_most_drivers_families_at_once_and_the_next_once_one_has_ended(tmp_path):
+    """``bench/atlas_rerun_session.sh start`` (session 35) on a sandbox (fake drivers and backfill that only sleep):
+    a family whose log ends "stage 2 done" is skipped, at most DRIVERS drivers run, the others wait and are started
+    by a later ``start`` once a driver has ended; the backfill is told to start a file only while fewer than DRIVERS
+    searches run (MAX_LIVE = DRIVERS - 1), and started once. Drivers of another BASE are not counted. Fails when
+    every family is started at once, or a done family again."""
+    import os
+    import shutil
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    root = Path(__file__).resolve().parents[1]
+    repo, base = tmp_path / "repo", tmp_path / "base"
+    (repo / "bench").mkdir(parents=True)
+    shutil.copy(root / "bench" / "atlas_rerun_session.sh", repo / "bench")
+    (repo / "bench" / "atlas_rerun_backfill.sh").write_text('#!/bin/bash\necho "backfill MAX_LIVE=$MAX_LIVE UNTIL=$UNTIL"\nsleep 60\n')
+    (repo / "bench" / "atlas_rerun_backfill.sh").chmod(0o755)
+    src = base / "src-pin"
+    (src / "bench").mkdir(parents=True)
+    (src / "bench" / "atlas_rerun_stage2.sh").write_text("#!/bin/bash\necho \"=== $1 stage 2 started\"\nsleep 60\n")
+    (src / "bench" / "atlas_rerun_stage2.sh").chmod(0o755)
+    (base / "stage2_lbf.log").write_text("=== 2026-12-06T00:00:00Z lbf search --recipe x\n=== 2026-12-06T01:00:00Z lbf stage 2 "
+                                         "done: pack\n")
+    env = {**os.environ, "BASE": str(base), "PIN": "pin", "STATE": str(tmp_path / "no_state"), "DRIVERS": "1",
+           "UNTIL": "23:59", "PYTHON": sys.executable}
+    start = lambda **kw: subprocess.run(["bash", str(repo / "bench" / "atlas_rerun_session.sh"), "start"],  # noqa: E731
+                                        env={**env, **kw}, capture_output=True, text=True, timeout=60)
+
+    def ours():  # this sandbox's sleeping drivers and backfill: pid -> its command line
+        out = {}
+        for pid in map(int, subprocess.run(["pgrep", "-f", "atlas_rerun_(stage2|backfill)"], capture_output=True,
+                                           text=True).stdout.split()):
+            try:
+                cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+                cwd = os.readlink(f"/proc/{pid}/cwd")
+            except OSError:
+                continue
+            if str(tmp_path) in cmd or cwd.startswith(str(tmp_path)):
+                out[pid] = cmd
+        return out
+
+    try:
+        r = start()
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "lbf: stage 2 done" in r.stdout and "mpe: waits (1 of at most 1 drivers run" in r.stdout
+        time.sleep(0.5)
+        running = ours()
+        drivers = {p: c for p, c in running.items() if "atlas_rerun_stage2" in c}
+        assert [c.split()[-1] for c in drivers.values()] == ["rware"]
+        assert sum("atlas_rerun_backfill" in c for c in running.values()) == 1
+        r = start()  # again: nothing restored, nothing new while rware runs
+        assert "drivers running: nothing restored" in r.stdout and "mpe: waits" in r.stdout
+        time.sleep(0.5)
+        assert ours() == running  # no second driver and no second backfill
+        with open(base / "stage2_rware.log", "a") as log:  # rware's driver ends, its stage 2 done
+            log.write("=== 2026-12-06T02:00:00Z rware stage 2 done: pack\n")
+        os.killpg(os.getpgid(next(iter(drivers))), signal.SIGTERM)
+        time.sleep(0.5)
+        r = start()
+        time.sleep(0.5)
+        assert sorted(c.split()[-1] for c in ours().values() if "atlas_rerun_stage2" in c) == ["mpe"], r.stdout
+        assert (base / "backfill.log").read_text().count("backfill MAX_LIVE=0 UNTIL=23:59") == 1
+        assert "stage 2 started" in (base / "stage2_mpe.log").read_text()
+        assert start(DRIVERS="two").returncode == 2
+    finally:
+        for pid in ours():  # each was started in a session of its own (setsid): its group holds its sleep too
+            try:
+                os.killpg(os.getpgid(pid), signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+
 def _copy_parts(study, data, dest):
     import shutil
 
