@@ -92,7 +92,8 @@ EOF
     for f in $FAMILIES; do
       n=$(ls "$BASE/study/results/atlas_rerun_${f}_raw" 2>/dev/null | grep -c '^N')
       t=$(ls "$BASE/study/results/atlas_rerun_${f}_trend_raw" 2>/dev/null | grep -c '^N')
-      echo "$f: $n compute-search raw files, $t trend; log: $(grep '^===' "$BASE/stage2_$f.log" 2>/dev/null | tail -1)"
+      d=$([ -n "$(driver_pids "$f")" ] && echo "driver running" || echo "no driver")
+      echo "$f: $n compute-search raw files, $t trend; $d; log: $(grep '^===' "$BASE/stage2_$f.log" 2>/dev/null | tail -1)"
     done
     # each family's files and the wall time left, priced by the finished files' own wall_s (no return is read)
     if [ -d "$BASE/src-$PIN" ]; then
