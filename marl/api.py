@@ -19,6 +19,7 @@ from typing import Callable
 
 from marl_common.argcheck import checked
 from marl_common.compile_cache import enable_compilation_cache
+from marl_common.echo import quiet
 from marl_common.errors import UserError
 from marl.analysis import defaults
 from marl.core.config import TrainConfig
@@ -40,10 +41,6 @@ def _in_notebook() -> bool:
 # make the resumed run a different run than the one its checkpoints belong to.
 
 
-def _quiet(_msg: str) -> None:
-    pass
-
-
 @checked
 def make_config(config: TrainConfig | str | Path | None = None, overrides: dict | list | None = None) -> TrainConfig:
     """A validated TrainConfig: ``config`` (a TrainConfig, a TOML path, or None for the defaults) with
@@ -63,7 +60,7 @@ def default_out(config: TrainConfig, label: str | None = None) -> Path:
 @checked
 def train(config: TrainConfig | str | Path | None = None, out: str | Path | None = None, *,
           init_from: str | None = None, resume_if_exists: bool = False, progress: bool | None = None,
-          devices: int | None = None, log: tuple[str, ...] = (), echo: Callable[[str], None] = _quiet,
+          devices: int | None = None, log: tuple[str, ...] = (), echo: Callable[[str], None] = quiet,
           **overrides) -> Path:
     """Train a new run into ``out`` and return its folder.
 
@@ -120,7 +117,7 @@ def resume_config(run: str | Path, overrides: dict | list | None = None,
 
 @checked
 def resume(run: str | Path, *, fallback: bool = False, progress: bool | None = None, devices: int | None = None,
-           log: tuple[str, ...] = (), echo: Callable[[str], None] = _quiet, overrides: dict | list | None = None,
+           log: tuple[str, ...] = (), echo: Callable[[str], None] = quiet, overrides: dict | list | None = None,
            config: TrainConfig | str | Path | None = None, allow_log_gap: bool = False) -> Path:
     """Continue a stopped run exactly: ``run`` is ``RUN`` (latest step) or ``RUN/checkpoints/STEP`` (later
     steps are moved to ``checkpoints.discarded/``). ``overrides`` may only raise ``total_steps`` or set
@@ -208,7 +205,7 @@ def lineage(run: str | Path) -> list[dict]:
 @checked
 def evaluate(ref: str | Path, *, episodes: int = defaults.EPISODES, greedy: bool = True, eval_seed: int = defaults.EVAL_SEED,
              all_steps: bool = False, json_path: str | Path | None = None, save: bool = True,
-             absolute: bool = False, echo: Callable[[str], None] = _quiet, own_episodes: bool = False):
+             absolute: bool = False, echo: Callable[[str], None] = quiet, own_episodes: bool = False):
     """Evaluate a checkpoint (every kept step with ``all_steps``) on the same ``episodes`` episodes per seed
     (``own_episodes``: each seed on its own episodes, so that the seeds are independent draws):
     an ``EvalReport`` with per-episode outcomes ``returns``/``won``/``lengths`` [K, S, E] and per-seed rows
@@ -237,7 +234,7 @@ def load(ref: str | Path):
 
 
 @checked
-def search(ref: str | Path, *, out: str | Path | None = None, echo: Callable[[str], None] = _quiet, **settings) -> dict:
+def search(ref: str | Path, *, out: str | Path | None = None, echo: Callable[[str], None] = quiet, **settings) -> dict:
     """Inference-time latent search on a latent-conditioned checkpoint: every method spends the same
     budget on the same instances and episode keys; returns the summary (per-method rows, curves, paired
     differences); with ``out`` also writes summary.json, curves.csv, curves.png, table.txt, pairwise.csv.
@@ -256,7 +253,7 @@ def report(paths: str | Path | list[str | Path] | tuple[str | Path, ...], out: s
            group_by: list[str] | None = None,
            metric: str = "return",
            source: str = "auto", num_boot: int | None = None, seed: int = 0, marl_eval_json: str | Path | None = None,
-           echo: Callable[[str], None] = _quiet):
+           echo: Callable[[str], None] = quiet):
     """Aggregate runs (folders, or folders holding runs) over seeds and tasks: IQM with stratified bootstrap
     CIs, probability of improvement, performance profiles. Without ``out``: the ``Report`` (tables as
     data, nothing written); with ``out``: report.md, CSV tables and figures written there, and the

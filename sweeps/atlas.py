@@ -53,6 +53,7 @@ from pathlib import Path
 
 import numpy as np
 
+from marl_common.echo import quiet
 from marl_common.files import write_atomic
 from studies.atlas import lead_verdict, mixed_teams, pilot_recipe, read_recipe, t_ci  # noqa: F401  (lead_verdict, t_ci: the per-map verdict lives with the rules)
 
@@ -201,7 +202,7 @@ def search(recipe: dict, root: Path, sizes, seeds, at: Place, show: bool = False
             res = search_methods(env, team, methods, inst, budget, seed=recipe["search_seed"],
                                  pop=recipe["population"], sigma=recipe["sigma"], reeval_episodes=recipe["reeval"],
                                  repeats=recipe.get("repeats", 1),
-                                 source=p_team, random_policy=True, log=print if show else _silent, programs=programs)
+                                 source=p_team, random_policy=True, log=print if show else quiet, programs=programs)
             wall = time.time() - t0
             points = [b for b in recipe["budget_points"] if b <= budget]
             out = {"N": n, "env": env.spec.name, "seed": s, "instances": inst, "repeats": recipe.get("repeats", 1), "budget": budget, "budget_points": points, "wall_s": wall,
@@ -221,10 +222,6 @@ def search(recipe: dict, root: Path, sizes, seeds, at: Place, show: bool = False
 FAMILY_STUDIES_LIVE = ("atlas", "atlas_smax", "atlas_lbf", "atlas_rware")  # the studies atlas_liveness.md reads
 RERUN_LIVE = ("atlas_rerun_mpe", "atlas_rerun_lbf", "atlas_rerun_rware")  # added once the re-run is read (RUNNING.md)
 LIVENESS_INSTANCES = 16  # instances per training seed of the liveness measure (cells per size: seeds x 16)
-
-
-def _silent(*_args, **_kw) -> None:
-    """A log that prints nothing (``search``'s default for the searches' per-method lines)."""
 
 
 def _machine() -> dict:

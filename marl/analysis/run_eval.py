@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from marl_common.echo import quiet
 from marl_common.errors import UserError
 from marl_common.stats import mean_ci, wilson_ci
 from envs.catalog import return_range
@@ -120,10 +121,6 @@ class EvalReport:
                 "own_episodes": np.bool_(self.own_episodes)}
 
 
-def _quiet(_msg: str) -> None:
-    pass
-
-
 def sampled_note(logged: dict | None, rows: list[dict], step: int, value_based: bool = False) -> str | None:
     """One line when a seed's greedy win rate (``rows``: evaluate_run's per-seed rows) and the win rate training
     logged at update ``step`` (``logged``: that metrics.jsonl row; sampled actions, a Wilson CI over that
@@ -156,7 +153,7 @@ def sampled_note(logged: dict | None, rows: list[dict], step: int, value_based: 
 
 def evaluate_run(ref, *, episodes: int = EPISODES, greedy: bool = True, eval_seed: int = EVAL_SEED,
                  all_steps: bool = False, json_path: str | Path | None = None, save: bool = True,
-                 echo=_quiet, own_episodes: bool = False) -> EvalReport:
+                 echo=quiet, own_episodes: bool = False) -> EvalReport:
     """Evaluate the checkpoint ``ref`` (``RUN[/checkpoints/STEP][#SEED]``; every kept step with ``all_steps``)
     on ``episodes`` episodes per seed with the key ``eval_seed`` (one compiled program for every step); with
     ``own_episodes`` each seed on its own episodes (``episode_key``; module text).
@@ -286,7 +283,7 @@ def absolute_table(source: dict, returns, won, lengths, eval_seed: int) -> dict:
             "source_return": np.asarray(source["returns"], np.float64).mean(-1)[best, np.arange(len(best))]}
 
 
-def evaluate_absolute(ref, *, eval_seed: int = EVAL_SEED, save: bool = True, echo=_quiet) -> dict:
+def evaluate_absolute(ref, *, eval_seed: int = EVAL_SEED, save: bool = True, echo=quiet) -> dict:
     """Mava's absolute metric for every seed of the run ``ref`` (the folder): its best checkpoint in
     ``RUN/eval/greedy.npz`` (``best_steps``), evaluated greedily on ``ABSOLUTE_FACTOR`` times that table's
     episodes with the episode key ``fold_in(PRNGKey(eval_seed), ABSOLUTE_KEY_INDEX)``: new episodes, not
