@@ -34,10 +34,11 @@ fi
 if [ "$(ps -o sid= -p $$ | tr -d ' ')" = "$$" ] && [ -w /proc/self/autogroup ]; then echo 19 > /proc/self/autogroup 2>/dev/null || true; fi
 cd "$SRC" || exit 2
 export PYTHONPATH=$PWD
-live() {  # the study's searches now running (the drivers' python processes, whose folder is SRC), this script's own none
+live() {  # the study's searches now running (the drivers' python processes, whose folder is a pinned copy beside SRC:
+          # a driver started before a new pin runs the old one), this script's own none
   local n=0 pid
   for pid in $(pgrep -f 'sweeps.atlas (search|train|liveness)'); do
-    [ "$(readlink "/proc/$pid/cwd" 2>/dev/null)" = "$SRC" ] && n=$((n + 1))
+    case "$(readlink "/proc/$pid/cwd" 2>/dev/null)" in "$(dirname "$SRC")"/src-*) n=$((n + 1)) ;; esac
   done
   echo $n
 }

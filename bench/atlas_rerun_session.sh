@@ -5,9 +5,11 @@
 #                                        # pin the study's code, start the family drivers (reniced), at most DRIVERS
 #                                        # (2) at once, in FAMILIES order, skipping a family whose log ends "stage 2
 #                                        # done", and the backfill (bench/atlas_rerun_backfill.sh: MPE's files from the
-#                                        # far end while a core is free; UNTIL=HH:MM, the session's end: only files
-#                                        # that are expected to end before it). Run again mid-session, it starts the
-#                                        # next family once a driver has ended (nothing else changes).
+#                                        # far end while a core is free). Since session 36 a search stopped by the
+#                                        # session's end goes on from its kept progress, so no UNTIL is needed (with
+#                                        # UNTIL=HH:MM the backfill still takes only files expected to end by then).
+#                                        # Run again mid-session, it starts the next family once a driver has ended;
+#                                        # with a new PIN, a family whose driver ended starts from the new pin.
 #   bench/atlas_rerun_session.sh save    # before a session's end: carry the study's folder into bench/state/atlas_rerun
 #                                        # (then commit it: git add bench/state/atlas_rerun)
 #   bench/atlas_rerun_session.sh status  # alive?, raw files per family, each log's last step, the wall time left
@@ -23,7 +25,11 @@
 # The drivers run the study's pinned code (PIN, a commit of this repository; `git archive` into BASE/src-PIN), so
 # that every raw file of the study is searched by one code; the raw files also record their teams' digests.
 set -u
-PIN=${PIN:-091342b}   # the study's code from session 31 on (the slim-checkpoint reader, atomic raw files; recipes and search as 9f81d60)
+# The study's code: 091342b from session 31 (the slim-checkpoint reader, atomic raw files; recipes and search as 9f81d60);
+# from session 36 b8e428a, 091342b plus a search that keeps its progress (marl.analysis.search.progress: a search stopped
+# by a session's end goes on from its last kept generation, to the same numbers bit for bit: tests/test_search_progress.py,
+# and MPE N = 4 seed 9510 killed twice and resumed equals the study's file) and prints progress only.
+PIN=${PIN:-b8e428a}
 BASE=${BASE:-/work/runs/atlas/rerun}
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 STATE=${STATE:-$REPO/bench/state/atlas_rerun}
@@ -65,7 +71,7 @@ case "$cmd" in
       running=$((running + 1))
     done
     # the backfill: MPE's files from the far end while a core is free (bench/atlas_rerun_backfill.sh; session 33)
-    if ! pgrep -f "atlas_rerun_backfill.sh $SRC " > /dev/null; then
+    if ! pgrep -f "atlas_rerun_backfill.sh $BASE/src-" > /dev/null; then  # one backfill, whichever pin it runs
       (export MAX_LIVE=$((DRIVERS - 1)); exec setsid nohup nice -n 19 "$REPO/bench/atlas_rerun_backfill.sh" "$SRC" "$BASE/study") >> "$BASE/backfill.log" 2>&1 < /dev/null &
     fi
     sleep 2; pgrep -af 'atlas_rerun_stage2.sh|atlas_rerun_backfill.sh' ;;
@@ -94,6 +100,10 @@ EOF
       t=$(ls "$BASE/study/results/atlas_rerun_${f}_trend_raw" 2>/dev/null | grep -c '^N')
       d=$([ -n "$(driver_pids "$f")" ] && echo "driver running" || echo "no driver")
       echo "$f: $n compute-search raw files, $t trend; $d; log: $(grep '^===' "$BASE/stage2_$f.log" 2>/dev/null | tail -1)"
+    done
+    # searches stopped part-way, and what of them is kept (their timings only; no return is read)
+    for d in "$BASE"/study/results/atlas_rerun_*_raw/partial_*; do
+      [ -d "$d" ] && echo "kept progress: $(basename "$(dirname "$d")")/$(basename "$d"): $(ls "$d" | grep -c 'done.npz') method(s) done$(ls "$d" | grep -q 'gen.npz' && echo ', one part-way')"
     done
     # each family's files and the wall time left, priced by the finished files' own wall_s (no return is read)
     if [ -d "$BASE/src-$PIN" ]; then

@@ -8,8 +8,11 @@ needs: ``config.toml``, ``metrics.jsonl``, ``start.json``, ``DONE`` and its newe
 (older steps, incomplete step folders, locks, logs and hidden files stay behind). With ``--slim PATTERN``, a done run whose
 path under OUT matches is carried slim, its actors only (``marl.runs.checkpoint.save_actors_only``: a third of
 the bytes; it evaluates and searches, and a resume or warm start from it is refused in one line): name only runs
-that no run still to come warm-starts from. Every other run carries its whole step. ``restore STATE OUT`` copies them back
-into OUT without replacing anything OUT already holds (a file there that differs is named and kept).
+that no run still to come warm-starts from. Every other run carries its whole step. A search's progress folder
+(``marl.analysis.search.progress``: ``partial_<output stem>/``, the state a stopped search goes on from) is carried as
+it is now: STATE's copy loses the files OUT's no longer has, and goes once the search's output is written (or its
+folder is gone from OUT). ``restore STATE OUT`` copies them back into OUT without replacing anything OUT already
+holds (a file there that differs is named and kept), and leaves out a progress folder whose output OUT holds.
 
     python bench/carry_state.py save /work/runs/atlas/rerun/study bench/state/atlas_rerun --slim 'lbf/*' 
     python bench/carry_state.py restore bench/state/atlas_rerun /work/runs/atlas/rerun/study
@@ -34,6 +37,7 @@ import sys
 import time
 from pathlib import Path
 
+from marl.analysis.search.progress import is_progress_folder, output_written
 from marl.runs.checkpoint import ACTORS_ONLY, save_actors_only
 from marl.runs.layout import CKPT_DIR, CONFIG_FILE, METRICS_FILE, START_FILE, steps
 from marl.runs.lock import DONE_FILE
@@ -116,6 +120,7 @@ def save(out: Path, state: Path, slim=()) -> dict:
     _check_places(out, state, "OUT", "STATE")
     state.mkdir(parents=True, exist_ok=True)
     new = sum(_copy(out / rel, state / rel, None) for rel in carried_files(out, slim))
+    _mirror_progress(out, state)
     runs = {}
     for run in run_folders(out):
         rel = run.relative_to(out)
@@ -137,6 +142,28 @@ def save(out: Path, state: Path, slim=()) -> dict:
     write_json(state / RECORD, record, indent=1)
     record.update(new=new, differ=[])
     return record
+
+
+def _progress_folders(root: Path) -> list[Path]:
+    """The search progress folders under ``root`` (outside run folders), relative to it."""
+    return sorted(p.relative_to(root) for p in root.rglob("*") if p.is_dir() and is_progress_folder(p))
+
+
+def _mirror_progress(out: Path, state: Path) -> None:
+    """STATE's progress folders as OUT's are now: one whose search has ended (its output written beside it, or
+    its folder gone from a folder OUT holds) goes; in the others, a file OUT's folder no longer has goes (a
+    method's running state, once the method is done). An OUT without the folder's parent (a machine not restored
+    yet) removes nothing."""
+    for rel in _progress_folders(state):
+        here = out / rel
+        if not here.parent.is_dir():
+            continue
+        if not here.is_dir() or output_written(here):
+            shutil.rmtree(state / rel)
+            continue
+        for p in (state / rel).iterdir():
+            if p.is_file() and not (here / p.name).is_file():
+                p.unlink()
 
 
 def restore(state: Path, out: Path) -> dict:
@@ -164,6 +191,8 @@ def restore(state: Path, out: Path) -> dict:
         rel = p.relative_to(state)
         if any(Path(r) in rel.parents for r in newer):
             continue
+        if is_progress_folder(p.parent) and output_written(out / rel.parent):
+            continue  # this machine finished that search: its progress is left over
         new += _copy(p, out / rel, kept)
     return {"runs": record["runs"], "new": new, "differ": kept, "newer_here": newer}
 

@@ -45,6 +45,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import subprocess
 import sys
 import time
@@ -111,6 +112,12 @@ class Place:
         """The liveness raw file of (N, training seed)."""
         return self.raw / f"liveness_N{n}_s{s}.json"
 
+    def progress_folder(self, n: int, s: int) -> Path:
+        """Where the search of (N, training seed) keeps its progress until its raw file is written."""
+        from marl.analysis.search.progress import folder_for
+
+        return folder_for(self.search_file(n, s))
+
 
 def place(recipe: dict, results: Path | str | None = None) -> Place:
     """The recipe's ``Place`` under ``results`` (default bench/results)."""
@@ -165,16 +172,23 @@ def check_same_teams(path: Path, ids: dict) -> None:
                  f"aside and search again from one training (or restore the teams it was searched with)")
 
 
-def search(recipe: dict, root: Path, sizes, seeds, at: Place, show: bool = False) -> None:
+def search(recipe: dict, root: Path, sizes, seeds, at: Place, show: bool = False, keep_every: float = 120.0) -> None:
     """Every (N, seed): the recipe's methods on the same instances, L and P resized to N; one raw file each
     (``at.search_file``). Prints progress only (each (N, seed) started and written): a study's returns are read
     once, from its raw files, so its log must not show them (two sessions saw baselines in a plain ``tail``); ``show``
-    also prints each method's returns as it ends (a dry run, not a study)."""
+    also prints each method's returns as it ends (a dry run, not a study).
+
+    A search keeps its progress in ``at.progress_folder`` (``marl.analysis.search.progress``: each finished method,
+    and the running one's state at most every ``keep_every`` seconds); a stopped search (a session's end, a killed
+    job) goes on from there, on the same machine kind, to the numbers an unstopped one gives, and the folder goes
+    once the raw file is written. Its ``wall_s`` counts the kept work of earlier processes."""
     import jax
 
     import envs
     from marl.analysis.search import search_methods
     from marl.analysis.search.loop import Programs
+    from marl.analysis.search.progress import Progress
+    from marl_common.errors import UserError
     from marl.core.team import resize
     from marl.runs.loader import load_team
 
@@ -197,17 +211,28 @@ def search(recipe: dict, root: Path, sizes, seeds, at: Place, show: bool = False
                 continue
             team = resize(l_loaded.team, env.spec, f"L seed {s}")
             p_team = resize(p_loaded.team, env.spec, f"P seed {s}")
-            print(f"N={n} seed {s}: {inst} instances, budget {budget}", flush=True)
+            identity = {"raw": path.name, **ids, "env": env.spec.name, "N": n, "seed": s, "instances": inst,
+                        "budget": budget, "methods": methods, "search_seed": recipe["search_seed"],
+                        "population": recipe["population"], "sigma": recipe["sigma"], "reeval": recipe["reeval"],
+                        "repeats": recipe.get("repeats", 1), "machine_kind": machine["kind"]}
+            try:
+                progress = Progress(at.progress_folder(n, s), identity, every_s=keep_every)
+            except UserError as e:
+                sys.exit(f"error: {e}")
+            prior = progress.spent_s() if progress.resumed else 0.0
+            print(f"N={n} seed {s}: {inst} instances, budget {budget}"
+                  + (f" (going on from {progress.folder.name}: {prior:.0f} s of it kept)" if progress.resumed else ""),
+                  flush=True)
             t0 = time.time()
             res = search_methods(env, team, methods, inst, budget, seed=recipe["search_seed"],
                                  pop=recipe["population"], sigma=recipe["sigma"], reeval_episodes=recipe["reeval"],
-                                 repeats=recipe.get("repeats", 1),
-                                 source=p_team, random_policy=True, log=print if show else quiet, programs=programs)
-            wall = time.time() - t0
+                                 repeats=recipe.get("repeats", 1), source=p_team, random_policy=True,
+                                 log=print if show else quiet, programs=programs, progress=progress)
+            wall = time.time() - t0 + prior
             points = [b for b in recipe["budget_points"] if b <= budget]
             out = {"N": n, "env": env.spec.name, "seed": s, "instances": inst, "repeats": recipe.get("repeats", 1), "budget": budget, "budget_points": points, "wall_s": wall,
                    "L": l_loaded.source, "P": p_loaded.source, **ids, "backend": jax.default_backend(),
-                   "machine": machine, "methods": {}}
+                   "machine": machine, "resumed": progress.resumed, "methods": {}}
             for m, v in res.items():
                 curve = np.asarray(v["curve"])
                 out["methods"][m] = {
@@ -216,6 +241,7 @@ def search(recipe: dict, root: Path, sizes, seeds, at: Place, show: bool = False
                     "reeval": np.asarray(v["reeval"]).tolist(),
                     "search_s": v["search_s"], "compile_s": v["compile_s"]}
             write_atomic(path, json.dumps(out, indent=1) + "\n")  # a stop mid-write leaves no partial file
+            progress.clear()
             print(f"  wrote {path} ({wall:.0f} s)", flush=True)
 
 
@@ -1048,6 +1074,9 @@ def main(argv=None) -> None:
     ap.add_argument("--results", help="write results here instead of bench/results (a dry run of the pipeline)")
     ap.add_argument("--show", action="store_true", help="search: also print each method's returns as it ends (a dry "
                                                          "run; a study's log shows progress only, its returns are read once)")
+    ap.add_argument("--keep-every", type=float, default=120.0, metavar="SECONDS",
+                    help="search: keep a running search's state at most this often (default 120); a stopped search "
+                         "goes on from it")
     ap.add_argument("--names", nargs="+", help="liveness-table: the studies (recipe names) it reads, default "
                                                + " ".join(FAMILY_STUDIES_LIVE) + " (the re-run's: " + " ".join(RERUN_LIVE) + ")")
     ap.add_argument("--md", help="pilot-table: also write the section into this markdown file (between its markers; "
@@ -1055,6 +1084,8 @@ def main(argv=None) -> None:
     ap.add_argument("--pilot", action="store_true",
                     help="the recipe's liveness pilot: its pilot_seeds, results named <name>_pilot (train, liveness)")
     a = ap.parse_args(argv)
+    if not math.isfinite(a.keep_every) or a.keep_every < 0:
+        sys.exit(f"error: --keep-every must be a number of seconds >= 0, got {a.keep_every}")
     recipe = read_recipe(a.recipe)
     if a.step == "pilot-table":  # every family's pilot under --results: printed, and with --md put in that file
         if a.md:
@@ -1081,7 +1112,8 @@ def main(argv=None) -> None:
     if a.step == "train":
         train(recipe, root)
     elif a.step == "search":
-        search(recipe, root, a.sizes or recipe["sizes"], a.seeds or recipe["seeds"], at, show=a.show)
+        search(recipe, root, a.sizes or recipe["sizes"], a.seeds or recipe["seeds"], at, show=a.show,
+               keep_every=a.keep_every)
     elif a.step == "liveness":
         liveness(recipe, root, a.sizes or recipe["sizes"], a.seeds or recipe["seeds"], at)
     elif a.step == "pilot":  # the re-run's liveness pilot, resumable: train its seeds, then measure every (N, seed)

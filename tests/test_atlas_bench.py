@@ -336,6 +336,70 @@ def test_a_search_file_holds_each_methods_budget_points_its_teams_and_machine_an
         atlas.search(recipe, tmp_path / "runs", [4], recipe["seeds"], at)
 
 
+def test_a_stopped_search_goes_on_from_its_kept_progress_and_leaves_no_folder(tmp_path, monkeypatch, capsys):
+    """``search`` keeps each (N, seed)'s progress in ``at.progress_folder`` while it runs: a search stopped after its
+    first method goes on from there (that method is not searched again), its file says ``resumed`` and counts the
+    kept seconds in ``wall_s``, and the folder goes once the file is written. A folder kept for other teams is
+    refused in one line and left as it is. (The numbers of a resumed search: tests/test_search_progress.py.)"""
+    import types
+
+    import envs
+    import marl.analysis.search as search_mod
+    import marl.core.team as team_mod
+    import marl.runs.loader as loader
+
+    recipe = {"name": "toy", "env": "x", "train_size": 2, "seeds": [7], "search_seed": 3, "population": 4,
+              "sigma": 0.5, "reeval": 2, "shared": "sh", "per_agent": "pa", "budget_points": [2],
+              "instances": {"4": 2}, "budget": {"4": 2}}
+    at = atlas.place(recipe, tmp_path)
+    searched = []
+
+    def fake_search(env, team, methods, inst, budget, progress=None, stop_after=None, **kw):
+        out = {}
+        for i, m in enumerate(methods):
+            kept = progress.done(m)
+            if kept is not None:
+                out[m] = kept
+                continue
+            if m == stop_after:
+                raise KeyboardInterrupt
+            searched.append(m)
+            out[m] = {"curve": np.full((inst, budget), float(i)), "best_seen": np.full(inst, float(i)),
+                      "reeval": np.full(inst, i - 0.5), "best_latent": np.zeros((inst, 1, 2)), "search_s": 40.0,
+                      "compile_s": 2.0}
+            progress.finish(m, out[m])
+        return out
+
+    monkeypatch.setattr(envs, "make", lambda name: types.SimpleNamespace(spec=types.SimpleNamespace(name=name)))
+    monkeypatch.setattr(loader, "load_team", lambda ref: types.SimpleNamespace(team=ref, source={"run": ref}))
+    monkeypatch.setattr(team_mod, "resize", lambda team, spec, what: team)
+    monkeypatch.setattr(atlas, "team_id", lambda team: f"id-{team.rsplit('/', 1)[-1]}")
+    monkeypatch.setattr(search_mod, "search_methods", lambda *a, **k: fake_search(*a, stop_after="sh", **k))
+    with pytest.raises(KeyboardInterrupt):
+        atlas.search(recipe, tmp_path / "runs", [4], [7], at)
+    folder = at.progress_folder(4, 7)
+    assert sorted(p.name for p in folder.iterdir()) == ["identity.json", "zero-shot.done.npz"]
+    assert not at.search_file(4, 7).exists() and searched == ["zero-shot"]
+    monkeypatch.setattr(search_mod, "search_methods", fake_search)
+    capsys.readouterr()
+    atlas.search(recipe, tmp_path / "runs", [4], [7], at)
+    assert "going on from partial_N4_s7: 42 s of it kept" in capsys.readouterr().out
+    assert searched == ["zero-shot", "sh", "pa"] and not folder.exists()
+    rec = json.loads(at.search_file(4, 7).read_text())
+    assert rec["resumed"] is True and rec["wall_s"] >= 42 and rec["methods"]["zero-shot"]["reeval"] == [-0.5, -0.5]
+    at.search_file(4, 7).unlink()
+    monkeypatch.setattr(search_mod, "search_methods", lambda *a, **k: fake_search(*a, stop_after="pa", **k))
+    with pytest.raises(KeyboardInterrupt):
+        atlas.search(recipe, tmp_path / "runs", [4], [7], at)
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    monkeypatch.setattr(atlas, "team_id", lambda team: "another training")
+    with pytest.raises(SystemExit, match="holds the progress of another search"):
+        atlas.search(recipe, tmp_path / "runs", [4], [7], at)
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
+    with pytest.raises(SystemExit, match="--keep-every must be a number of seconds >= 0"):
+        atlas.main(["search", "--keep-every", "nan", "--results", str(tmp_path)])
+
+
 def test_a_packed_study_reads_as_its_folder_and_search_will_not_write_beside_it(tmp_path):
     """A recorded study's raw files are one pack (RAW.npz, studies.store): the measures read from it are the
     folder's; search and liveness refuse to write a folder beside it (it would hide the pack from every reader)."""

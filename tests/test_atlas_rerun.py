@@ -422,6 +422,11 @@ def test_start_runs_at_most_drivers_families_at_once_and_the_next_once_one_has_e
         assert sorted(c.split()[-1] for c in ours().values() if "atlas_rerun_stage2" in c) == ["mpe"], r.stdout
         assert (base / "backfill.log").read_text().count("backfill MAX_LIVE=0 UNTIL=23:59") == 1
         assert "stage 2 started" in (base / "stage2_mpe.log").read_text()
+        shutil.copytree(src, base / "src-pin2")  # a new pin (session 36): the old pin's backfill still counts
+        before = ours()
+        assert start(PIN="pin2").returncode == 0
+        time.sleep(0.5)
+        assert ours() == before
         assert start(DRIVERS="two").returncode == 2
     finally:
         for pid in ours():  # each was started in a session of its own (setsid): its group holds its sleep too

@@ -360,3 +360,41 @@ def test_a_study_folder_carried_to_another_machine_resumes_row_for_row(unstopped
         assert len(err) == 1 and err[0].startswith("carry_state: error: ") and words in err[0], (argv, err)
     assert not (study / "state").exists() and not (other / "fam" / "P" / "x").exists() and not (tmp_path / "again").exists()
     assert not (tmp_path / "CARRIED.json").exists()
+
+
+def test_a_searchs_progress_is_carried_as_it_is_and_left_behind_once_its_output_is_written(tmp_path):
+    # bench/carry_state.py with marl.analysis.search.progress (session 36): a search stopped by a session's end goes
+    # on from its progress folder on the next machine; the state holds that folder as it is now (a method's
+    # running state goes once the method is done) and drops it once the search's output is written, and a restore
+    # onto a machine that holds the output leaves the old progress out
+    from bench.carry_state import restore, save
+
+    study, state = tmp_path / "study", tmp_path / "state"
+    raw = study / "results" / "x_raw"
+    part = raw / "partial_N2_s1"
+    part.mkdir(parents=True)
+    for name in ("identity.json", "a.done.npz", "b.gen.npz"):
+        (part / name).write_text(name)
+    names = lambda d: sorted(p.name for p in d.iterdir()) if d.is_dir() else None  # noqa: E731
+    save(study, state)
+    assert names(state / "results" / "x_raw" / "partial_N2_s1") == ["a.done.npz", "b.gen.npz", "identity.json"]
+    (part / "b.gen.npz").unlink()  # method b ended
+    (part / "b.done.npz").write_text("b")
+    save(study, state)
+    assert names(state / "results" / "x_raw" / "partial_N2_s1") == ["a.done.npz", "b.done.npz", "identity.json"]
+    other = tmp_path / "other"
+    restore(state, other)
+    assert names(other / "results" / "x_raw" / "partial_N2_s1") == ["a.done.npz", "b.done.npz", "identity.json"]
+    old = tmp_path / "old_state"
+    shutil.copytree(state, old)
+    (tmp_path / "empty").mkdir()
+    save(tmp_path / "empty", state)  # a machine not restored yet removes nothing
+    assert names(state / "results" / "x_raw" / "partial_N2_s1") is not None
+    (raw / "N2_s1.json").write_text("{}")  # the search wrote its output (its folder is removed after)
+    save(study, state)
+    assert names(state / "results" / "x_raw") == ["N2_s1.json"]
+    shutil.rmtree(part)
+    save(study, state)
+    assert names(state / "results" / "x_raw") == ["N2_s1.json"]
+    restore(old, study)  # an older state, onto the machine that finished the search
+    assert names(raw) == ["N2_s1.json"]
