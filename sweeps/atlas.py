@@ -146,12 +146,18 @@ def check_same_teams(path: Path, ids: dict) -> None:
                  f"aside and search again from one training (or restore the teams it was searched with)")
 
 
-def search(recipe: dict, root: Path, sizes, seeds) -> None:
-    """Every (N, seed): the recipe's methods on the same instances, L and P resized to N; one raw file each."""
+def search(recipe: dict, root: Path, sizes, seeds, keep_every: float = 120.0) -> None:
+    """Every (N, seed): the recipe's methods on the same instances, L and P resized to N; one raw file each.
+
+    A search keeps its progress beside its raw file (``partial_N<n>_s<seed>/``, ``marl.analysis.search.progress``:
+    each finished method, and the running one's state at most every ``keep_every`` seconds); a stopped search
+    goes on from there with the same numbers, and the folder goes once the raw file is written."""
     import jax
 
     import envs
     from marl.analysis.search import search_methods
+    from marl.analysis.search.progress import PREFIX, Progress
+    from marl_common.errors import UserError
     from marl.analysis.search.loop import Programs
     from marl.core.team import resize
     from marl.runs.loader import load_team
@@ -174,16 +180,28 @@ def search(recipe: dict, root: Path, sizes, seeds) -> None:
                 continue
             team = resize(l_loaded.team, env.spec, f"L seed {s}")
             p_team = resize(p_loaded.team, env.spec, f"P seed {s}")
-            print(f"N={n} seed {s}: {inst} instances, budget {budget}", flush=True)
+            identity = {"raw": path.name, **ids, "env": env.spec.name, "N": n, "seed": s, "instances": inst,
+                        "budget": budget, "methods": methods, "search_seed": recipe["search_seed"],
+                        "population": recipe["population"], "sigma": recipe["sigma"], "reeval": recipe["reeval"],
+                        "repeats": recipe.get("repeats", 1)}
+            try:
+                progress = Progress(RAW / f"{PREFIX}{path.stem}", identity, every_s=keep_every)
+            except UserError as e:
+                sys.exit(f"error: {e}")
+            prior = progress.spent_s() if progress.resumed else 0.0
+            print(f"N={n} seed {s}: {inst} instances, budget {budget}"
+                  + (f" (going on from {progress.folder.name}: {prior:.0f} s of it kept)" if progress.resumed else ""),
+                  flush=True)
             t0 = time.time()
             res = search_methods(env, team, methods, inst, budget, seed=recipe["search_seed"],
                                  pop=recipe["population"], sigma=recipe["sigma"], reeval_episodes=recipe["reeval"],
                                  repeats=recipe.get("repeats", 1),
-                                 source=p_team, random_policy=True, log=print, programs=programs)
-            wall = time.time() - t0
+                                 source=p_team, random_policy=True, log=print, programs=programs, progress=progress)
+            wall = time.time() - t0 + prior
             points = [b for b in recipe["budget_points"] if b <= budget]
             out = {"N": n, "env": env.spec.name, "seed": s, "instances": inst, "repeats": recipe.get("repeats", 1), "budget": budget, "budget_points": points, "wall_s": wall,
-                   "L": l_loaded.source, "P": p_loaded.source, **ids, "backend": jax.default_backend(), "methods": {}}
+                   "L": l_loaded.source, "P": p_loaded.source, **ids, "backend": jax.default_backend(),
+                   "resumed": progress.resumed, "methods": {}}
             for m, v in res.items():
                 curve = np.asarray(v["curve"])
                 out["methods"][m] = {
@@ -192,6 +210,7 @@ def search(recipe: dict, root: Path, sizes, seeds) -> None:
                     "reeval": np.asarray(v["reeval"]).tolist(),
                     "search_s": v["search_s"], "compile_s": v["compile_s"]}
             write_atomic(path, json.dumps(out, indent=1) + "\n")  # a stop mid-write leaves no partial file
+            progress.clear()
             print(f"  wrote {path} ({wall:.0f} s)", flush=True)
 
 
@@ -999,6 +1018,8 @@ def main(argv=None) -> None:
     ap.add_argument("--sizes", nargs="+", type=int)
     ap.add_argument("--seeds", nargs="+", type=int)
     ap.add_argument("--results", help="write results here instead of bench/results (a dry run of the pipeline)")
+    ap.add_argument("--keep-every", type=float, default=120.0,
+                    help="search: keep a running search's state at most this often, in seconds (default 120)")
     ap.add_argument("--md", help="pilot-table: also write the section into this markdown file (between its markers; "
                                  "bench/results/atlas_liveness.md)")
     ap.add_argument("--pilot", action="store_true",
@@ -1029,7 +1050,7 @@ def main(argv=None) -> None:
     if a.step == "train":
         train(recipe, root)
     elif a.step == "search":
-        search(recipe, root, a.sizes or recipe["sizes"], a.seeds or recipe["seeds"])
+        search(recipe, root, a.sizes or recipe["sizes"], a.seeds or recipe["seeds"], a.keep_every)
     elif a.step == "liveness":
         liveness(recipe, root, a.sizes or recipe["sizes"], a.seeds or recipe["seeds"])
     elif a.step == "pilot":  # the re-run's liveness pilot, resumable: train its seeds, then measure every (N, seed)

@@ -62,7 +62,7 @@ def check_source(team: Team, source: Team, run: str = "the source run") -> None:
 def search_methods(env: Env, team: Team, methods, num_instances: int, budget: int, seed: int = 0,
                    pop: int = 16, sigma: float = 0.5, reeval_episodes: int = 16, repeats: int = 1,
                    source: Team | None = None, random_policy: bool = False, log=print,
-                   programs: Programs | None = None) -> dict:
+                   programs: Programs | None = None, progress=None) -> dict:
     """Run each method on the same instances; returns per-method arrays and timings (host numbers).
 
     The episodes are one compiled program shared by all methods and re-evaluations (``loop.scorer``); a
@@ -76,7 +76,10 @@ def search_methods(env: Env, team: Team, methods, num_instances: int, budget: in
     ``random_policy``: adds the row of uniform random legal actions (the team with all-zero params,
     sampled), on the same instances and keys. ``programs``: compiled programs to reuse (e.g. across the
     training seeds of one env and network: the team's parameters are arguments of the episode program, so
-    it compiles once; each call's strategies still compile their small ask/tell programs).
+    it compiles once; each call's strategies still compile their small ask/tell programs). ``progress``
+    (``progress.Progress``): a method it holds finished is not searched again, the running one goes on from its
+    last kept generation, and each method's results are kept as it ends (a stopped search resumes with the same
+    numbers).
     """
     check_latent_team(team)
     if source is not None:
@@ -97,6 +100,11 @@ def search_methods(env: Env, team: Team, methods, num_instances: int, budget: in
         rows.append((RANDOM_POLICY, team.replace(params=jax.tree.map(jnp.zeros_like, team.params))))
     programs = programs or Programs()  # the episodes compile once per team network and shape, for all methods
     for method, tm in rows:
+        kept = progress.done(method) if progress is not None else None
+        if kept is not None:
+            out[method] = kept
+            log(f"  {method:<20} kept from an earlier, stopped run of this search")
+            continue
         fixed = method in ("zero-shot", SOURCE, RANDOM_POLICY)
         strat = fixed_strategy(method, 1, 1, d, greedy=method != RANDOM_POLICY) if fixed else \
             make_strategy(method, n, d, pop, sigma)
@@ -104,15 +112,19 @@ def search_methods(env: Env, team: Team, methods, num_instances: int, budget: in
         m = 1 if fixed or method == "sampling" else repeats
         score = scorer(env, tm, ikeys, strat.greedy, programs, width=pop)
         c0, t0 = programs.compile_s, time.perf_counter()
-        res = jax.block_until_ready(run_search_compiled(strat, score, k_search, num_instances, b, m, n, programs))
+        running = progress.method(method) if progress is not None else None
+        res = jax.block_until_ready(run_search_compiled(strat, score, k_search, num_instances, b, m, n, programs,
+                                                        progress=running))
         compile_s = programs.compile_s - c0
-        search_s = time.perf_counter() - t0 - compile_s
+        search_s = time.perf_counter() - t0 - compile_s + (running.prior_s if running is not None else 0.0)
         reeval = np.asarray(reevaluate_scored(score, res.best_latent, k_reeval, reeval_episodes, n, programs))
         curve = np.asarray(res.curve())
         if fixed:  # budget 1: the curve is flat
             curve = np.repeat(curve[:, :1], budget, axis=1)
         out[method] = {"curve": curve, "best_seen": np.asarray(res.best_return), "reeval": reeval,
                        "best_latent": np.asarray(res.best_latent), "compile_s": compile_s, "search_s": search_s}
+        if progress is not None:
+            progress.finish(method, out[method])
         log(f"  {method:<20} best seen {curve[:, -1].mean():9.3f}  re-evaluated {reeval.mean():9.3f}  "
             f"({search_s:.2f} s, compile {compile_s:.1f} s)")
     return out

@@ -147,7 +147,7 @@ class Programs:
 
 
 def run_search_compiled(strategy: Strategy, score: Callable, key: jax.Array, num_instances: int, budget: int,
-                        repeats: int, num_agents: int, programs: Programs) -> SearchResult:
+                        repeats: int, num_agents: int, programs: Programs, progress=None) -> SearchResult:
     """``run_search`` with the generations driven from the host, and its numbers.
 
     The episodes are ``score(z [I, P, N, d], keys [I, P, m, 2]) -> [I, P]``: one compiled program that
@@ -156,7 +156,11 @@ def run_search_compiled(strategy: Strategy, score: Callable, key: jax.Array, num
     generation's latents and episode keys) and ``step`` (``run_search``'s generation with the scores
     given: it asks again and tells). ``step`` repeats the ask rather than take the asked candidates as
     input so that XLA compiles the CMA-ES arithmetic as it does inside ``run_search``'s scan: split at
-    the ask/tell boundary, its fused multiply-adds round differently (1 ulp in a latent)."""
+    the ask/tell boundary, its fused multiply-adds round differently (1 ulp in a latent).
+
+    ``progress`` (``progress.MethodProgress``): the search goes on from the state it holds, and keeps its state
+    after the generations (the same numbers as an unstopped search: each generation is a function of the carried
+    arrays, the keys and its number)."""
     dim = strategy.dim
 
     def ask(state, keys, g):
@@ -168,12 +172,18 @@ def run_search_compiled(strategy: Strategy, score: Callable, key: jax.Array, num
         return search_tell(strategy, (state,) + carry[1:], cands, z, ret)
 
     carry, keys = programs(("init", strategy), lambda k: search_init(strategy, k, num_instances, repeats), key)
-    rets = []
-    for g in range(generations(strategy, budget, repeats)):
+    rets, start = [], 0
+    saved = progress.load(carry) if progress is not None else None
+    if saved is not None:
+        start, carry, rets = saved
+    total = generations(strategy, budget, repeats)
+    for g in range(start, total):
         g = np.int32(g)
         ret = score(*programs(("ask", strategy), ask, carry[0], keys, g))
         carry = programs(("step", strategy), step, carry, keys, g, ret)
         rets.append(np.asarray(ret))
+        if progress is not None and g + 1 < total:
+            progress.keep(int(g) + 1, carry, rets)
     return _result(np.stack(rets), carry[1], carry[2], repeats)
 
 

@@ -1,0 +1,114 @@
+"""A search stopped part-way goes on from its kept progress to the numbers an unstopped search gives, bit for bit
+(``marl.analysis.search.progress``): the ATLAS re-run's searches take up to two hours each, and a session's end
+stopped them."""
+
+import json
+
+import jax
+import numpy as np
+import pytest
+
+import envs
+from marl.analysis.search import compare, search_methods
+from marl.analysis.search.loop import Programs
+from marl.analysis.search.progress import Progress
+from marl.core.config import NetworkConfig
+from marl.core.networks import init_actor
+from marl.core.team import Team, tile
+from marl_common.errors import UserError
+
+METHODS = ["zero-shot", "sep-cmaes-shared", "sep-cmaes-per-agent"]
+KW = dict(num_instances=3, budget=20, pop=4, reeval_episodes=2, log=lambda *_: None)  # 5 generations a method
+
+
+@pytest.fixture(scope="module")
+def latent_team():
+    env = envs.make("mpe:simple_spread", num_agents=3)
+    net = NetworkConfig(hidden=16, critic_hidden=16, latent_dim=4, recurrent=False)
+    p = init_actor(jax.random.PRNGKey(0), env.spec, net)
+    p = jax.tree_util.tree_map_with_path(  # untrained latent weights are zero: give them values so that z matters
+        lambda path, x: jax.random.normal(jax.random.PRNGKey(1), x.shape) if "latent" in jax.tree_util.keystr(path)
+        else x, p)
+    return env, Team(tile(p, 3), env.spec, net, shared=True)
+
+
+class Stop(Exception):
+    pass
+
+
+def _counting(monkeypatch, stop_at=None):
+    """Count the episode program's calls (``compare.scorer``'s ``score``); raise ``Stop`` at call ``stop_at``."""
+    calls = [0]
+    real = compare.scorer
+
+    def scorer(*a, **k):
+        score = real(*a, **k)
+
+        def counted(z, keys):
+            calls[0] += 1
+            if calls[0] == stop_at:
+                raise Stop
+            return score(z, keys)
+        return counted
+    monkeypatch.setattr(compare, "scorer", scorer)
+    return calls
+
+
+def _same(a: dict, b: dict) -> None:
+    assert a.keys() == b.keys()
+    for m in a:
+        for k in ("curve", "best_seen", "reeval", "best_latent"):
+            np.testing.assert_array_equal(np.asarray(a[m][k]), np.asarray(b[m][k]), err_msg=f"{m} {k}")
+
+
+def test_a_stopped_search_goes_on_to_the_numbers_of_an_unstopped_one(latent_team, tmp_path, monkeypatch):
+    """Stopped at every one of its episode-program calls (in a method's search, between methods, in a
+    re-evaluation), then run again on the same folder, the search returns what the unstopped one returns; the
+    methods it finished are not searched again. Once with fresh programs, as a new process compiles them."""
+    env, team = latent_team
+    calls = _counting(monkeypatch)
+    programs = Programs()
+    whole = search_methods(env, team, METHODS, programs=programs, **KW)
+    total = calls[0]
+    assert total == 14  # zero-shot 1 + 1 re-evaluation, each search 5 generations + 1
+    identity, seen = {"search": "test"}, set()
+    for stop in (2, 4, 6, 8, 10, 13, 14):  # zero-shot's re-evaluation, each search's generations and re-evaluation
+        folder = tmp_path / f"stop{stop}"
+        calls = _counting(monkeypatch, stop_at=stop)
+        with pytest.raises(Stop):
+            search_methods(env, team, METHODS, programs=programs, progress=Progress(folder, identity, every_s=0), **KW)
+        kept = sorted(p.name for p in folder.glob("*.npz")) if folder.is_dir() else []
+        calls = _counting(monkeypatch)
+        progress = Progress(folder, identity, every_s=0)
+        assert progress.resumed == bool(kept)
+        again = search_methods(env, team, METHODS, programs=programs if stop % 2 else Programs(), progress=progress,
+                               **KW)
+        _same(again, whole)
+        assert calls[0] >= total - (stop - 1)  # it did at least what the stopped run left undone
+        if kept:
+            assert calls[0] < total  # and went on: what was kept was not run again
+        seen.update(kept)
+    assert {"sep-cmaes-shared.gen.npz", "sep-cmaes-per-agent.gen.npz", "sep-cmaes-shared.done.npz"} <= seen
+
+
+def test_kept_state_is_written_no_more_often_than_asked_and_a_finished_method_always(latent_team, tmp_path,
+                                                                                     monkeypatch):
+    env, team = latent_team
+    calls = _counting(monkeypatch, stop_at=10**9)
+    progress = Progress(tmp_path / "p", {"search": "test"}, every_s=3600)
+    search_methods(env, team, METHODS, progress=progress, **KW)
+    assert sorted(p.name for p in (tmp_path / "p").glob("*.npz")) == sorted(f"{m}.done.npz" for m in METHODS)
+    assert progress.spent_s() > 0
+    progress.clear()
+    assert not (tmp_path / "p").exists()
+
+
+def test_progress_of_another_search_is_refused_in_one_line(latent_team, tmp_path):
+    env, team = latent_team
+    folder = tmp_path / "p"
+    search_methods(env, team, ["zero-shot"], progress=Progress(folder, {"teams": "a"}, every_s=0), **KW)
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    with pytest.raises(UserError, match="progress of another search"):
+        Progress(folder, {"teams": "b"})
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
+    assert json.loads((folder / "identity.json").read_text()) == {"teams": "a"}
