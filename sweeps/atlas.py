@@ -196,7 +196,8 @@ def search(recipe: dict, root: Path, sizes, seeds, keep_every: float = 120.0) ->
             res = search_methods(env, team, methods, inst, budget, seed=recipe["search_seed"],
                                  pop=recipe["population"], sigma=recipe["sigma"], reeval_episodes=recipe["reeval"],
                                  repeats=recipe.get("repeats", 1),
-                                 source=p_team, random_policy=True, log=print, programs=programs, progress=progress)
+                                 source=p_team, random_policy=True, log=lambda *_: None, programs=programs,
+                                 progress=progress)  # progress only: a study's log must not show its returns
             wall = time.time() - t0 + prior
             points = [b for b in recipe["budget_points"] if b <= budget]
             out = {"N": n, "env": env.spec.name, "seed": s, "instances": inst, "repeats": recipe.get("repeats", 1), "budget": budget, "budget_points": points, "wall_s": wall,
