@@ -51,13 +51,13 @@ case "$cmd" in
   start)
     SRC=$BASE/src-$PIN
     case "$DRIVERS" in ''|*[!0-9]*|0) echo "error: DRIVERS must be a whole number >= 1, got '$DRIVERS'"; exit 2 ;; esac
+    if [ ! -d "$SRC" ]; then  # the pin, also while drivers of an older pin run (a family started later runs this one)
+      mkdir -p "$SRC" && git -C "$REPO" archive "$PIN" | tar -x -C "$SRC" && git -C "$REPO" rev-parse "$PIN" > "$SRC/COMMIT" \
+        || { echo "error: cannot pin $PIN into $SRC (is it a commit of $REPO?)"; rm -rf "$SRC"; exit 2; }
+    fi
     if [ -n "$(for f in $FAMILIES; do driver_pids "$f"; done)" ]; then
       echo "drivers running: nothing restored; starting the next family only if fewer than $DRIVERS run"
     else
-      if [ ! -d "$SRC" ]; then
-        mkdir -p "$SRC" && git -C "$REPO" archive "$PIN" | tar -x -C "$SRC" && git -C "$REPO" rev-parse "$PIN" > "$SRC/COMMIT" \
-          || { echo "error: cannot pin $PIN into $SRC (is it a commit of $REPO?)"; rm -rf "$SRC"; exit 2; }
-      fi
       mkdir -p "$BASE/study"
       if [ -d "$STATE" ]; then "$PYTHON" "$REPO/bench/carry_state.py" restore "$STATE" "$BASE/study" || exit 2; fi
     fi
