@@ -120,6 +120,12 @@ EOF
     done
     VJ=$REPO/bench/results/atlas_rerun_verdict.json
     if [ -e "$VJ" ]; then echo "error: $VJ exists: the verdict was read (read once); nothing to do"; exit 2; fi
+    for p in "$BASE"/study/results/atlas_rerun_*_raw/partial_*; do  # search progress (marl.analysis.search.progress)
+      [ -d "$p" ] || continue
+      stem=${p##*/partial_}
+      if [ -f "$(dirname "$p")/$stem.json" ]; then rm -rf "$p"  # left over (stopped between writing its file and removing it)
+      else echo "error: $p: a search is part-way (no $stem.json yet); run start and wait"; exit 2; fi
+    done
     folders=$(ls -d "$BASE"/study/results/atlas_rerun_*_raw 2>/dev/null)
     [ -n "$folders" ] || { echo "error: no raw folder under $BASE/study/results"; exit 2; }
     for d in $folders; do

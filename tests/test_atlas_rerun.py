@@ -325,8 +325,18 @@ def test_the_finish_step_packs_every_raw_folder_and_reads_the_verdict_once(rerun
         backfill.kill()
         backfill.wait()
     assert r.returncode == 2 and f"still runs (pid {backfill.pid})" in r.stdout and not any((repo / "bench" / "results").iterdir())
+    mpe_raw = base / "study" / "results" / "atlas_rerun_mpe_raw"  # a search part-way (session 36): refused
+    (mpe_raw / "partial_N999_s1").mkdir()
+    (mpe_raw / "partial_N999_s1" / "identity.json").write_text("{}")
+    r = finish()
+    assert r.returncode == 2 and "a search is part-way" in r.stdout and not any((repo / "bench" / "results").iterdir())
+    shutil.rmtree(mpe_raw / "partial_N999_s1")
+    left = mpe_raw / f"partial_{sorted(mpe_raw.glob('N*_s*.json'))[0].stem}"  # left over beside its written file
+    left.mkdir()
+    (left / "identity.json").write_text("{}")
     r = finish()
     assert r.returncode == 0, r.stdout + r.stderr
+    assert not left.exists()
     results = repo / "bench" / "results"
     assert sorted(p.name for p in results.glob("*.npz")) == sorted(f"{p.name}.npz" for p in data.glob("*_raw"))
     rec = json.loads((results / "atlas_rerun_verdict.json").read_text())
