@@ -154,11 +154,9 @@ def team_id(team) -> str:
     """One digest of a team's actor parameters (``marl.runs.checkpoint.digest`` of every array): a raw file
     records its P's and L's, since the same run folder and step can hold another training's teams (training
     from the recipe's seeds was seen not to reproduce on a fresh machine: atlas_jumanji_RUNNING.md)."""
-    import hashlib
+    from marl.runs.checkpoint import params_id
 
-    from marl.runs.checkpoint import digest
-
-    return hashlib.sha256(json.dumps(digest(team.params), sort_keys=True).encode()).hexdigest()[:16]
+    return params_id(team.params)
 
 
 def check_same_teams(path: Path, ids: dict) -> None:

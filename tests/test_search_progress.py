@@ -112,3 +112,39 @@ def test_progress_of_another_search_is_refused_in_one_line(latent_team, tmp_path
         Progress(folder, {"teams": "b"})
     assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
     assert json.loads((folder / "identity.json").read_text()) == {"teams": "a"}
+
+
+def test_marl_search_stopped_part_way_goes_on_from_its_out_folder(latent_team, tmp_path, monkeypatch):
+    """``search_run`` with ``out`` (``marl search --out``) keeps its progress in ``out/partial_summary``: stopped
+    part-way and called again with the same arguments it says it goes on, its summary is an unstopped search's,
+    and the folder goes; called with other arguments over the kept progress, it is refused in one line."""
+    from marl.analysis.search import search_run
+    from marl.core.config import TrainConfig
+    from marl.runs import loader
+
+    env, team = latent_team
+    run = tmp_path / "lat"
+    run.mkdir()
+    TrainConfig(env="mpe:simple_spread", num_latents=4, network=team.network).to_toml(run / "config.toml")
+    monkeypatch.setattr(loader, "load_team", lambda ref: loader.LoadedTeam(team, env, {
+        "run": str(ref.run), "step": 7, "seed": ref.seed, "algo": "mappo", "env_steps": 0, "shared": True}))
+    kw = dict(instances=2, budget=12, population=4, reeval=1, methods=["zero-shot", "sep-cmaes-per-agent"],
+              per_agent="sep-cmaes-per-agent", liveness=False)
+    whole = search_run(run, echo=lambda *_: None, **kw)
+    out = tmp_path / "out"
+    _counting(monkeypatch, stop_at=4)  # in the per-agent search's generations
+    with pytest.raises(Stop):
+        search_run(run, out=out, echo=lambda *_: None, **kw)
+    assert (out / "partial_summary" / "zero-shot.done.npz").is_file()
+    _counting(monkeypatch)
+    lines = []
+    again = search_run(run, out=out, echo=lines.append, **kw)
+    assert any(ln.startswith(f"going on from {out / 'partial_summary'}") for ln in lines)
+    numbers = lambda s: {m: {k: v for k, v in r.items() if not k.endswith("_s")} for m, r in s["methods"].items()}  # noqa: E731
+    assert numbers(again) == numbers(whole) and again["comparisons"] == whole["comparisons"]  # timings aside
+    assert not (out / "partial_summary").exists() and (out / "summary.json").is_file()
+    _counting(monkeypatch, stop_at=4)
+    with pytest.raises(Stop):
+        search_run(run, out=out, echo=lambda *_: None, **kw)
+    with pytest.raises(UserError, match="holds the progress of another search"):
+        search_run(run, out=out, echo=lambda *_: None, **{**kw, "seed": 1})

@@ -102,6 +102,12 @@ def digest(tree) -> dict[str, str]:
     return out
 
 
+def params_id(tree) -> str:
+    """One short digest of every array of ``tree`` (``digest``, hashed once): what a search file or a search's kept
+    progress records of the teams it searched, so that files of two trainings never mix."""
+    return hashlib.sha256(json.dumps(digest(tree), sort_keys=True).encode()).hexdigest()[:16]
+
+
 def _meta_digest(meta: dict) -> str:
     body = {k: v for k, v in meta.items() if k != "digest"}
     return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()

@@ -17,7 +17,10 @@ from marl.analysis.search.liveness import measure_liveness
 from marl.analysis.search.loop import Programs, check_search_memory
 from marl.analysis.search.methods import DEFAULT_PER_AGENT, METHODS, PER_AGENT
 from marl.analysis.search.output import OUTPUT_FILES, write_outputs
+from marl.analysis.search.progress import Progress, folder_for
 from marl.core.team import resize, with_entity_k
+from marl.runs.checkpoint import params_id
+from marl.runs.fingerprint import fingerprint, machine_kind
 from marl.runs.layout import CheckpointRef, load_config, parse_ref
 import marl.analysis.defaults as D
 
@@ -67,7 +70,10 @@ def search_run(ref: str | Path | CheckpointRef, *, instances: int = D.SEARCH_INS
 
     Returns ``summarize``'s dict plus run, source, instances, budget, population, sigma, reeval_episodes,
     repeats and seed; with ``out`` also writes ``output.OUTPUT_FILES`` there (summary.json, curves.csv,
-    pairwise.csv, curves.png, table.txt).
+    pairwise.csv, curves.png, table.txt), and keeps the search's progress in ``out/partial_summary`` while it runs
+    (``progress.Progress``): the same call again after a stop (a killed job, a preempted node) goes on from there
+    to the numbers an unstopped search gives, on the same machine kind; another search's progress is refused in
+    one line. The folder goes once the files are written.
     ``echo`` gets a header line and one progress line per method. Bad input raises UserError (one line),
     before any checkpoint is loaded where it can be told from the arguments and the run's config.
     """
@@ -104,10 +110,21 @@ def search_run(ref: str | Path | CheckpointRef, *, instances: int = D.SEARCH_INS
     check_search_memory(search_env, team, instances, population * repeats, reeval)
     echo(f"search {info['run']} @ update {info['step']} ({team.spec.name}, N={team.num_agents}, "
          f"d={team.network.latent_dim}): {instances} instances, budget {budget}")
+    progress = None
+    if out is not None:
+        identity = {"run": info, "source": p_info, "L_id": params_id(team.params),
+                    "P_id": None if p_team is None else params_id(p_team.params), "env": team.spec.name,
+                    "num_agents": team.num_agents, "entity_k": team.network.entity_k, "methods": methods,
+                    "instances": instances, "budget": budget, "population": population, "sigma": sigma,
+                    "repeats": repeats, "reeval": reeval, "seed": seed, "random_policy": random_policy,
+                    "machine_kind": machine_kind(fingerprint())}
+        progress = Progress(folder_for(Path(out) / OUTPUT_FILES[0]), identity)
+        if progress.resumed:
+            echo(f"going on from {progress.folder} (this search, stopped part-way)")
     programs = Programs()  # the episode program compiles once, for the search and the liveness measure
     results = search_methods(search_env, team, methods, instances, budget, seed=seed, pop=population, sigma=sigma,
                              reeval_episodes=reeval, repeats=repeats, source=p_team, random_policy=random_policy,
-                             log=echo, programs=programs)
+                             log=echo, programs=programs, progress=progress)
     summary = summarize(results, per_agent=per_agent)
     if liveness:
         liv = measure_liveness(search_env, team, instances, seed=seed, width=population, programs=programs)
@@ -117,4 +134,5 @@ def search_run(ref: str | Path | CheckpointRef, *, instances: int = D.SEARCH_INS
                    sigma=sigma, reeval_episodes=reeval, repeats=repeats, seed=seed)
     if out is not None:
         write_outputs(summary, out, title=f"{team.spec.name}: latent search ({instances} instances)")
+        progress.clear()
     return summary
