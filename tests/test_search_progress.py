@@ -112,6 +112,9 @@ def test_progress_of_another_search_is_refused_in_one_line(latent_team, tmp_path
         Progress(folder, {"teams": "b"})
     assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
     assert json.loads((folder / "identity.json").read_text()) == {"teams": "a"}
+    (folder / "identity.json").write_text('{"teams": ')
+    with pytest.raises(UserError, match="cannot be read"):
+        Progress(folder, {"teams": "a"})
 
 
 def test_marl_search_stopped_part_way_goes_on_from_its_out_folder(latent_team, tmp_path, monkeypatch):

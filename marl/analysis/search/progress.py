@@ -69,7 +69,8 @@ class Progress:
             try:
                 held = json.loads(rec.read_text())
             except ValueError:
-                held = None
+                raise UserError(f"{rec} cannot be read (not JSON), so what {self.folder} holds is unknown; remove that "
+                                f"folder to search from the start") from None
             if held != self.identity:
                 raise UserError(f"{self.folder} holds the progress of another search (its {IDENTITY} differs from this "
                                 f"search's); remove that folder to search from the start, or run the search it records")
