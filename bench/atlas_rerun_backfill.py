@@ -12,10 +12,12 @@ position: every file left is the driver's next ones; or, with ``--until``, no fi
 or exit 4 when it is to wait (the next file is of the size the driver searches now and two of them would not fit in
 memory at once).
 
-``--until EPOCH`` (session 34): the session's end. A file still running when a session ends is lost, and MPE's
-largest files take 4,000-8,000 s, so the backfill skips a file whose expected time (``MARGIN`` x the mean
+``--until EPOCH`` (session 34): the session's end. A file still running when a session ended was lost, and MPE's
+largest files take 4,000-8,000 s, so the backfill skipped a file whose expected time (``MARGIN`` x the mean
 ``wall_s`` of the finished files of its recipe and size, or a scaled one where none is finished: ``prices``) does
-not fit before then and takes the next that does. Only ``wall_s`` is read from the raw files, never a return. Run it from the study's pinned copy
+not fit before then and took the next that does. Since session 36 (pin b8e428a) a stopped search goes on from its
+kept progress (``marl.analysis.search.progress``), so ``start`` needs no ``UNTIL`` and the backfill takes each next
+file whether or not it ends in the session. Only ``wall_s`` is read from the raw files, never a return. Run it from the study's pinned copy
 (cwd and PYTHONPATH: BASE/src-PIN): the recipes, the raw-file names and the memory estimate are the pinned code's.
 
 What a file holds does not depend on which process searched it (checked in session 33: an (N, seed) searched again
