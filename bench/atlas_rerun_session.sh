@@ -120,12 +120,21 @@ EOF
     done
     VJ=$REPO/bench/results/atlas_rerun_verdict.json
     if [ -e "$VJ" ]; then echo "error: $VJ exists: the verdict was read (read once); nothing to do"; exit 2; fi
-    for p in "$BASE"/study/results/atlas_rerun_*_raw/partial_*; do  # search progress (marl.analysis.search.progress)
-      [ -d "$p" ] || continue
-      stem=${p##*/partial_}
-      if [ -f "$(dirname "$p")/$stem.json" ]; then rm -rf "$p"  # left over (stopped between writing its file and removing it)
-      else echo "error: $p: a search is part-way (no $stem.json yet); run start and wait"; exit 2; fi
-    done
+    # search progress (marl.analysis.search.progress): refused while a search is part-way; a folder left over beside
+    # its written raw file (stopped between writing the file and removing the folder) goes, so no pack holds it
+    (cd "$REPO" && PYTHONPATH=$REPO "$PYTHON" - "$BASE/study/results" <<'EOF'
+import shutil
+import sys
+from pathlib import Path
+from marl.analysis.search.progress import is_progress_folder, output_written
+for d in sorted(Path(sys.argv[1]).glob("atlas_rerun_*_raw/*")):
+    if d.is_dir() and is_progress_folder(d):
+        if not output_written(d):
+            print(f"error: {d}: a search is part-way (its raw file is not written yet); run start and wait")
+            sys.exit(2)
+        shutil.rmtree(d)
+EOF
+) || exit 2
     folders=$(ls -d "$BASE"/study/results/atlas_rerun_*_raw 2>/dev/null)
     [ -n "$folders" ] || { echo "error: no raw folder under $BASE/study/results"; exit 2; }
     for d in $folders; do

@@ -45,7 +45,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import math
 import subprocess
 import sys
 import time
@@ -1082,12 +1081,16 @@ def main(argv=None) -> None:
     ap.add_argument("--pilot", action="store_true",
                     help="the recipe's liveness pilot: its pilot_seeds, results named <name>_pilot (train, liveness)")
     a = ap.parse_args(argv)
-    if not math.isfinite(a.keep_every) or a.keep_every < 0:
-        sys.exit(f"error: --keep-every must be a number of seconds >= 0, got {a.keep_every}")
+    from marl_common.errors import UserError
+    from marl_common.preflight import check_number
+
+    try:
+        check_number(a.keep_every, "--keep-every (seconds)", lo=0)
+    except UserError as e:
+        sys.exit(f"error: {e}")
     recipe = read_recipe(a.recipe)
     if a.step == "pilot-table":  # every family's pilot under --results: printed, and with --md put in that file
         if a.md:
-            from marl_common.errors import UserError
             from marl_common.preflight import check_output
 
             try:

@@ -396,7 +396,7 @@ def test_a_stopped_search_goes_on_from_its_kept_progress_and_leaves_no_folder(tm
     with pytest.raises(SystemExit, match="holds the progress of another search"):
         atlas.search(recipe, tmp_path / "runs", [4], [7], at)
     assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
-    with pytest.raises(SystemExit, match="--keep-every must be a number of seconds >= 0"):
+    with pytest.raises(SystemExit, match=r"--keep-every \(seconds\) must be a finite number >= 0"):
         atlas.main(["search", "--keep-every", "nan", "--results", str(tmp_path)])
 
 

@@ -94,14 +94,21 @@ def test_a_stopped_search_goes_on_to_the_numbers_of_an_unstopped_one(latent_team
 
 def test_kept_state_is_written_no_more_often_than_asked_and_a_finished_method_always(latent_team, tmp_path,
                                                                                      monkeypatch):
+    """Stopped in the per-agent search's generations (call 11): with ``every_s`` = 1 hour its running state was
+    never written (the finished methods were), with 0 it was; the search seconds kept count both."""
     env, team = latent_team
-    calls = _counting(monkeypatch, stop_at=10**9)
-    progress = Progress(tmp_path / "p", {"search": "test"}, every_s=3600)
-    search_methods(env, team, METHODS, progress=progress, **KW)
-    assert sorted(p.name for p in (tmp_path / "p").glob("*.npz")) == sorted(f"{m}.done.npz" for m in METHODS)
-    assert progress.spent_s() > 0
+    kept = {}
+    for every in (3600, 0):
+        _counting(monkeypatch, stop_at=11)
+        progress = Progress(tmp_path / f"p{every}", {"search": "test"}, every_s=every)
+        with pytest.raises(Stop):
+            search_methods(env, team, METHODS, progress=progress, **KW)
+        kept[every] = sorted(p.name for p in progress.folder.glob("*.npz"))
+        assert progress.spent_s() > 0
+    assert kept[3600] == ["sep-cmaes-shared.done.npz", "zero-shot.done.npz"]
+    assert kept[0] == ["sep-cmaes-per-agent.gen.npz", "sep-cmaes-shared.done.npz", "zero-shot.done.npz"]
     progress.clear()
-    assert not (tmp_path / "p").exists()
+    assert not progress.folder.exists()
 
 
 def test_progress_of_another_search_is_refused_in_one_line(latent_team, tmp_path):
