@@ -12,7 +12,10 @@ that no run still to come warm-starts from. Every other run carries its whole st
 (``marl.analysis.search.progress``: ``partial_<output stem>/``, the state a stopped search goes on from) is carried as
 it is now: STATE's copy loses the files OUT's no longer has, and goes once the search's output is written (or its
 folder is gone from OUT). ``restore STATE OUT`` copies them back into OUT without replacing anything OUT already
-holds (a file there that differs is named and kept), and leaves out a progress folder whose output OUT holds.
+holds (a file there that differs is named and kept), and leaves out a progress folder whose output OUT holds, and
+one kept on another machine kind (``CARRIED.json`` records each progress folder's ``marl.runs.fingerprint.machine_kind``:
+CPU results are bit-exact on one machine kind only, so a search goes on only where it began, and each output file is
+one machine kind's numbers; elsewhere it starts again).
 
     python bench/carry_state.py save /work/runs/atlas/rerun/study bench/state/atlas_rerun --slim 'lbf/*' 
     python bench/carry_state.py restore bench/state/atlas_rerun /work/runs/atlas/rerun/study
@@ -39,6 +42,7 @@ from pathlib import Path
 
 from marl.analysis.search.progress import is_progress_folder, output_written
 from marl.runs.checkpoint import ACTORS_ONLY, save_actors_only
+from marl.runs.fingerprint import fingerprint, machine_kind
 from marl.runs.layout import CKPT_DIR, CONFIG_FILE, METRICS_FILE, START_FILE, steps
 from marl.runs.lock import DONE_FILE
 from marl_common.errors import UserError, run_guarded
@@ -110,17 +114,28 @@ def carried_files(out: Path, slim=()) -> list[Path]:
     return files
 
 
-def save(out: Path, state: Path, slim=()) -> dict:
+def this_machine() -> str | None:
+    """This machine's kind (``marl.runs.fingerprint.machine_kind``), the one a search's progress is kept on."""
+    return machine_kind(fingerprint())
+
+
+def save(out: Path, state: Path, slim=(), machine: str | None = None) -> dict:
     """Copy ``carried_files(out, slim)`` into ``state`` (a file whose bytes changed is replaced) and write each
     done run matching a pattern of ``slim`` (``fnmatch`` on its path under ``out``, e.g. ``lbf/*``) slim; a
     run's other carried step (an earlier save's, or its other form) is removed from ``state``, so it holds one
     step per run. Slim only runs that no later run is to warm-start from (a warm start needs the whole step).
-    Returns the record written to ``state/CARRIED.json``."""
+    Each progress folder's machine kind is recorded: ``machine`` (default ``this_machine()``) for one copied
+    from ``out`` now, the earlier record's for one ``out`` lacks. Returns the record written to
+    ``state/CARRIED.json``."""
     out, state = Path(out), Path(state)
     _check_places(out, state, "OUT", "STATE")
+    machine = this_machine() if machine is None else machine
+    before = read_json(state / RECORD, f"STATE's {RECORD}") if (state / RECORD).is_file() else {}
+    before = before.get("progress") if isinstance(before, dict) and isinstance(before.get("progress"), dict) else {}
     state.mkdir(parents=True, exist_ok=True)
     new = sum(_copy(out / rel, state / rel, None) for rel in carried_files(out, slim))
     _mirror_progress(out, state)
+    progress = {str(rel): machine if (out / rel).is_dir() else before.get(str(rel)) for rel in _progress_folders(state)}
     runs = {}
     for run in run_folders(out):
         rel = run.relative_to(out)
@@ -138,7 +153,8 @@ def save(out: Path, state: Path, slim=()) -> dict:
             new += 1
         runs[str(rel)] = {"step": last[-1] if last else None, "done": done, "slim": thin}
     record = {"saved_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "from": str(out.resolve()),
-              "runs": runs, "files": sum(1 for p in state.rglob("*") if p.is_file() and p.name != RECORD)}
+              "runs": runs, "progress": progress,
+              "files": sum(1 for p in state.rglob("*") if p.is_file() and p.name != RECORD)}
     write_json(state / RECORD, record, indent=1)
     record.update(new=new, differ=[])
     return record
@@ -166,10 +182,12 @@ def _mirror_progress(out: Path, state: Path) -> None:
                 p.unlink()
 
 
-def restore(state: Path, out: Path) -> dict:
+def restore(state: Path, out: Path, machine: str | None = None) -> dict:
     """Copy ``state``'s files into ``out``, replacing nothing (a file of ``out`` with other bytes is kept and
     named); a run folder ``out`` already holds at the state's step or a newer one is left as it is (its step
-    may be whole where the state's is slim: the two never mix)."""
+    may be whole where the state's is slim: the two never mix). A progress folder kept on a machine kind other
+    than ``machine`` (default ``this_machine()``) is left out (``"other_machine"``), as is one whose output
+    ``out`` holds; a folder without a recorded kind (a state saved before session 37) is restored."""
     state, out = Path(state), Path(out)
     _check_places(state, out, "STATE", "OUT")
     if not (state / RECORD).is_file():
@@ -181,6 +199,9 @@ def restore(state: Path, out: Path) -> dict:
                         f"`save` wrote")
     kept: list[str] = []
     new, newer = 0, []
+    kinds = record.get("progress") if isinstance(record.get("progress"), dict) else {}
+    machine = this_machine() if machine is None else machine
+    elsewhere = sorted(rel for rel, kind in kinds.items() if kind is not None and kind != machine)
     for rel, info in record["runs"].items():
         here = steps(out / rel)
         if here and info["step"] is not None and here[-1] >= info["step"]:
@@ -191,10 +212,11 @@ def restore(state: Path, out: Path) -> dict:
         rel = p.relative_to(state)
         if any(Path(r) in rel.parents for r in newer):
             continue
-        if is_progress_folder(p.parent) and output_written(out / rel.parent):
-            continue  # this machine finished that search: its progress is left over
+        if is_progress_folder(p.parent) and (output_written(out / rel.parent) or str(rel.parent) in elsewhere):
+            continue  # this machine finished that search (its progress is left over), or it began on another kind
         new += _copy(p, out / rel, kept)
-    return {"runs": record["runs"], "new": new, "differ": kept, "newer_here": newer}
+    return {"runs": record["runs"], "new": new, "differ": kept, "newer_here": newer,
+            "other_machine": [rel for rel in elsewhere if not output_written(out / rel)]}
 
 
 def _print(verb: str, rec: dict) -> None:
@@ -206,6 +228,8 @@ def _print(verb: str, rec: dict) -> None:
         print(f"{rel}: kept (its step or a newer one is already here)")
     for path in rec["differ"]:
         print(f"kept {path}: it differs from the saved copy (the one here wins)")
+    for path in rec.get("other_machine", []):
+        print(f"left out {path}: that search's progress was kept on another machine kind (it starts again here)")
     print(f"{verb}: {rec['new']} file(s) copied, {len(rec['runs'])} run(s)")
 
 

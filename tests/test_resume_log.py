@@ -366,7 +366,7 @@ def test_a_searchs_progress_is_carried_as_it_is_and_left_behind_once_its_output_
     # bench/carry_state.py with marl.analysis.search.progress (session 36): a search stopped by a session's end goes
     # on from its progress folder on the next machine; the state holds that folder as it is now (a method's
     # running state goes once the method is done) and drops it once the search's output is written, and a restore
-    # onto a machine that holds the output leaves the old progress out
+    # onto a machine that holds the output leaves the old progress out; so does one onto another machine kind
     from bench.carry_state import restore, save
 
     study, state = tmp_path / "study", tmp_path / "state"
@@ -385,11 +385,17 @@ def test_a_searchs_progress_is_carried_as_it_is_and_left_behind_once_its_output_
     other = tmp_path / "other"
     restore(state, other)
     assert names(other / "results" / "x_raw" / "partial_N2_s1") == ["a.done.npz", "b.done.npz", "identity.json"]
+    # a search goes on only on the machine kind it began on (session 37): another kind gets the rest, not the progress
+    elsewhere = restore(state, tmp_path / "elsewhere", machine="another kind")
+    assert names(tmp_path / "elsewhere" / "results" / "x_raw" / "partial_N2_s1") is None and elsewhere["other_machine"] == [
+        "results/x_raw/partial_N2_s1"]
     old = tmp_path / "old_state"
     shutil.copytree(state, old)
     (tmp_path / "empty").mkdir()
-    save(tmp_path / "empty", state)  # a machine not restored yet removes nothing
+    save(tmp_path / "empty", state, machine="another kind")  # a machine not restored yet removes nothing
     assert names(state / "results" / "x_raw" / "partial_N2_s1") is not None
+    again = tmp_path / "again"  # and its save leaves the progress's kind as it was
+    assert restore(state, again)["other_machine"] == [] and names(again / "results" / "x_raw" / "partial_N2_s1")
     (raw / "N2_s1.json").write_text("{}")  # the search wrote its output (its folder is removed after)
     save(study, state)
     assert names(state / "results" / "x_raw") == ["N2_s1.json"]
