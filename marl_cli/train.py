@@ -1,4 +1,4 @@
-"""``marl train``: train MAPPO/HAPPO teams (seeds vmapped), resume, warm start, histories."""
+"""``marl train``: train teams with any registered algorithm (seeds vmapped), resume, warm start, histories."""
 
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ def add_parser(sub) -> None:
     """Add the ``train`` subcommand (its arguments and handler) to the ``marl`` subparsers."""
     from marl.core.config import TrainConfig  # no jax at module level: `marl --help` stays fast
 
-    t = sub.add_parser("train", help="train MAPPO/HAPPO teams (seeds vmapped)")
+    t = sub.add_parser("train", help="train teams with any registered algorithm (--algo; seeds vmapped)")
     add_config_options(t)
     t.add_argument("--no-share", action="store_true", help="MAPPO with one actor per agent")
     t.add_argument("--seeds", type=int, help="number of seeds trained at once "

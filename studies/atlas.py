@@ -684,6 +684,20 @@ def lead_percent(meas: dict, b: int) -> dict:
     return out
 
 
+def percent_text(value: float, of: str = "") -> str:
+    """One ``lead_percent`` figure in words: ``+12.3%`` (``of`` appended), or, where it is nan (its denominator <= 0
+    on average, so no per cent can be read), ``undefined`` with that reason: never ``+nan%``."""
+    if np.isfinite(value):
+        return f"{value:+.1f}%" + (f" of {of}" if of else "")
+    return f"undefined: {of} is <= 0 on average" if of else "undefined (<= 0 on average)"
+
+
+def lead_percent_text(p: dict) -> str:
+    """Both ``lead_percent`` figures of one size in words (``percent_text``)."""
+    gain = percent_text(p["over_gain"], "the shared search's gain over zero-shot")
+    return f"{gain}, {percent_text(p['over_random'], 'its return above random')}"
+
+
 def study_designs(recipe: dict, meas: dict) -> dict:
     """The designs the report's rules read (one place for the report, the declared study and ``calibrate``):
     the budget of the size trend, the out-of-distribution sizes, which sizes have a margin (precondition 2),

@@ -69,6 +69,24 @@ def mean_lead_per_agent(data: dict) -> float:
     return float(np.mean([v.mean() for v in lead_per_agent(data).values()]))
 
 
+def behind_words(outcome: str, level: float, what: str, along: str) -> str:
+    """A change verdict's words where the lead it is about is below 0 on average (the per-agent search behind the
+    shared one: ``level``, in ``what``): "grows" / "supported" is then the deficit narrowing ``along`` N or compute,
+    "shrinks" / "refuted" it widening, and neither is the paper's growing lead (PLAN Amendment 8: the words only;
+    the test, its size and its power are unchanged). ``outcome`` as it is where ``level`` >= 0 or not finite."""
+    if not np.isfinite(level) or level >= 0 or outcome not in ("grows", "shrinks", "supported", "refuted"):
+        return outcome
+    how = "narrows" if outcome in ("grows", "supported") else "widens"
+    return (f"{outcome} (below 0: the per-agent search is behind the shared one on average ({what} {level:+.4g}), "
+            f"and its deficit {how} {along}; not a growing lead)")
+
+
+def trend_words(v: Verdict) -> str:
+    """``lead_per_agent_trend``'s verdict in words (``behind_words`` on its mean lead per agent)."""
+    return behind_words(v.outcome, float(v.details.get("mean_lead_per_agent", np.nan)), "its lead per agent",
+                        "as N grows")
+
+
 def _slope(ys: dict) -> float:
     ns = sorted(ys)
     x = np.log2(np.asarray(ns, np.float64))
@@ -546,7 +564,7 @@ def rerun_verdicts(parts, preconditions=("latent_live",), equivalence: float | N
         dead = [f"N = {n}: {g}" for n, g in gates.items() if g]
         rec = rules.record_for(LeadPerAgentTrend.name, design)
         fams[family] = {**{k: v[k] for k in ("per_size", "live_by", "lead_percent", "D_over_M", "designs")},
-                        "meas": v["meas"], "trend": ("; ".join(dead) if dead else tv.outcome, tv),
+                        "meas": v["meas"], "trend": ("; ".join(dead) if dead else trend_words(tv), tv),
                         "trend_power": rec["power"] if rec else None, "trend_effect": rec["effect"] if rec else None}
     design, _ = RERUN_COMPUTE
     sizes_b = {}  # the design's tests, each at the budget its size was searched to (B2 >= 1024, from B1 = 64)
@@ -569,10 +587,13 @@ def rerun_verdicts(parts, preconditions=("latent_live",), equivalence: float | N
             t = cv.details["by_test"][f"{f} N={n}"]
             g = _gate(fams[f]["live_by"][n], fams[f]["designs"]["margin_positive"][n])
             withheld = cv.outcome in (rules.NO_RECORD, rules.NOT_CALIBRATED_HERE)  # no record, or not on this noise
-            word = g or (cv.outcome if withheld else t["verdict"])
+            rows = fams[f]["meas"]["rows"][n]
+            level = float((atlas.cells(rows, "D", sizes_b[f][n]) / atlas.cells(rows, "M").mean(axis=1, keepdims=True)).mean())
+            said = behind_words(t["verdict"], level, f"D / M at B = {sizes_b[f][n]}", "with compute")
+            word = g or (cv.outcome if withheld else said)
             by_test[f"{f} N={n}"] = word
             if not g and cv.positive and t["verdict"] != "not shown":
-                claims.append(f"{t['verdict']} at {f} N = {n}")
+                claims.append(f"{t['verdict']} at {f} N = {n}{said[len(t['verdict']):]}")
     ctext = "; ".join(claims) or ("not shown" if cv.positive else cv.outcome)  # claims only where every gate holds
     # the per-size lead is descriptive (the plan: D / M's unadjusted interval per size, no calibrated rule and no
     # correction across the sizes), so it is no verdict here: ``families[f]["per_size"]`` and the reading's lines
@@ -926,7 +947,7 @@ def plan_text(sims: int = 400) -> str:
     for fam in FAMILIES:
         _, m, d = family_measures(fam)
         for n, v in atlas.lead_percent(m, d["b_main"]).items():
-            L.append(f"| {fam} | {n} | {v['over_gain']:+.1f}% | {v['over_random']:+.1f}% |")
+            L.append(f"| {fam} | {n} | {atlas.percent_text(v['over_gain'])} | {atlas.percent_text(v['over_random'])} |")
     return "\n".join(L) + "\n"
 
 

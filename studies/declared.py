@@ -374,7 +374,7 @@ def _check_atlas(plan: dict, where: str) -> None:
 def read_atlas(plan: dict, data: Path, echo=print) -> Reading:
     """The family's verdicts (``studies.atlas.family_verdicts``) from its raw files in ``data``."""
     from marl_common.preflight import read_json
-    from studies.atlas import PAPER_LEAD_PERCENT, family_verdicts, read_recipe
+    from studies.atlas import PAPER_LEAD_PERCENT, family_verdicts, lead_percent_text, read_recipe
 
     recipe = read_recipe(plan["recipe"])
     seeds = seed_list(plan["seeds"], "[analysis]")
@@ -388,8 +388,7 @@ def read_atlas(plan: dict, data: Path, echo=print) -> Reading:
     lines += [f"- **per-agent beats shared** at N = {n}: {t}" for n, t in v["per_size"].items()]
     lines += [f"- **{k}**: **{t}**" for k, t in v["verdicts"].items()]
     lines += [f"- lead in per cent over the shared search at N = {n} (B = {v['designs']['b_main']}): "
-              f"{p['over_gain']:+.1f}% of the shared search's gain over zero-shot, {p['over_random']:+.1f}% of its return "
-              f"above random (the paper: up to {PAPER_LEAD_PERCENT:g}%)" for n, p in v["lead_percent"].items()]
+              f"{lead_percent_text(p)} (the paper: up to {PAPER_LEAD_PERCENT:g}%)" for n, p in v["lead_percent"].items()]
     verdicts = {**{f"per-agent beats shared at N = {n}": t for n, t in v["per_size"].items()}, **v["verdicts"]}
     return Reading(verdicts, lines, tuple(v["inputs"]))
 
@@ -436,7 +435,7 @@ def _check_atlas_families(plan: dict, where: str) -> None:
 def read_atlas_families(plan: dict, data: Path, echo=print) -> Reading:
     """Every family's re-run verdicts (``studies.atlas_rerun.rerun_verdicts``): each part's raw files are
     ``data``/<its recipe's name>_raw (or that folder's pack), the recipes' seeds together are the declared seeds."""
-    from studies.atlas import PAPER_LEAD_PERCENT, read_recipe
+    from studies.atlas import PAPER_LEAD_PERCENT, lead_percent_text, read_recipe
     from studies.atlas_rerun import rerun_verdicts
     from studies.rules import own_noise_text
 
@@ -477,14 +476,13 @@ def read_atlas_families(plan: dict, data: Path, echo=print) -> Reading:
         lead = tv.details.get("mean_lead_per_agent")
         power = d.get("trend_power")
         lines.append(f"- **lead per agent grows with N** (rule `lead_per_agent_trend`): **{text}**"
-                     + (f" (slope {tv.text(4)})" if text == tv.outcome else "")
+                     + (f" (slope {tv.text(4)})" if text.startswith(tv.outcome) else "")
                      + (f"; the mean per-agent lead per agent, the unit's level: {lead:+.4g} (return units; above 0 the "
                         "per-agent search is ahead on average, below 0 the shared one)" if lead is not None else "")
                      + (f"; power {power['rate']:.2f} [{power['lo']:.2f}, {power['hi']:.2f}] at "
                         f"+{d['trend_effect']:g} of the mean level per doubling on the record's noise: a \"not shown\" "
                         "does not say the lead is flat" if power and text == "not shown" else ""))
-        lines += [f"- lead in per cent over the shared search at N = {n} (B = {b}): {p['over_gain']:+.1f}% of the "
-                  f"shared search's gain over zero-shot, {p['over_random']:+.1f}% of its return above random (the "
+        lines += [f"- lead in per cent over the shared search at N = {n} (B = {b}): {lead_percent_text(p)} (the "
                   f"paper: up to {PAPER_LEAD_PERCENT:g}%)"
                   + ("" if d["live_by"][n]["live"] else f"; descriptive, not read: {d['live_by'][n]['outcome']}")
                   for n, p in d["lead_percent"].items()]
@@ -525,6 +523,8 @@ def _side_by_side(v: dict) -> list[str]:
     """The re-run's reading as two tables (what the lines above say, per family and size; no new figure): per
     (family, N) the liveness, the descriptive lead D / M and in per cent, and the compute test's verdict with its
     Holm-adjusted p; per family the size trend's verdict."""
+    from studies.atlas import percent_text
+
     ctext, cv, by_test = v["compute"]
     rows, trend = [], []
     for fam, d in v["families"].items():
@@ -538,7 +538,7 @@ def _side_by_side(v: dict) -> list[str]:
                     f"{by_test[k]} (Holm p {t['p_holm_all']:.3g})" if lv["live"] else f"not read: {lv['outcome']}")
             dm = (f"{c['mean']:+.3f} [{c['lo']:+.3f}, {c['hi']:+.3f}] (B = {b})" if c else "-") + \
                 ("" if d["designs"]["margin_positive"][n] else " (M <= 0)") + unread
-            pct = (f"{pc['over_gain']:+.1f}%" if pc else "-") + unread
+            pct = (percent_text(pc["over_gain"]) if pc else "-") + unread
             rows.append(f"| {fam} | {n} | {_live_short(lv)} | {dm} | {pct} | {comp} |")
         trend.append(f"| {fam} | {d['trend'][0]} |")
     return [SIDE_BY_SIDE, "",
