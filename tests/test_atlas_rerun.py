@@ -109,11 +109,12 @@ def test_the_lead_per_cent_over_the_shared_search(mpe):
 RERUN_FILE = "studies/declared/atlas_rerun.toml"
 
 
-def _write_rerun_raw(root, recipe, rng, inert=(), compute_gain=None, liveness=True, lead=None):
+def _write_rerun_raw(root, recipe, rng, inert=(), compute_gain=None, liveness=True, lead=None, flat=False):
     """Raw and liveness files of ``recipe``'s every (N, seed) under root/<name>_raw: a constant per-agent lead
     (``lead``: a function of N giving the mean lead D instead, e.g. a constant), no change with compute but where
     ``compute_gain`` {N: gain of D / M} plants one, latent spaces live but at the sizes in ``inert`` (every latent
-    returns zero-shot's return: a latent input zeroed)."""
+    returns zero-shot's return: a latent input zeroed); ``flat``: both searches return zero-shot's return at every
+    budget (the committed LBF study's floor)."""
     import json
 
     raw = root / f"{recipe['name']}_raw"
@@ -126,12 +127,14 @@ def _write_rerun_raw(root, recipe, rng, inert=(), compute_gain=None, liveness=Tr
             z = rng.uniform(0.2, 0.4, inst)
             sh = z + rng.uniform(0.05, 0.15, inst) * n
             pa = sh + (n * 0.01 if lead is None else lead(n)) * (1 + 0.3 * rng.standard_normal(inst))
+            if flat:
+                sh = pa = z
             m = 2.0 * n * np.ones(inst)  # P - random
             values = {"zero-shot": z, sh_name: sh, pa_name: pa, "source": z + m + 0.05, "random-policy": np.full(inst, 0.05)}
             methods = {}
             for name, v in values.items():
                 dec = 0.0
-                if name in (sh_name, pa_name):  # the searches at B = 64: a little below their best, alike on average
+                if name in (sh_name, pa_name) and not flat:  # the searches at B = 64: a little below their best, alike on average
                     dec = 0.01 * n * np.abs(rng.standard_normal(inst))
                     if name == pa_name and compute_gain and n in compute_gain:
                         dec = dec + compute_gain[n] * m
@@ -244,6 +247,28 @@ def test_a_lead_below_0_that_narrows_is_read_as_a_narrowing_deficit_not_a_growin
     assert at8.startswith("supported (below 0: ") and "(D / M at B = 4096 -" in at8 and "narrows with compute" in at8
     assert v["lead grows with compute (every family)"] == f"supported at atlas N = 8{at8[len('supported'):]}"
     assert "undefined" not in text and "nan%" not in text  # every shared gain is above 0 here
+
+
+def test_searches_that_never_move_read_as_undefined_and_not_shown_never_nan(tmp_path):
+    """The committed LBF study's floor (both searches return zero-shot's return everywhere), on the re-run's design:
+    the reading completes, each trend is "not shown (undefined: ...)", each per cent "undefined", no "nan"."""
+    from studies.atlas import read_recipe
+    from studies.declared import ANALYSES
+    from sweeps.study import load_study
+
+    rng = np.random.default_rng(8)
+    study = load_study(RERUN_FILE, tmp_path / "out")
+    for p in study.analysis["parts"]:
+        if "left" not in p:
+            _write_rerun_raw(tmp_path, read_recipe(p["recipe"]), rng, flat=True)
+            if "trend_recipe" in p:
+                _write_rerun_raw(tmp_path, read_recipe(p["trend_recipe"]), rng, liveness=False, flat=True)
+    reading = ANALYSES["atlas_families"].read(study.analysis, tmp_path)
+    text = "\n".join(reading.lines)
+    assert all(reading.verdicts[f"{f}: lead per agent grows with N"]
+               == "not shown (undefined: the mean per-agent lead is 0 at every size)" for f in ("atlas", "atlas_lbf", "atlas_rware"))
+    assert reading.verdicts["lead grows with compute (every family)"] == "not shown"
+    assert "nan" not in text.lower() and text.count("undefined: the shared search's gain over zero-shot is <= 0") == 14
 
 
 def test_a_lead_per_cent_over_a_gain_at_or_below_0_is_undefined_in_words():
