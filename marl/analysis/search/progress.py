@@ -54,6 +54,19 @@ def _safe(method: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "_", method)
 
 
+def _read_npz(path: Path, folder: Path) -> dict:
+    """Every array of a kept ``.npz``, or one line naming it when it cannot be read (cut short, not an npz, a key
+    missing): what it held is then unknown, so the search starts again only when the folder is removed."""
+    import zipfile
+
+    try:
+        with np.load(path) as z:
+            return {k: z[k] for k in z.files}
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
+        raise UserError(f"{path} cannot be read ({type(e).__name__}), so the progress {folder} holds is unknown; remove "
+                        f"that folder to search from the start") from None
+
+
 def _normal(identity: dict) -> dict:
     return json.loads(json.dumps(identity, sort_keys=True, default=str))
 
@@ -86,8 +99,7 @@ class Progress:
         path = self.folder / f"{_safe(method)}.done.npz"
         if not path.is_file():
             return None
-        with np.load(path) as z:
-            out = {k: z[k] for k in z.files}
+        out = _read_npz(path, self.folder)
         for k in ("compile_s", "search_s"):
             out[k] = float(out[k])
         return out
@@ -107,11 +119,10 @@ class Progress:
         method's search time up to its kept state."""
         total = 0.0
         for path in self.folder.glob("*.done.npz"):
-            with np.load(path) as z:
-                total += float(z["compile_s"]) + float(z["search_s"])
+            z = _read_npz(path, self.folder)
+            total += float(z["compile_s"]) + float(z["search_s"])
         for path in self.folder.glob("*.gen.npz"):
-            with np.load(path) as z:
-                total += float(z["search_s"])
+            total += float(_read_npz(path, self.folder)["search_s"])
         return total
 
     def clear(self) -> None:
@@ -133,9 +144,13 @@ class MethodProgress:
         self._t0 = self._last = time.perf_counter()
         if not self.path.is_file():
             return None
-        with np.load(self.path) as z:
+        z = _read_npz(self.path, self.parent.folder)
+        try:
             g, rets, self.prior_s = int(z["g"]), z["rets"], float(z["search_s"])
             leaves = [z[f"carry_{i}"] for i in range(int(z["leaves"]))]
+        except KeyError as e:
+            raise UserError(f"{self.path} lacks {e} (not a search state this code wrote); remove {self.parent.folder} to "
+                            "search from the start") from None
         want, tree = jax.tree.flatten(fresh)
         if len(leaves) != len(want) or any((a.shape, a.dtype) != (np.shape(b), np.result_type(b))
                                            for a, b in zip(leaves, want)):
