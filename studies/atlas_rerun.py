@@ -587,10 +587,9 @@ def rerun_verdicts(parts, preconditions=("latent_live",), equivalence: float | N
             t = cv.details["by_test"][f"{f} N={n}"]
             g = _gate(fams[f]["live_by"][n], fams[f]["designs"]["margin_positive"][n])
             withheld = cv.outcome in (rules.NO_RECORD, rules.NOT_CALIBRATED_HERE)  # no record, or not on this noise
-            rows = fams[f]["meas"]["rows"][n]
             with np.errstate(divide="ignore", invalid="ignore"):  # M = 0 (P not above random): no level, no note
-                m = atlas.cells(rows, "M").mean(axis=1, keepdims=True)
-                level = float((atlas.cells(rows, "D", sizes_b[f][n]) / m).mean())
+                dm = atlas.trend_measure(atlas.study_data(fams[f]["meas"], [n], sizes_b[f][n]), "D_over_M")[n]
+                level = float(dm.mean())
             said = behind_words(t["verdict"], level, f"D / M at B = {sizes_b[f][n]}", "with compute")
             word = g or (cv.outcome if withheld else said)
             by_test[f"{f} N={n}"] = word

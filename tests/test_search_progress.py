@@ -127,6 +127,9 @@ def test_progress_of_another_search_is_refused_in_one_line(latent_team, tmp_path
     (folder / "zero-shot.done.npz").write_bytes(before["zero-shot.done.npz"][:100])  # cut short (a full disk, a bad copy)
     with pytest.raises(UserError, match=r"zero-shot.done.npz cannot be read \(BadZipFile\).*remove that folder"):
         search_methods(env, team, ["zero-shot"], progress=Progress(folder, {"teams": "a"}, every_s=0), **KW)
+    np.savez(folder / "zero-shot.done.npz", curve=np.zeros(2))  # readable, but not what this code writes
+    with pytest.raises(UserError, match="zero-shot.done.npz lacks compile_s, search_s"):
+        search_methods(env, team, ["zero-shot"], progress=Progress(folder, {"teams": "a"}, every_s=0), **KW)
 
 
 def test_marl_search_stopped_part_way_goes_on_from_its_out_folder(latent_team, tmp_path, monkeypatch):

@@ -19,6 +19,7 @@ import json
 import re
 import shutil
 import time
+import zipfile
 from pathlib import Path
 
 import jax
@@ -54,17 +55,21 @@ def _safe(method: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "_", method)
 
 
-def _read_npz(path: Path, folder: Path) -> dict:
-    """Every array of a kept ``.npz``, or one line naming it when it cannot be read (cut short, not an npz, a key
-    missing): what it held is then unknown, so the search starts again only when the folder is removed."""
-    import zipfile
-
+def _read_npz(path: Path, folder: Path, need=()) -> dict:
+    """Every array of a kept ``.npz``, or one line naming it when it cannot be read (cut short, not an npz) or
+    lacks a key of ``need``: what it held is then unknown, so the search starts again only when the folder is
+    removed."""
     try:
         with np.load(path) as z:
-            return {k: z[k] for k in z.files}
+            out = {k: z[k] for k in z.files}
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
         raise UserError(f"{path} cannot be read ({type(e).__name__}), so the progress {folder} holds is unknown; remove "
                         f"that folder to search from the start") from None
+    missing = [k for k in need if k not in out]
+    if missing:
+        raise UserError(f"{path} lacks {', '.join(missing)} (not a search state this code wrote); remove {folder} to "
+                        "search from the start")
+    return out
 
 
 def _normal(identity: dict) -> dict:
@@ -99,7 +104,7 @@ class Progress:
         path = self.folder / f"{_safe(method)}.done.npz"
         if not path.is_file():
             return None
-        out = _read_npz(path, self.folder)
+        out = _read_npz(path, self.folder, ("compile_s", "search_s"))
         for k in ("compile_s", "search_s"):
             out[k] = float(out[k])
         return out
@@ -119,10 +124,10 @@ class Progress:
         method's search time up to its kept state."""
         total = 0.0
         for path in self.folder.glob("*.done.npz"):
-            z = _read_npz(path, self.folder)
+            z = _read_npz(path, self.folder, ("compile_s", "search_s"))
             total += float(z["compile_s"]) + float(z["search_s"])
         for path in self.folder.glob("*.gen.npz"):
-            total += float(_read_npz(path, self.folder)["search_s"])
+            total += float(_read_npz(path, self.folder, ("search_s",))["search_s"])
         return total
 
     def clear(self) -> None:
@@ -144,13 +149,10 @@ class MethodProgress:
         self._t0 = self._last = time.perf_counter()
         if not self.path.is_file():
             return None
-        z = _read_npz(self.path, self.parent.folder)
-        try:
-            g, rets, self.prior_s = int(z["g"]), z["rets"], float(z["search_s"])
-            leaves = [z[f"carry_{i}"] for i in range(int(z["leaves"]))]
-        except KeyError as e:
-            raise UserError(f"{self.path} lacks {e} (not a search state this code wrote); remove {self.parent.folder} to "
-                            "search from the start") from None
+        z = _read_npz(self.path, self.parent.folder, ("g", "rets", "search_s", "leaves"))
+        g, rets, self.prior_s = int(z["g"]), z["rets"], float(z["search_s"])
+        # a leaf missing makes the count differ from the fresh carry's: refused below as another shape
+        leaves = [z[f"carry_{i}"] for i in range(int(z["leaves"])) if f"carry_{i}" in z]
         want, tree = jax.tree.flatten(fresh)
         if len(leaves) != len(want) or any((a.shape, a.dtype) != (np.shape(b), np.result_type(b))
                                            for a, b in zip(leaves, want)):
